@@ -1,0 +1,432 @@
+"""Canonicalizes URLs to shared/CANONICAL.md: the typed pure-Python reference.
+
+The same source is compiled by Cython into ``crawldedup._canonical_c`` (see setup.py), so
+there is one implementation with two builds; :mod:`crawldedup.canonical` picks one. Rule
+numbers in comments refer to shared/CANONICAL.md.
+
+Speed notes: the common URL is already clean ASCII, so each part is first checked with one
+precompiled regex and only rewritten when that check fails; hosts (and their ports) repeat
+across a crawl, so their processing, IDNA included, is cached; every rewrite is linear in
+the length of the part (splits, ``str.translate`` tables and one-pass regex substitutions),
+so a URL made of escapes or holding thousands of parameters costs no more than its length.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from functools import lru_cache
+from typing import Dict, Iterable, List, Optional, Tuple, Union
+from urllib.parse import unquote_to_bytes
+
+import idna
+
+from ._canonical_policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
+
+__all__ = ["canonicalize", "canonicalize_many"]
+
+URLInput = Union[str, bytes]
+# (scheme, authority, path, query) of an accepted base, as written after the input rules.
+_BaseParts = Tuple[str, str, str, Optional[str]]
+
+# Rule 1: the ASCII whitespace stripped from both ends, then tab/CR/LF removed anywhere.
+_STRIP_CHARS = " \t\n\r\f\v"
+_DROP_TAB_CR_LF = str.maketrans("", "", "\t\r\n")
+# One search finds every input that needs a closer look (tab/CR/LF to remove, or a character
+# that is refused); the clean common case pays for this single scan only.
+_SUSPECT_RE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+_REFUSED_RE = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+# Rule 2: only a leading "scheme%3A%2F%2F" marks a wrapped URL.
+_WRAPPED_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*%3[Aa]%2[Ff]%2[Ff]")
+
+# RFC 3986 appendix B, with the scheme group held to the scheme syntax of §3.1, so that a
+# first segment such as "1http:" is a relative path and not a scheme.
+_URI_RE = re.compile(r"(?:([A-Za-z][A-Za-z0-9+.\-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.S)
+
+_DEFAULT_PORTS: Dict[str, int] = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
+
+_HOST_CHARS_RE = re.compile(r"[a-z0-9_.\-]+\Z")
+_HOST_BAD_CHAR_RE = re.compile(r"[^a-z0-9_.\-]")
+_MAX_LABEL = 63
+
+_UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+_HEX_DIGITS = "0123456789ABCDEFabcdef"
+# Rule 7 (RFC 3986 §6.2.2): every two-hex-digit escape, mapped to its normal form: the
+# character itself when unreserved, else the escape with uppercase hex.
+_ESCAPES: Dict[str, str] = {}
+for _hi in _HEX_DIGITS:
+    for _lo in _HEX_DIGITS:
+        _char = chr(int(_hi + _lo, 16))
+        _ESCAPES[_hi + _lo] = _char if _char in _UNRESERVED else "%" + (_hi + _lo).upper()
+del _hi, _lo, _char
+
+# Characters a path may hold raw: pchar and "/" (RFC 3986 §3.3). Everything else (space,
+# non-ASCII, '"<>\^`{|}[]') is written as UTF-8 escapes; "%" is handled as escapes first.
+_PATH_CLEAN_RE = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/]*\Z")
+_PATH_UNSAFE_RE = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/%]+")
+# Rule 9: a kept fragment follows the path's rules, with "?" raw and "#" escaped.
+_FRAGMENT_UNSAFE_RE = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/%?]+")
+_LOWER_ESCAPE_RE = re.compile(r"%[0-9a-f]{2}")
+
+# Rule 8: a query pair made of unreserved characters only is already in its canonical form.
+_CLEAN_PAIR_RE = re.compile(r"[A-Za-z0-9\-._~]*(?:=[A-Za-z0-9\-._~]*)?\Z")
+_QUERY_SEPARATORS_RE = re.compile(r"[&;]")
+# Form re-encoding of one byte (held as a latin-1 character): unreserved raw, space "+",
+# every other byte "%XX" with uppercase hex.
+_FORM_ENCODE = {b: "%{:02X}".format(b) for b in range(256) if chr(b) not in _UNRESERVED}
+_FORM_ENCODE[0x20] = "+"
+
+
+def _show(text: object, limit: int = 80) -> str:
+    """A short repr for error messages (a rejected input can be a megabyte long)."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 5] + "...'"
+
+
+def _read(url: object, policy: CanonicalPolicy, what: str) -> str:
+    """Applies rules 1 and 2: type, UTF-8, stripping, length, control characters, unwrapping."""
+    if type(url) is str:
+        text = url
+    elif isinstance(url, bytes):
+        try:
+            text = url.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidURL(
+                f"{what} is not valid UTF-8: byte 0x{url[exc.start]:02X} at offset {exc.start} of {_show(url)}"
+            ) from None
+    elif isinstance(url, str):
+        text = str(url)
+    else:
+        raise TypeError(f"{what} must be str or bytes, got {type(url).__name__}")
+    text = _check_text(text, policy, what)
+    if _WRAPPED_RE.match(text) is not None:
+        raw = unquote_to_bytes(text)
+        try:
+            decoded = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidURL(
+                f"wrapped {what} decodes to bytes that are not UTF-8 (byte 0x{raw[exc.start]:02X}): {_show(text)}"
+            ) from None
+        text = _check_text(decoded, policy, f"unwrapped {what}")
+    return text
+
+
+def _check_text(text: str, policy: CanonicalPolicy, what: str) -> str:
+    text = text.strip(_STRIP_CHARS)
+    if len(text) > policy.max_length:
+        raise InvalidURL(f"{what} too long: {len(text)} characters, max_length is {policy.max_length}")
+    if _SUSPECT_RE.search(text) is not None:
+        text = text.translate(_DROP_TAB_CR_LF)
+        refused = _REFUSED_RE.search(text)
+        if refused is not None:
+            code = ord(refused.group())
+            kind = "an unpaired surrogate" if 0xD800 <= code <= 0xDFFF else "a control character"
+            raise InvalidURL(f"{what} holds {kind} (U+{code:04X}) at position {refused.start()}: {_show(text)}")
+    if not text:
+        raise InvalidURL(f"{what} is empty")
+    return text
+
+
+def _percent_encode_run(match: "re.Match[str]") -> str:
+    return "".join(["%{:02X}".format(b) for b in match.group().encode("utf-8")])
+
+
+def _normalize_escapes(text: str, unsafe_re: "re.Pattern[str]") -> str:
+    """Normalizes escapes (RFC 3986 §6.2.2; a stray "%" becomes %25), then encodes what may not be raw."""
+    if "%" in text:
+        parts = text.split("%")
+        out = [parts[0]]
+        for part in parts[1:]:
+            escape = _ESCAPES.get(part[:2])
+            if escape is None:
+                out.append("%25")
+                out.append(part)
+            else:
+                out.append(escape)
+                out.append(part[2:])
+        text = "".join(out)
+    return unsafe_re.sub(_percent_encode_run, text)
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4 for an absolute path, in one pass over its segments."""
+    segments = path.split("/")
+    last = len(segments) - 1
+    out: List[str] = []
+    for index in range(1, last + 1):
+        segment = segments[index]
+        if segment == "..":
+            if out:
+                out.pop()
+            if index == last:
+                out.append("")
+        elif segment == ".":
+            if index == last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/" + "/".join(out)
+
+
+def _canonical_path(path: str, policy: CanonicalPolicy) -> str:
+    """Rule 7."""
+    if not path:
+        return "/"
+    if _PATH_CLEAN_RE.match(path) is None:
+        path = _normalize_escapes(path, _PATH_UNSAFE_RE)
+    if "/." in path:
+        path = _remove_dot_segments(path)
+    if policy.strip_trailing_slash and len(path) > 1 and path[-1] == "/":
+        path = path.rstrip("/") or "/"
+    if policy.lowercase_path:
+        path = path.lower()
+        if "%" in path:
+            path = _LOWER_ESCAPE_RE.sub(_upper_match, path)
+    return path
+
+
+def _upper_match(match: "re.Match[str]") -> str:
+    return match.group().upper()
+
+
+def _form_decode(text: str) -> bytes:
+    return unquote_to_bytes(text.replace("+", " "))
+
+
+def _form_encode(data: bytes) -> str:
+    return data.decode("latin-1").translate(_FORM_ENCODE)
+
+
+def _canonical_query(query: str, policy: CanonicalPolicy) -> str:
+    """Rule 8: split, drop empties and tracking keys, re-encode as form data, sort."""
+    if policy.semicolon_separator:
+        parts = _QUERY_SEPARATORS_RE.split(query)
+    else:
+        parts = query.split("&")
+    filters = policy._filters_query  # type: ignore[attr-defined]
+    keep_keys = policy._keep_keys  # type: ignore[attr-defined]
+    drop_keys = policy._drop_keys  # type: ignore[attr-defined]
+    drop_starts = policy._drop_starts  # type: ignore[attr-defined]
+    pairs: List[Tuple[str, str]] = []
+    for part in parts:
+        if not part or part == "=":
+            continue
+        key, _, value = part.partition("=")
+        if _CLEAN_PAIR_RE.match(part) is not None:
+            folded = key.lower()
+        else:
+            key_bytes = _form_decode(key)
+            folded = key_bytes.lower().decode("latin-1")
+            key = _form_encode(key_bytes)
+            value = _form_encode(_form_decode(value))
+        if filters and folded not in keep_keys and (folded in drop_keys or folded.startswith(drop_starts)):
+            continue
+        pairs.append((key, value))
+    if not pairs:
+        return ""
+    pairs.sort()
+    return "&".join([key + "=" + value for key, value in pairs])
+
+
+@lru_cache(maxsize=1 << 14)
+def _canonical_authority(authority: str, scheme: str, out_scheme: str, strip_www: bool, keep_userinfo: bool) -> str:
+    """Rules 5 and 6 for one authority; cached because a crawl sees few hosts many times."""
+    at = authority.rfind("@")
+    userinfo = authority[:at] if at >= 0 else ""
+    hostport = authority[at + 1 :]
+    if hostport.startswith("["):
+        close = hostport.find("]")
+        if close < 0:
+            raise InvalidURL(f"unbalanced '[' in host {_show(hostport)}")
+        host = _canonical_ipv6(hostport[1:close])
+        rest = hostport[close + 1 :]
+        if rest and rest[0] != ":":
+            raise InvalidURL(f"only ':port' may follow an IPv6 literal, got {_show(rest)} in {_show(hostport)}")
+        port = rest[1:] if rest else ""
+    else:
+        colon = hostport.rfind(":")
+        if colon >= 0:
+            host, port = hostport[:colon], hostport[colon + 1 :]
+        else:
+            host, port = hostport, ""
+        host = _canonical_name(host, strip_www)
+    if port:
+        port = _canonical_port(port, scheme, out_scheme)
+    if keep_userinfo and userinfo:
+        userinfo = _normalize_escapes(userinfo, _PATH_UNSAFE_RE)
+        if userinfo != ":":
+            return userinfo + "@" + host + port
+    return host + port
+
+
+def _canonical_port(port: str, scheme: str, out_scheme: str) -> str:
+    """Rule 6: ':port' in plain decimal, or '' for an empty or default port."""
+    if not (port.isascii() and port.isdigit()):
+        raise InvalidURL(f"port must be ASCII digits in 0-65535, got {_show(port)}")
+    digits = port.lstrip("0") or "0"
+    if len(digits) > 5 or int(digits) > 65535:
+        raise InvalidURL(f"port must be in 0-65535, got {_show(port)}")
+    number = int(digits)
+    if number == _DEFAULT_PORTS.get(scheme) or number == _DEFAULT_PORTS.get(out_scheme):
+        return ""
+    return ":" + digits
+
+
+def _canonical_ipv6(literal: str) -> str:
+    """Rule 5: a bracketed IPv6 literal, validated and written in RFC 5952 form."""
+    if "%" in literal:
+        raise InvalidURL(f"IPv6 zone identifiers are not accepted, got [{_show(literal)[1:-1]}]")
+    try:
+        if not literal.isascii():
+            raise ValueError(literal)
+        address = ipaddress.IPv6Address(literal)
+    except ValueError:
+        raise InvalidURL(f"not a valid IPv6 address: [{_show(literal)[1:-1]}]") from None
+    mapped = address.ipv4_mapped
+    if mapped is not None:
+        # RFC 5952 §5: an IPv4-mapped address keeps its dotted quad.
+        return f"[::ffff:{mapped}]"
+    return f"[{address.compressed}]"
+
+
+def _canonical_name(host: str, strip_www: bool) -> str:
+    """Rule 5 for a registered name or IPv4 literal: lowercase, or UTS #46 when non-ASCII."""
+    if host.isascii():
+        name = host.lower()
+    else:
+        try:
+            # idna's UTS #46 processing is non-transitional ("faß" stays "faß" before Punycode).
+            name = idna.encode(host, uts46=True).decode("ascii")
+        except (idna.IDNAError, UnicodeError, ValueError) as exc:
+            raise InvalidURL(f"host {_show(host)} fails IDNA (UTS #46): {exc}") from None
+    if name.endswith("."):
+        name = name[:-1]
+    if not name:
+        raise InvalidURL(f"empty host in {_show(host)}")
+    if _HOST_CHARS_RE.match(name) is None:
+        bad = _HOST_BAD_CHAR_RE.search(name)
+        shown = bad.group() if bad is not None else name
+        raise InvalidURL(f"host may hold letters, digits, '-', '_' and '.' only, got {shown!r} in {_show(host)}")
+    labels = name.split(".")
+    for label in labels:
+        if not label:
+            raise InvalidURL(f"empty label in host {_show(host)}")
+        if len(label) > _MAX_LABEL:
+            raise InvalidURL(f"host label longer than {_MAX_LABEL} characters ({len(label)}) in {_show(host)}")
+    if strip_www and labels[0] == "www" and len(labels) > 2:
+        while labels[0] == "www" and len(labels) > 2:
+            del labels[0]
+        name = ".".join(labels)
+    return name
+
+
+@lru_cache(maxsize=256)
+def _base_parts(base: URLInput, policy: CanonicalPolicy) -> _BaseParts:
+    """Validates a base as an accepted absolute URL and returns its parts for resolution."""
+    try:
+        _canonicalize(base, None, policy)
+    except InvalidURL as exc:
+        raise InvalidURL(f"base is not an accepted absolute URL: {exc}") from None
+    scheme, authority, path, query, _ = _URI_RE.match(_read(base, policy, "base")).groups()  # type: ignore[union-attr]
+    return scheme, authority, path, query
+
+
+def _canonicalize(url: object, base: Optional[_BaseParts], policy: CanonicalPolicy) -> str:
+    text = _read(url, policy, "URL")
+    scheme, authority, path, query, fragment = _URI_RE.match(text).groups()  # type: ignore[union-attr]
+    if scheme is None:
+        # Rule 3: RFC 3986 §5.2.2, strict; dot segments are removed later, with the path's own rules.
+        if base is None:
+            raise InvalidURL(f"no scheme in {_show(text)} and no base to resolve it against")
+        scheme = base[0]
+        if authority is None:
+            authority = base[1]
+            if not path:
+                path = base[2]
+                if query is None:
+                    query = base[3]
+            elif path[0] != "/":
+                base_path = base[2]
+                path = base_path[: base_path.rfind("/") + 1] + path if base_path else "/" + path
+    scheme = scheme.lower()
+    if scheme not in policy.schemes:
+        raise InvalidURL(f"scheme {scheme!r} is not accepted (policy.schemes: {', '.join(sorted(policy.schemes))})")
+    if authority is None:
+        raise InvalidURL(f"no host in {_show(text)} (expected {scheme}://host)")
+    out_scheme = "https" if policy.merge_schemes and scheme == "http" else scheme
+    result = out_scheme + "://" + _canonical_authority(
+        authority, scheme, out_scheme, policy.strip_www, policy.keep_userinfo
+    ) + _canonical_path(path, policy)
+    if query:
+        query = _canonical_query(query, policy)
+        if query:
+            result += "?" + query
+    if fragment and policy.keep_fragment:
+        result += "#" + _normalize_escapes(fragment, _FRAGMENT_UNSAFE_RE)
+    return result
+
+
+def _check_policy(policy: Optional[CanonicalPolicy]) -> CanonicalPolicy:
+    if policy is None:
+        return DEFAULT_POLICY
+    if not isinstance(policy, CanonicalPolicy):
+        raise TypeError(f"policy must be a CanonicalPolicy or None, got {type(policy).__name__}")
+    return policy
+
+
+def _check_base(base: object, policy: CanonicalPolicy) -> Optional[_BaseParts]:
+    if base is None:
+        return None
+    if not isinstance(base, (str, bytes)):
+        raise TypeError(f"base must be str or bytes, got {type(base).__name__}")
+    return _base_parts(base, policy)
+
+
+def canonicalize(url: URLInput, base: Optional[URLInput] = None, policy: Optional[CanonicalPolicy] = None) -> str:
+    """Returns the one ASCII string that every spelling of ``url``'s page maps to.
+
+    :param url: the URL, as ``str`` or UTF-8 ``bytes``; may be relative when ``base`` is given.
+    :param base: an accepted absolute URL that relative references resolve against (RFC 3986 §5.2).
+    :param policy: the rules to apply; :data:`DEFAULT_POLICY` when ``None``.
+    :returns: ``scheme://host[:port]path[?query][#fragment]``, pure ASCII and idempotent.
+    :raises InvalidURL: the URL or the base is not accepted; the message names the problem.
+    :raises TypeError: ``url`` or ``base`` is not ``str``/``bytes``, or ``policy`` not a policy.
+    """
+    policy = _check_policy(policy)
+    return _canonicalize(url, _check_base(base, policy), policy)
+
+
+def canonicalize_many(
+    urls: Iterable[URLInput], base: Optional[URLInput] = None, policy: Optional[CanonicalPolicy] = None
+) -> Canonicalized:
+    """Canonicalizes a batch without stopping at a bad URL.
+
+    :param urls: an iterable of URLs (``str`` or ``bytes``), not a single string.
+    :param base: as for :func:`canonicalize`, validated once for the whole batch.
+    :param policy: as for :func:`canonicalize`.
+    :returns: ``Canonicalized(urls, errors)``: ``urls[i]`` is the canonical string or ``None``,
+        and ``errors[i]`` the :class:`InvalidURL` saying why (an item of the wrong type is
+        recorded there too, chained to the ``TypeError``).
+    :raises InvalidURL: the base is not accepted (nothing could be resolved against it).
+    :raises TypeError: ``urls`` is a single ``str``/``bytes`` or not iterable; ``base`` or
+        ``policy`` has the wrong type.
+    """
+    policy = _check_policy(policy)
+    if isinstance(urls, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
+    base_parts = _check_base(base, policy)
+    results: List[Optional[str]] = []
+    errors: Dict[int, InvalidURL] = {}
+    for index, url in enumerate(urls):
+        try:
+            results.append(_canonicalize(url, base_parts, policy))
+        except InvalidURL as exc:
+            results.append(None)
+            errors[index] = exc
+        except TypeError as exc:
+            results.append(None)
+            error = InvalidURL(str(exc))
+            error.__cause__ = exc
+            errors[index] = error
+    return Canonicalized(results, errors)

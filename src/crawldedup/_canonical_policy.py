@@ -1,0 +1,165 @@
+"""The canonicalization policy, its digest, and the types shared by both canonicalizer twins.
+
+These live apart from the implementation so that the pure-Python canonicalizer and its
+compiled twin raise the same :class:`InvalidURL` and read the same :class:`CanonicalPolicy`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, fields
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Union
+
+__all__ = [
+    "Canonicalized",
+    "CanonicalPolicy",
+    "DEFAULT_DROP_PARAMS",
+    "DEFAULT_POLICY",
+    "InvalidURL",
+    "POLICY_FORMAT_VERSION",
+]
+
+#: Bumped whenever the meaning of a policy field, or the canonicalization it drives, changes in
+#: a way that makes equal policies produce different strings. It is part of every digest.
+POLICY_FORMAT_VERSION = 1
+
+#: Query keys that identify a visit, a campaign or a session rather than content (shared/CANONICAL.md, rule 8).
+DEFAULT_DROP_PARAMS: FrozenSet[str] = frozenset(
+    {
+        "gclid", "fbclid", "msclkid", "dclid", "yclid", "gbraid", "wbraid", "igshid",
+        "mc_cid", "mc_eid", "_ga", "_gl", "spm", "from", "ref", "share_token",
+        "sessionid", "phpsessid", "jsessionid", "sid",
+    }
+)
+
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*\Z")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+class InvalidURL(ValueError):
+    """A URL (or a base) that the policy does not accept; the message names the problem."""
+
+
+class Canonicalized(NamedTuple):
+    """The result of :func:`crawldedup.canonicalize_many`.
+
+    ``urls[i]`` is the canonical string of input ``i``, or ``None`` when it was rejected, in
+    which case ``errors[i]`` is the :class:`InvalidURL` saying why.
+    """
+
+    urls: List[Optional[str]]
+    errors: Dict[int, InvalidURL]
+
+
+def _names(value: Union[str, Iterable[str]], what: str) -> FrozenSet[str]:
+    """Validates a collection of names and folds it to ASCII lowercase (comparisons are ASCII-only)."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{what} must be a collection of str, not a single {type(value).__name__} ({value!r})")
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(f"{what} must be a collection of str, got {type(value).__name__}") from None
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"{what} must hold str items, got {type(item).__name__} ({item!r})")
+        if not item:
+            raise ValueError(f"{what} must not hold an empty string")
+        if any(0xD800 <= ord(ch) <= 0xDFFF for ch in item):
+            raise ValueError(f"{what} item {item!r} holds an unpaired surrogate")
+    return frozenset(item.translate(_ASCII_LOWER) for item in items)
+
+
+@dataclass(frozen=True)
+class CanonicalPolicy:
+    """What counts as the same page: every rule of shared/CANONICAL.md that can be switched.
+
+    Collections may be given as any iterable of ``str``; they are stored as frozensets folded
+    to ASCII lowercase, because every comparison they drive is ASCII case-insensitive. To
+    extend a default list rather than replace it, build on it, for example
+    ``dataclasses.replace(DEFAULT_POLICY, drop_params=DEFAULT_POLICY.drop_params | {"campaign"})``.
+
+    :param schemes: accepted schemes (default ``http`` and ``https``).
+    :param merge_schemes: write ``http`` as ``https`` (and drop either scheme's default port).
+    :param strip_www: remove leading ``www.`` labels while at least two labels remain.
+    :param keep_userinfo: keep ``user:pass@`` (percent-normalized like the path).
+    :param lowercase_path: lowercase the path's ASCII letters (escapes stay uppercase).
+    :param strip_trailing_slash: remove trailing slashes from a path other than ``/``.
+    :param semicolon_separator: split the query on ``;`` as well as ``&``.
+    :param drop_params: query keys dropped as tracking parameters.
+    :param drop_prefixes: query keys starting with one of these are dropped.
+    :param keep_params: query keys never dropped (wins over both lists above).
+    :param keep_fragment: keep ``#fragment`` (percent-normalized like the path).
+    :param max_length: longest accepted input, in characters after stripping its ends.
+    :raises TypeError: a field of the wrong type.
+    :raises ValueError: an empty or malformed scheme or name, or ``max_length`` below 1.
+    """
+
+    schemes: FrozenSet[str] = frozenset({"http", "https"})
+    merge_schemes: bool = False
+    strip_www: bool = False
+    keep_userinfo: bool = False
+    lowercase_path: bool = False
+    strip_trailing_slash: bool = True
+    semicolon_separator: bool = False
+    drop_params: FrozenSet[str] = DEFAULT_DROP_PARAMS
+    drop_prefixes: FrozenSet[str] = frozenset({"utm_"})
+    keep_params: FrozenSet[str] = frozenset()
+    keep_fragment: bool = False
+    max_length: int = 8192
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        for flag in ("merge_schemes", "strip_www", "keep_userinfo", "lowercase_path",
+                     "strip_trailing_slash", "semicolon_separator", "keep_fragment"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} must be a bool, got {type(getattr(self, flag)).__name__}")
+        if not isinstance(self.max_length, int) or isinstance(self.max_length, bool):
+            raise TypeError(f"max_length must be an int, got {type(self.max_length).__name__}")
+        if self.max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {self.max_length}")
+        schemes = _names(self.schemes, "schemes")
+        if not schemes:
+            raise ValueError("schemes must name at least one scheme")
+        for scheme in schemes:
+            if not _SCHEME_RE.match(scheme):
+                raise ValueError(f"schemes: {scheme!r} is not a scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.')")
+        set_(self, "schemes", schemes)
+        for name in ("drop_params", "drop_prefixes", "keep_params"):
+            set_(self, name, _names(getattr(self, name), name))
+        # Derived once; plain attributes rather than fields, so they never take part in
+        # equality, repr or the digest.
+        set_(self, "_digest", _policy_digest(self))
+        # Query keys are compared as bytes decoded from form data, held as latin-1 text so
+        # that one str lookup serves both clean ASCII keys and arbitrary decoded bytes.
+        set_(self, "_drop_keys", frozenset(_as_latin1(k) for k in self.drop_params))
+        set_(self, "_drop_starts", tuple(sorted(_as_latin1(k) for k in self.drop_prefixes)))
+        set_(self, "_keep_keys", frozenset(_as_latin1(k) for k in self.keep_params))
+        set_(self, "_filters_query", bool(self.drop_params or self.drop_prefixes))
+
+    @property
+    def digest(self) -> str:
+        """16 lowercase hex characters naming this policy, stable across processes, versions and machines.
+
+        It is the first 64 bits of SHA-256 over a canonical JSON form of every field plus
+        :data:`POLICY_FORMAT_VERSION`, so it changes whenever a field changes.
+        """
+        return self._digest
+
+
+def _as_latin1(name: str) -> str:
+    return name.encode("utf-8").decode("latin-1")
+
+
+def _policy_digest(policy: CanonicalPolicy) -> str:
+    document: Dict[str, object] = {"policy_format": POLICY_FORMAT_VERSION}
+    for f in fields(policy):
+        value = getattr(policy, f.name)
+        document[f.name] = sorted(value) if isinstance(value, frozenset) else value
+    blob = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(blob.encode("ascii")).hexdigest()[:16]
+
+
+#: The policy of shared/CANONICAL.md; its digest is pinned in the tests (a file format).
+DEFAULT_POLICY = CanonicalPolicy()
