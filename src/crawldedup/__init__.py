@@ -2,6 +2,14 @@
 
 __version__ = "0.1.0"
 
+from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
+
 __all__ = [
+    "DEFAULT_POLICY",
+    "CanonicalPolicy",
+    "Canonicalized",
+    "InvalidURL",
+    "canonicalize",
+    "canonicalize_many",
     "__version__",
 ]
