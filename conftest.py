@@ -154,3 +154,13 @@ def redisbloom_url(redis_url: str, redis_server: RedisServer) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return redis_url
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks ``redis`` every test that uses the real server, so ``-m "not redis"`` deselects them.
+
+    The wheel builds (cibuildwheel) run where no redis-server exists and deselect these.
+    """
+    for item in items:
+        if "redis_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.redis)
