@@ -156,6 +156,21 @@ def redisbloom_url(redis_url: str, redis_server: RedisServer) -> str:
     return redis_url
 
 
+@pytest.fixture(params=["set", "sharded-set", "bloom", "sqlite"])
+def store_strategy(request: pytest.FixtureRequest) -> str:
+    """Each claim store in turn, by its ``DEDUP_STRATEGY`` name."""
+    return request.param
+
+
+@pytest.fixture
+def store_location(store_strategy: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict:
+    """Where a store of ``store_strategy`` lives for one test: a flushed Redis or a fresh SQLite file."""
+    if store_strategy == "sqlite":
+        return {"sqlite_path": tmp_path / "claims.sqlite"}
+    fixture = "redisbloom_url" if store_strategy == "bloom" else "redis_url"
+    return {"redis_url": request.getfixturevalue(fixture)}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks ``redis`` every test that uses the real server, so ``-m "not redis"`` deselects them.
 

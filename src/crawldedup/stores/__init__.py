@@ -1,0 +1,24 @@
+"""Claim stores: one shared, authoritative answer to "has this URL been claimed?".
+
+Every store takes 16-byte fingerprints and answers a batch in one round trip
+(:meth:`~crawldedup.stores.base.ClaimStore.claim_and_read`). Key layouts are documented in
+docs/stores.md and in each module.
+"""
+
+from .base import ClaimAnswers, ClaimStore, NamespaceConflict, RetryPolicy, StoreUnavailable
+from .keys import RedisKeyStore
+from .redisbloom import RedisBloomStore
+from .sharded_set import RedisShardedSetStore
+from .sqlite import SQLiteStore
+
+__all__ = [
+    "ClaimAnswers",
+    "ClaimStore",
+    "NamespaceConflict",
+    "RedisBloomStore",
+    "RedisKeyStore",
+    "RedisShardedSetStore",
+    "RetryPolicy",
+    "SQLiteStore",
+    "StoreUnavailable",
+]

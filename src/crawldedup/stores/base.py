@@ -1,0 +1,225 @@
+"""The one small interface every claim store offers, and its bounded retries.
+
+A store answers two questions for 16-byte fingerprints, in one round trip per batch:
+*claim* (test-and-set: True for exactly one caller ever) and *read* (is it already there?).
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, ClassVar, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar
+
+#: Bytes in a fingerprint (MurmurHash3 x64-128 of the canonical URL).
+FINGERPRINT_BYTES = 16
+#: Name of the fingerprint function, recorded with each namespace.
+FINGERPRINT_ID = "murmur3-x64-128"
+#: Version of the key/table layouts written by the stores (recorded with each namespace).
+LAYOUT_VERSION = 1
+#: Namespaces and rounds end up inside Redis hash tags and SQLite rows: keep them plain.
+_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/@+=-]{1,200}")
+_DIGEST_PATTERN = re.compile(r"[0-9a-f]{16}")
+
+T = TypeVar("T")
+
+
+class StoreUnavailable(ConnectionError):
+    """A store could not answer a batch after the configured retries.
+
+    Nothing was confirmed for the batch, so retrying the same batch later is correct.
+    The message names the store (with any password removed), the attempts and the last error.
+    """
+
+    def __init__(self, store: str, attempts: int, reason: str) -> None:
+        self.store = store
+        self.attempts = attempts
+        self.reason = reason
+        super().__init__(f"{store}: unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({reason})")
+
+
+class NamespaceConflict(ValueError):
+    """A namespace already holds claims made under another canonical policy or store layout."""
+
+
+class ClaimAnswers(NamedTuple):
+    """The answers of one round trip: per claimed fingerprint, whether this caller won it;
+    per read fingerprint, whether the store already holds it."""
+
+    won: List[bool]
+    present: List[bool]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff for a store's transient errors.
+
+    Attempt ``n`` (from 1) that fails waits ``min(max_backoff_seconds,
+    backoff_seconds * 2 ** (n - 1))``, half of it fixed and half random (so that many
+    workers do not reconnect in step), then tries again, ``retries`` times at most.
+
+    :raises ValueError: when a field is out of range.
+    """
+
+    retries: int = 3
+    backoff_seconds: float = 0.05
+    max_backoff_seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.retries, int) or isinstance(self.retries, bool) or not 0 <= self.retries <= 100:
+            raise ValueError(f"retries must be an integer in [0, 100], got {self.retries!r}")
+        for name in ("backoff_seconds", "max_backoff_seconds"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 60:
+                raise ValueError(f"{name} must be a number of seconds in [0, 60], got {value!r}")
+
+    @property
+    def attempts(self) -> int:
+        """Attempts made before giving up: the first one plus the retries."""
+        return self.retries + 1
+
+    def delay(self, failed_attempt: int) -> float:
+        """Seconds to wait after the ``failed_attempt``-th attempt (from 1) failed."""
+        ceiling = min(self.max_backoff_seconds, self.backoff_seconds * 2 ** (failed_attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    def max_total_delay(self) -> float:
+        """Upper bound of the time spent waiting between the attempts of one call."""
+        return sum(min(self.max_backoff_seconds, self.backoff_seconds * 2 ** i) for i in range(self.retries))
+
+
+def check_fingerprints(fingerprints: Sequence[bytes]) -> None:
+    """Refuse anything that is not a sequence of 16-byte fingerprints.
+
+    :raises TypeError: for a non-bytes item.
+    :raises ValueError: for an item of another length.
+    """
+    for fp in fingerprints:
+        if not isinstance(fp, bytes):
+            raise TypeError(f"fingerprints must be bytes, got {type(fp).__name__}")
+        if len(fp) != FINGERPRINT_BYTES:
+            raise ValueError(f"fingerprints must be {FINGERPRINT_BYTES} bytes, got {len(fp)} bytes")
+
+
+def check_name(kind: str, value: str) -> str:
+    """Validate a namespace or round name (it becomes part of keys).
+
+    :raises ValueError: when it is empty, too long or has characters outside ``[A-Za-z0-9_.:/@+=-]``.
+    """
+    if not isinstance(value, str) or not _NAME_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"{kind} must be 1 to 200 characters from [A-Za-z0-9_.:/@+=-] "
+            f"(no braces: they delimit Redis hash tags), got {value!r}"
+        )
+    return value
+
+
+def check_policy_digest(digest: str) -> str:
+    """Validate a canonical policy digest (16 lowercase hex characters).
+
+    :raises ValueError: for anything else.
+    """
+    if not isinstance(digest, str) or not _DIGEST_PATTERN.fullmatch(digest):
+        raise ValueError(f"policy_digest must be 16 lowercase hex characters, got {digest!r}")
+    return digest
+
+
+class ClaimStore(abc.ABC):
+    """A shared, authoritative answer to "has this fingerprint been claimed?".
+
+    Subclasses implement :meth:`_exchange` (one round trip, may raise one of
+    ``transient_errors``); this class adds validation, retries and counters.
+    Instances are safe to share between threads.
+    """
+
+    #: Errors worth retrying; anything else is a bug or a misconfiguration and propagates.
+    transient_errors: ClassVar[Tuple[Type[BaseException], ...]] = ()
+    #: Short name of the store kind, recorded with the namespace (``keys``, ``sharded-set``...).
+    kind: ClassVar[str] = ""
+
+    def __init__(self, retry: Optional[RetryPolicy] = None) -> None:
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.round_trips = 0
+        self.failed_attempts = 0
+        self._counter_lock = threading.Lock()
+
+    @property
+    @abc.abstractmethod
+    def description(self) -> str:
+        """Where the store lives, safe to print (no password)."""
+
+    @abc.abstractmethod
+    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes]) -> ClaimAnswers:
+        """Claim ``claims`` and read ``reads`` in one round trip."""
+
+    @abc.abstractmethod
+    def bytes_per_url(self) -> Optional[float]:
+        """Storage bytes per claimed URL, measured on the live store; None when unknowable.
+
+        :raises StoreUnavailable: when the store cannot be reached.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; further calls fail."""
+
+    def _redact(self, text: str) -> str:
+        """Remove secrets (a password from the connection URL) from an error text."""
+        return text
+
+    def claim_and_read(self, claims: Sequence[bytes], reads: Sequence[bytes] = ()) -> ClaimAnswers:
+        """Claim some fingerprints and read others, in one round trip.
+
+        A fingerprint listed twice among ``claims`` is won at most once.
+
+        :param claims: 16-byte fingerprints to test-and-set.
+        :param reads: 16-byte fingerprints to look up without claiming.
+        :returns: per claim, True when this caller won it; per read, True when present.
+        :raises TypeError: for a fingerprint that is not bytes.
+        :raises ValueError: for a fingerprint that is not 16 bytes long.
+        :raises StoreUnavailable: after the retries of :attr:`retry` failed.
+        """
+        check_fingerprints(claims)
+        check_fingerprints(reads)
+        if not claims and not reads:
+            return ClaimAnswers([], [])
+        return self._with_retries(lambda: self._exchange(claims, reads))
+
+    def claim_many(self, fingerprints: Sequence[bytes]) -> List[bool]:
+        """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""
+        return self.claim_and_read(fingerprints, ()).won
+
+    def contains_many(self, fingerprints: Sequence[bytes]) -> List[bool]:
+        """Read fingerprints; True where already claimed (see :meth:`claim_and_read`)."""
+        return self.claim_and_read((), fingerprints).present
+
+    def _with_retries(self, call: Callable[[], T]) -> T:
+        """Run ``call`` under the retry policy; count round trips and failures."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                result = call()
+            except self.transient_errors as exc:
+                with self._counter_lock:
+                    self.failed_attempts += 1
+                if attempt >= self.retry.attempts:
+                    reason = self._redact(f"{type(exc).__name__}: {exc}")
+                    raise StoreUnavailable(self.description, attempt, reason) from exc
+                time.sleep(self.retry.delay(attempt))
+                continue
+            with self._counter_lock:
+                self.round_trips += 1
+            return result
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.description}>"

@@ -1,0 +1,86 @@
+"""The smallest store: one RedisBloom filter per namespace (probabilistic, no TTL).
+
+Key layout (part of the documented format, see docs/stores.md)::
+
+    <namespace>:meta    hash: layout, store=bloom, fingerprint, policy, capacity, error_rate
+    <namespace>:bf      RedisBloom filter, BF.RESERVE <error_rate> <capacity>, items = 16 raw fingerprint bytes
+
+A batch is one ``BF.MADD`` (claims) and one ``BF.MEXISTS`` (reads) in one pipeline.
+A new URL that the filter takes for a seen one (its false-positive rate) is won by nobody:
+at most one winner per URL, sometimes none. Past capacity, RedisBloom adds sub-filters
+(expansion 2), so memory grows and the false-positive rate creeps up.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import redis
+
+from .base import ClaimAnswers
+from ._redis import RedisStore
+
+
+class RedisBloomStore(RedisStore):
+    """Claims in a RedisBloom filter reserved once with the namespace's capacity and error rate.
+
+    :param url: Redis URL of a server with the RedisBloom module.
+    :param namespace: key prefix of this crawl (and round).
+    :param policy_digest: digest of the canonical policy behind the fingerprints.
+    :param capacity: items the filter is reserved for (a new namespace only).
+    :param error_rate: false-positive rate it is reserved for, in (0, 1) (a new namespace only).
+    :param client: an existing redis-py client instead of ``url``.
+    :param retry: retries for transient Redis errors.
+    :raises ValueError: for a bad namespace, digest, capacity or error rate.
+    :raises NamespaceConflict: when the namespace was made by another store or policy.
+    :raises StoreUnavailable: when Redis cannot be reached or lacks RedisBloom.
+    """
+
+    kind = "bloom"
+
+    def __init__(self, url: Optional[str] = None, *, capacity: int, error_rate: float, **kwargs: Any) -> None:
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or not 1 <= capacity <= 1 << 48:
+            raise ValueError(f"capacity must be an integer in [1, 2**48], got {capacity!r}")
+        if not isinstance(error_rate, float) or not 0 < error_rate < 1:
+            raise ValueError(f"error_rate must be a float in (0, 1), got {error_rate!r}")
+        super().__init__(url, layout={"capacity": str(capacity), "error_rate": repr(error_rate)}, **kwargs)
+        self.capacity = int(self.meta["capacity"])
+        self.error_rate = float(self.meta["error_rate"])
+        self.key = f"{self.namespace}:bf".encode("ascii")
+        self._with_retries(self._reserve)
+
+    def _reserve(self) -> None:
+        try:
+            self.client.execute_command("BF.RESERVE", self.key, self.error_rate, self.capacity)
+        except redis.ResponseError as exc:
+            if "exists" not in str(exc).lower():  # "ERR item exists": another worker reserved it
+                raise
+
+    def _request(
+        self, claims: Sequence[bytes], reads: Sequence[bytes]
+    ) -> Tuple[List[Tuple[Any, ...]], Callable[[List[Any]], ClaimAnswers]]:
+        commands: List[Tuple[Any, ...]] = []
+        if claims:
+            commands.append(("BF.MADD", self.key, *claims))
+        if reads:
+            commands.append(("BF.MEXISTS", self.key, *reads))
+
+        def decode(replies: List[Any]) -> ClaimAnswers:
+            # 1/0, or True/False where redis-py applies its RedisBloom reply callbacks.
+            won = [bool(v) for v in replies[0]] if claims else []
+            present = [bool(v) for v in replies[-1]] if reads else []
+            return ClaimAnswers(won, present)
+
+        return commands, decode
+
+    def bytes_per_url(self) -> Optional[float]:
+        """The filter's size over the items inserted (``BF.INFO``); None while empty.
+
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        reply = self._with_retries(lambda: self.client.execute_command("BF.INFO", self.key))
+        # redis-py 5+ turns the reply into a dict; older clients return the flat list.
+        pairs = reply.items() if isinstance(reply, dict) else zip(reply[0::2], reply[1::2])
+        info = {(k.decode() if isinstance(k, bytes) else k): v for k, v in pairs}
+        items = int(info["Number of items inserted"])
+        return int(info["Size"]) / items if items else None

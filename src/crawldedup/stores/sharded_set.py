@@ -1,0 +1,112 @@
+"""The compact exact store: 32-bit integer members in many small Redis sets (about 5 bytes per URL).
+
+Key layout (part of the documented format, see docs/stores.md)::
+
+    <namespace>:meta                       hash: layout, store=sharded-set, fingerprint, policy,
+                                           groups, shards
+    {<namespace>:<group>}:<shard>          set of signed 32-bit integers
+
+For a fingerprint whose first 64 bits (little-endian) are ``a``: ``shard = (a * shards) >> 64``,
+``group = (a * groups) >> 64`` (= ``shard // (shards // groups)``), and the member is bytes
+8-11 read as a little-endian signed 32-bit integer.
+
+Why it is small: Redis keeps a set of integers as an *intset* (a sorted array, 4 bytes per
+member while every member fits in 32 bits) as long as it holds at most
+``set-max-intset-entries`` members (512 by default). Shards are sized so that at capacity
+they average :data:`MEMBERS_PER_SHARD` members; the fullest of 2.5 million shards (a billion
+URLs) then stays under 512 (expected number of shards over: 0.09, Poisson tail).
+
+Past capacity, shards grow beyond 512 members and Redis converts each one to a hash table
+(tens of bytes per member): answers stay right, memory per URL climbs gradually. Size
+``capacity`` for the whole crawl; the namespace records the shard count, so it cannot change.
+
+The price of 32-bit members: a new URL is taken for a seen one when its member is already in
+its shard, with probability ``load / 2**32`` (load = members in that shard): 9.3e-8 at
+capacity (one in 10.7 million), whatever the capacity, since the load per shard is fixed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, Optional, Tuple
+
+from ._redis import DEFAULT_GROUPS, GroupedScriptStore
+
+#: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
+#: under Redis's 512-entry intset limit (P(Poisson(400) > 512) = 3.4e-8 per shard).
+MEMBERS_PER_SHARD = 400
+#: Shards sampled by :meth:`RedisShardedSetStore.bytes_per_url`.
+SAMPLE_SHARDS = 64
+
+_CLAIM = """
+local claims = tonumber(ARGV[1])
+local answers = {}
+for i = 1, #KEYS do
+  if i > claims then
+    answers[i] = redis.call('SISMEMBER', KEYS[i], ARGV[i + 1])
+  else
+    answers[i] = redis.call('SADD', KEYS[i], ARGV[i + 1])
+  end
+end
+return answers
+"""
+
+
+def shards_for(capacity: int, groups: int) -> int:
+    """Shard count for ``capacity`` URLs: a multiple of ``groups`` near ``capacity / 400``."""
+    return groups * max(1, math.ceil(capacity / (MEMBERS_PER_SHARD * groups)))
+
+
+class RedisShardedSetStore(GroupedScriptStore):
+    """Exact claims (up to 32-bit member collisions) in hash-tagged intset shards, no per-URL TTL.
+
+    :param url: Redis URL (see :class:`~crawldedup.stores._redis.RedisStore`).
+    :param namespace: key prefix of this crawl (and round).
+    :param policy_digest: digest of the canonical policy behind the fingerprints.
+    :param capacity: URLs the namespace is sized for (a new namespace only).
+    :param groups: hash-tag groups for a new namespace (an existing one keeps its own).
+    :param client: an existing redis-py client instead of ``url``.
+    :param retry: retries for transient Redis errors.
+    :raises ValueError: for a bad namespace, digest, capacity or group count.
+    :raises NamespaceConflict: when the namespace was made by another store or policy.
+    :raises StoreUnavailable: when Redis cannot be reached.
+    """
+
+    kind = "sharded-set"
+    _script = _CLAIM
+
+    def __init__(self, url: Optional[str] = None, *, capacity: int, **kwargs: Any) -> None:
+        if not isinstance(capacity, int) or isinstance(capacity, bool) or not 1 <= capacity <= 1 << 48:
+            raise ValueError(f"capacity must be an integer in [1, 2**48], got {capacity!r}")
+        layout = {"shards": str(shards_for(capacity, kwargs.get("groups", DEFAULT_GROUPS))), "capacity": str(capacity)}
+        super().__init__(url, layout=layout, **kwargs)
+        #: Adopted from the namespace record, like the groups.
+        self.shards = int(self.meta["shards"])
+        self.capacity = int(self.meta["capacity"])
+
+    def _shard_key(self, shard: int) -> bytes:
+        return b"%s:%d" % (self._tags[shard * self.groups // self.shards], shard)
+
+    def _key_and_args(self, fingerprint: bytes, group: int) -> Tuple[bytes, Tuple[Any, ...]]:
+        shard = (int.from_bytes(fingerprint[:8], "little") * self.shards) >> 64
+        return self._shard_key(shard), (int.from_bytes(fingerprint[8:12], "little", signed=True),)
+
+    def bytes_per_url(self) -> Optional[float]:
+        """Redis memory per member over a random sample of shards (``MEMORY USAGE`` / ``SCARD``).
+
+        :returns: None while the sampled shards are all empty.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        keys = [self._shard_key(random.randrange(self.shards)) for _ in range(SAMPLE_SHARDS)]
+
+        def sample() -> Tuple[int, int]:
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")
+                pipe.scard(key)
+            replies = pipe.execute()
+            return sum(r or 0 for r in replies[0::2]), sum(replies[1::2])
+
+        used, members = self._with_retries(sample)
+        return used / members if members else None

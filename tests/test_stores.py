@@ -1,0 +1,323 @@
+"""The claim stores against a real redis-server (with RedisBloom) and real SQLite files."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+
+import pytest
+import redis
+
+from crawldedup.stores import (
+    NamespaceConflict,
+    RedisBloomStore,
+    RedisKeyStore,
+    RedisShardedSetStore,
+    RetryPolicy,
+    SQLiteStore,
+    StoreUnavailable,
+)
+from crawldedup.stores.factory import open_store
+from crawldedup.stores.sharded_set import MEMBERS_PER_SHARD, shards_for
+
+DIGEST = "0123456789abcdef"
+OTHER_DIGEST = "fedcba9876543210"
+
+
+def fingerprints(n: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(16) for _ in range(n)]
+
+
+def make(strategy: str, location: dict, namespace: str = "crawl", digest: str = DIGEST, **kwargs):
+    options = {"capacity": 100_000, "error_rate": 0.001, "ttl_seconds": 3600, **kwargs}
+    return open_store(strategy, namespace=namespace, policy_digest=digest, **location, **options)
+
+
+def test_first_claim_wins_then_loses(store_strategy, store_location):
+    fps = fingerprints(2_000, seed=1)
+    with make(store_strategy, store_location) as store:
+        opened = store.round_trips  # the namespace record (and RedisBloom's reserve)
+        assert store.claim_many(fps) == [True] * len(fps)
+        assert store.claim_many(fps) == [False] * len(fps)
+        assert store.round_trips == opened + 2
+
+
+def test_duplicate_in_one_batch_is_won_once(store_strategy, store_location):
+    a, b = fingerprints(2, seed=2)
+    with make(store_strategy, store_location) as store:
+        assert store.claim_many([a, b, a, a, b]) == [True, True, False, False, False]
+
+
+def test_reads_do_not_claim(store_strategy, store_location):
+    old, new = fingerprints(2, seed=3)
+    with make(store_strategy, store_location) as store:
+        store.claim_many([old])
+        answers = store.claim_and_read([], [old, new])
+        assert answers.won == [] and answers.present == [True, False]
+        assert store.contains_many([new]) == [False]
+        assert store.claim_many([new]) == [True]
+
+
+def test_claim_and_read_share_one_round_trip(store_strategy, store_location):
+    fps = fingerprints(300, seed=4)
+    with make(store_strategy, store_location) as store:
+        store.claim_many(fps[:100])
+        before = store.round_trips
+        answers = store.claim_and_read(fps[100:200], fps[:100] + fps[200:])
+        assert answers.won == [True] * 100
+        assert answers.present == [True] * 100 + [False] * 100
+        assert store.round_trips == before + 1
+
+
+def test_another_worker_sees_the_claims(store_strategy, store_location):
+    fps = fingerprints(500, seed=5)
+    with make(store_strategy, store_location) as first, make(store_strategy, store_location) as second:
+        first.claim_many(fps[:250])
+        assert second.claim_many(fps) == [False] * 250 + [True] * 250
+
+
+def test_namespaces_are_separate_dedup_spaces(store_strategy, store_location):
+    fps = fingerprints(100, seed=6)
+    with make(store_strategy, store_location, "crawl:r1") as one, make(store_strategy, store_location, "crawl:r2") as two:
+        assert one.claim_many(fps) == [True] * 100
+        assert two.claim_many(fps) == [True] * 100
+
+
+def test_namespace_of_another_policy_is_refused(store_strategy, store_location):
+    make(store_strategy, store_location).close()
+    with pytest.raises(NamespaceConflict, match=f"policy='{DIGEST}'.*policy='{OTHER_DIGEST}'"):
+        make(store_strategy, store_location, digest=OTHER_DIGEST)
+
+
+@pytest.mark.parametrize("bad", ["", "a{b}", "has space", "x" * 201, "tab\t"])
+def test_bad_namespace_is_refused(store_strategy, store_location, bad):
+    with pytest.raises(ValueError, match="namespace must be"):
+        make(store_strategy, store_location, namespace=bad)
+
+
+def test_bad_fingerprints_are_refused_before_anything_is_claimed(store_strategy, store_location):
+    good = fingerprints(1, seed=7)[0]
+    with make(store_strategy, store_location) as store:
+        with pytest.raises(ValueError, match="16 bytes, got 15"):
+            store.claim_many([good, good[:15]])
+        with pytest.raises(TypeError, match="bytes, got str"):
+            store.claim_many([good, "0" * 16])
+        assert store.claim_many([good]) == [True]
+
+
+def test_twenty_threads_one_fingerprint_one_winner(store_strategy, store_location):
+    fp = fingerprints(1, seed=8)[0]
+    results: list[bool] = []
+    barrier = threading.Barrier(20)
+    with make(store_strategy, store_location) as store:
+
+        def claim() -> None:
+            barrier.wait()
+            results.extend(store.claim_many([fp]))
+
+        threads = [threading.Thread(target=claim) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(results) == [False] * 19 + [True]
+
+
+# --- Redis stores: key layouts are a documented format -------------------------------------
+
+def test_namespace_record(redis_url):
+    with RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=1_000_000, groups=8):
+        pass
+    meta = redis.Redis.from_url(redis_url).hgetall("crawl:meta")
+    assert meta == {
+        b"layout": b"1", b"store": b"sharded-set", b"fingerprint": b"murmur3-x64-128", b"policy": DIGEST.encode(),
+        b"groups": b"8", b"shards": str(shards_for(1_000_000, 8)).encode(), b"capacity": b"1000000",
+    }
+
+
+def test_store_of_another_kind_is_refused(redis_url):
+    RedisKeyStore(redis_url, namespace="crawl", policy_digest=DIGEST).close()
+    with pytest.raises(NamespaceConflict, match="store='keys'.*store='sharded-set'"):
+        RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=10)
+
+
+def test_key_layout_of_keys_store(redis_url):
+    fp = fingerprints(1, seed=9)[0]
+    with RedisKeyStore(redis_url, namespace="crawl", policy_digest=DIGEST, ttl_seconds=3600, groups=16) as store:
+        store.claim_many([fp])
+    group = (int.from_bytes(fp[:8], "little") * 16) >> 64
+    client = redis.Redis.from_url(redis_url)
+    key = b"{crawl:%d}" % group + fp
+    assert client.get(key) == b"1"
+    assert 3500 < client.ttl(key) <= 3600
+    assert client.dbsize() == 2  # the key and the namespace record
+
+
+def test_keys_without_ttl_never_expire(redis_url):
+    fp = fingerprints(1, seed=10)[0]
+    with RedisKeyStore(redis_url, namespace="crawl", policy_digest=DIGEST, groups=1) as store:
+        store.claim_many([fp])
+    assert redis.Redis.from_url(redis_url).ttl(b"{crawl:0}" + fp) == -1
+
+
+def test_key_layout_of_sharded_sets(redis_url):
+    fps = fingerprints(50, seed=11)
+    with RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=40_000, groups=4) as store:
+        store.claim_many(fps)
+        shards = store.shards
+    assert shards == 100
+    client = redis.Redis.from_url(redis_url)
+    for fp in fps:
+        a = int.from_bytes(fp[:8], "little")
+        shard, group = (a * shards) >> 64, (a * 4) >> 64
+        member = int.from_bytes(fp[8:12], "little", signed=True)
+        assert client.sismember(b"{crawl:%d}:%d" % (group, shard), member)
+
+
+def test_later_worker_adopts_the_namespace_layout(redis_url):
+    with RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=4_000_000) as first:
+        first.claim_many(fingerprints(100, seed=12))
+    with RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=10, groups=2) as late:
+        assert (late.shards, late.groups) == (first.shards, first.groups)
+        assert late.claim_many(fingerprints(100, seed=12)) == [False] * 100
+
+
+def test_sharded_sets_stay_intsets_and_small_at_capacity(redis_url):
+    capacity = 200_000
+    fps = fingerprints(capacity, seed=13)
+    with RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=capacity) as store:
+        for start in range(0, capacity, 5_000):
+            assert all(store.claim_many(fps[start:start + 5_000]))
+        bytes_per_url = store.bytes_per_url()
+        client = redis.Redis.from_url(redis_url)
+        sizes = [client.scard(store._shard_key(s)) for s in range(store.shards)]
+        encodings = {client.object("encoding", store._shard_key(s)) for s in range(0, store.shards, 7)}
+    assert sum(sizes) == capacity
+    assert 0.9 * MEMBERS_PER_SHARD <= sum(sizes) / len(sizes) <= MEMBERS_PER_SHARD
+    assert max(sizes) <= 512
+    assert encodings == {b"intset"}
+    assert bytes_per_url is not None and 4 <= bytes_per_url <= 16
+
+
+def test_bloom_layout_and_size(redisbloom_url):
+    fps = fingerprints(1_000, seed=14)
+    with RedisBloomStore(redisbloom_url, namespace="crawl", policy_digest=DIGEST, capacity=10_000, error_rate=0.01) as store:
+        store.claim_many(fps)
+        per_url = store.bytes_per_url()
+    client = redis.Redis.from_url(redisbloom_url)
+    info = client.execute_command("BF.INFO", "crawl:bf")
+    assert info[b"Capacity"] == 10_000
+    assert per_url == info[b"Size"] / 1_000
+    assert client.execute_command("BF.EXISTS", "crawl:bf", fps[0])
+
+
+def test_bloom_reserve_is_done_once(redisbloom_url):
+    for _ in range(2):  # the second open meets "item exists" and keeps the first filter
+        with RedisBloomStore(redisbloom_url, namespace="crawl", policy_digest=DIGEST, capacity=5_000, error_rate=0.01) as store:
+            store.claim_many(fingerprints(10, seed=15))
+    info = redis.Redis.from_url(redisbloom_url).execute_command("BF.INFO", "crawl:bf")
+    assert info[b"Number of items inserted"] == 10
+
+
+def test_keys_store_cannot_measure_its_share_of_memory(redis_url):
+    with RedisKeyStore(redis_url, namespace="crawl", policy_digest=DIGEST) as store:
+        store.claim_many(fingerprints(10, seed=16))
+        assert store.bytes_per_url() is None
+
+
+@pytest.mark.parametrize("ttl", [0, -5, 1.5, True, "60"])
+def test_bad_ttl_is_refused(redis_url, ttl):
+    with pytest.raises(ValueError, match="ttl_seconds must be a positive integer or None, got"):
+        RedisKeyStore(redis_url, namespace="crawl", policy_digest=DIGEST, ttl_seconds=ttl)
+
+
+@pytest.mark.parametrize("digest", ["0123", "0123456789ABCDEF", None])
+def test_bad_policy_digest_is_refused(redis_url, digest):
+    with pytest.raises(ValueError, match="policy_digest must be 16 lowercase hex characters"):
+        RedisKeyStore(redis_url, namespace="crawl", policy_digest=digest)
+
+
+# --- faults --------------------------------------------------------------------------------
+
+def test_unreachable_redis_raises_after_the_configured_attempts(redis_server):
+    url = f"redis://worker:s3cr3t-pw@127.0.0.1:{redis_server.port}/0"
+    redis_server.stop()
+    retry = RetryPolicy(retries=2, backoff_seconds=0.01, max_backoff_seconds=0.02)
+    with pytest.raises(StoreUnavailable) as raised:
+        RedisKeyStore(url, namespace="crawl", policy_digest=DIGEST, retry=retry)
+    assert raised.value.attempts == 3
+    assert "s3cr3t-pw" not in str(raised.value)
+    assert "redis://worker:***@127.0.0.1" in str(raised.value)
+    assert "ConnectionError" in str(raised.value)
+
+
+def test_store_recovers_when_redis_comes_back(redis_server, redis_url):
+    fps = fingerprints(200, seed=17)
+    retry = RetryPolicy(retries=1, backoff_seconds=0.01)
+    with RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=1_000, retry=retry) as store:
+        assert all(store.claim_many(fps[:100]))
+        redis_server.stop()
+        with pytest.raises(StoreUnavailable) as raised:
+            store.claim_many(fps[100:])
+        assert raised.value.attempts == 2 and store.failed_attempts == 2
+        redis_server.start()  # empty: this server keeps nothing on disk
+        assert store.claim_many(fps[100:]) == [True] * 100
+
+
+def test_retry_policy_bounds():
+    policy = RetryPolicy(retries=4, backoff_seconds=0.1, max_backoff_seconds=0.3)
+    assert policy.attempts == 5
+    assert policy.max_total_delay() == pytest.approx(0.1 + 0.2 + 0.3 + 0.3)
+    assert all(0.05 <= policy.delay(1) <= 0.1 for _ in range(100))
+    assert all(0.15 <= policy.delay(9) <= 0.3 for _ in range(100))
+
+
+@pytest.mark.parametrize("field, value", [("retries", -1), ("retries", 1.5), ("backoff_seconds", -0.1), ("max_backoff_seconds", 61)])
+def test_retry_policy_refuses_bad_values(field, value):
+    with pytest.raises(ValueError, match=f"{field} must be"):
+        RetryPolicy(**{field: value})
+
+
+def test_locked_sqlite_file_gives_store_unavailable_then_works(tmp_path):
+    path = tmp_path / "claims.sqlite"
+    fps = fingerprints(10, seed=18)
+    retry = RetryPolicy(retries=1, backoff_seconds=0.01)
+    with SQLiteStore(path, namespace="crawl", policy_digest=DIGEST, busy_timeout_seconds=0.05, retry=retry) as store:
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailable, match="database is locked") as raised:
+            store.claim_many(fps)
+        assert raised.value.attempts == 2
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert store.claim_many(fps) == [True] * 10
+
+
+def test_sqlite_file_is_wal_and_outlives_the_process_state(tmp_path):
+    path = tmp_path / "claims.sqlite"
+    fps = fingerprints(1_000, seed=19)
+    with SQLiteStore(path, namespace="crawl", policy_digest=DIGEST) as store:
+        store.claim_many(fps)
+        per_url = store.bytes_per_url()
+    assert per_url is not None and 16 < per_url < 100
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    with SQLiteStore(path, namespace="crawl", policy_digest=DIGEST) as reopened:
+        assert reopened.claim_many(fps) == [False] * 1_000
+
+
+def test_not_a_database_is_a_clear_error(tmp_path):
+    path = tmp_path / "claims.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(sqlite3.DatabaseError, match=f"{path}: file is not a database"):
+        SQLiteStore(path, namespace="crawl", policy_digest=DIGEST)
+
+
+def test_unknown_strategy_and_missing_location(tmp_path):
+    with pytest.raises(ValueError, match="strategy must be one of local, set, sharded-set, bloom, sqlite, got 'redis'"):
+        make("redis", {"redis_url": "redis://127.0.0.1:1/0"})
+    with pytest.raises(ValueError, match="needs redis_url"):
+        make("set", {})
+    with pytest.raises(ValueError, match="needs sqlite_path"):
+        make("sqlite", {})
