@@ -1,0 +1,197 @@
+"""The storage behind a filter: header page plus blocks, in a mapped file or anonymous memory.
+
+Both twins keep one ``BloomFile`` and probe its blocks through their own view of ``mm``.
+Creation goes through a temporary file that is renamed into place once complete, so a crash
+never leaves a half-written file at the path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import math
+import mmap
+import os
+import secrets
+import stat
+from typing import Iterator, Optional, Union
+
+import numpy as np
+
+from ._format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, FilterFileError, Header
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+#: Statistics scan the blocks in 64 MiB slices, so a 1.2 GB filter needs no 1.2 GB temporary.
+_SCAN_BLOCKS = 1 << 20
+#: Transparent huge pages cut TLB misses on large mappings where the kernel offers them
+#: (anonymous memory; see docs/performance.md for what it measured). Below 2 MiB they cannot apply.
+_HUGEPAGE_MIN_BYTES = 2 << 20
+
+if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+
+    def _popcount_rows(rows: np.ndarray) -> np.ndarray:
+        return np.bitwise_count(rows.view(np.uint64)).sum(axis=1, dtype=np.int64)
+
+else:  # pragma: no cover  (numpy 1.x)
+    _BYTE_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+    def _popcount_rows(rows: np.ndarray) -> np.ndarray:
+        return _BYTE_POPCOUNT[rows].sum(axis=1, dtype=np.int64)
+
+
+def _advise_hugepages(mm: mmap.mmap, size: int) -> None:
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None and size >= _HUGEPAGE_MIN_BYTES:
+        try:
+            mm.madvise(advice)
+        except OSError:  # pragma: no cover  (kernel without THP)
+            pass
+
+
+def _move_into_place(tmp: str, path: str, overwrite: bool) -> None:
+    if overwrite:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)  # fails with FileExistsError instead of replacing: no race with a writer
+    except FileExistsError:
+        raise
+    except (OSError, NotImplementedError):  # pragma: no cover  (file systems without hard links)
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "filter file exists (pass overwrite=True to replace it)", path)
+        os.rename(tmp, path)
+    else:
+        os.unlink(tmp)
+
+
+def _write_new_file(header: Header, path: str, overwrite: bool) -> None:
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    # 0o666 and the process umask, like open(path, "w"): never wider than the user asked for.
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with open(fd, "r+b") as file:
+            file.truncate(header.file_bytes)  # sparse where the file system allows: zero bits
+            file.write(header.pack())
+        _move_into_place(tmp, path, overwrite)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+class BloomFile:
+    """One filter's header and blocks, mapped in memory.
+
+    ``header.approx_items`` is the count at open; the twins keep the live count and hand it back
+    on ``flush`` and ``close``.
+    """
+
+    def __init__(self, mm: mmap.mmap, header: Header, path: Optional[str], read_only: bool) -> None:
+        self.mm = mm
+        self.header = header
+        self.path = path
+        self.read_only = read_only
+
+    @classmethod
+    def create(cls, header: Header, path: Optional[PathArg], overwrite: bool) -> BloomFile:
+        """Create a new empty filter with ``header``'s shape, in memory when ``path`` is None.
+
+        :raises FileExistsError: when ``path`` exists and ``overwrite`` is false.
+        """
+        if path is None:
+            mm = mmap.mmap(-1, header.file_bytes)
+            _advise_hugepages(mm, header.file_bytes)
+            mm[:HEADER_BYTES] = header.pack()
+            return cls(mm, header, None, False)
+        path = os.fspath(path)
+        if not overwrite and os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "filter file exists (pass overwrite=True to replace it)", path)
+        _write_new_file(dataclasses.replace(header, clean=True), path, overwrite)
+        return cls.open(path, "r+")
+
+    @classmethod
+    def open(cls, path: PathArg, mode: str = "r") -> BloomFile:
+        """Open an existing filter file after checking its whole header and its size.
+
+        :raises ValueError: for a mode other than ``"r"`` and ``"r+"``.
+        :raises FilterFileError: for a missing path, a directory or a file that is not a valid filter.
+        """
+        if mode not in ("r", "r+"):
+            raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            raise FilterFileError(f"{path}: is a directory, not a filter file")
+        try:
+            file = open(path, "rb" if mode == "r" else "r+b")
+        except FileNotFoundError:
+            raise FilterFileError(f"{path}: no such file") from None
+        with file:
+            status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise FilterFileError(f"{path}: not a regular file")
+            header = Header.unpack(file.read(HEADER_BYTES), path, status.st_size)
+            access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
+            mm = mmap.mmap(file.fileno(), header.file_bytes, access=access)
+        self = cls(mm, header, path, mode == "r")
+        if not header.clean:
+            # A writer did not close it (crash, kill, or still open): recount from the bits.
+            self.header = dataclasses.replace(header, approx_items=self.estimate_items())
+        self.write_state(self.header.approx_items, clean=False)
+        return self
+
+    def blocks(self) -> np.ndarray:
+        """Return a uint8 view of the blocks (read-only when the file is); drop it before ``close``."""
+        return np.frombuffer(self.mm, dtype=np.uint8, count=self.header.num_blocks * BLOCK_BYTES,
+                             offset=HEADER_BYTES)
+
+    def block_popcounts(self) -> Iterator[np.ndarray]:
+        """Yield the number of set bits of every block, in slices of ``_SCAN_BLOCKS`` blocks."""
+        rows = self.blocks().reshape(-1, BLOCK_BYTES)
+        for start in range(0, len(rows), _SCAN_BLOCKS):
+            yield _popcount_rows(rows[start:start + _SCAN_BLOCKS])
+
+    def estimate_items(self) -> int:
+        """Estimate how many keys were added, from the set bits of each block.
+
+        ``l`` keys set ``s = 512 (1 - (1 - 1/512) ** (k l))`` distinct bits of a block on
+        average; inverting that per block and summing gives the estimate.
+        """
+        per_key = self.header.num_hashes * math.log1p(-1.0 / BLOCK_BITS)
+        total = 0.0
+        for counts in self.block_popcounts():
+            unset = np.maximum(1.0 - counts / BLOCK_BITS, 0.5 / BLOCK_BITS)  # a full block counts as nearly full
+            total += float(np.log(unset).sum()) / per_key
+        return int(round(total))
+
+    def fill_ratio(self) -> float:
+        """Return the fraction of bits set (scans the whole bit array)."""
+        set_bits = sum(int(counts.sum()) for counts in self.block_popcounts())
+        return set_bits / (self.header.num_blocks * BLOCK_BITS)
+
+    def estimated_error_rate(self) -> float:
+        """Return the false-positive rate of a random absent key: the mean over blocks of ``fill ** k``."""
+        k = self.header.num_hashes
+        total = sum(float(((counts / BLOCK_BITS) ** k).sum()) for counts in self.block_popcounts())
+        return total / self.header.num_blocks
+
+    def write_state(self, approx_items: int, clean: bool) -> None:
+        """Store the count and the clean-close flag in the header page (no-op when read-only)."""
+        if self.read_only:
+            return
+        self.header = dataclasses.replace(self.header, approx_items=approx_items, clean=clean)
+        self.mm[:HEADER_BYTES] = self.header.pack()
+
+    def flush(self, approx_items: int) -> None:
+        """Write the count to the header and the mapped pages to disk (msync)."""
+        self.write_state(approx_items, clean=False)
+        if self.path is not None and not self.read_only:
+            self.mm.flush()
+
+    def close(self, approx_items: int) -> None:
+        """Mark the file cleanly closed with its final count and unmap it.
+
+        Every view from ``blocks()`` must be gone by now.
+        """
+        self.write_state(approx_items, clean=True)
+        self.mm.close()
