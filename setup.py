@@ -1,6 +1,7 @@
 """Declares the optional compiled extensions; all metadata lives in pyproject.toml."""
 
 import os
+import sys
 
 from setuptools import Extension, setup
 
@@ -11,7 +12,16 @@ else:
     from Cython.Build import cythonize
 
     ext_modules = cythonize(
-        [Extension("crawldedup._bloom", ["src/crawldedup/_bloom.pyx"])],
+        [
+            Extension(
+                "crawldedup._bloom",
+                ["src/crawldedup/_bloom.pyx"],
+                include_dirs=["src/crawldedup"],
+                depends=["src/crawldedup/_murmur3.h", "src/crawldedup/_bloom_portable.h"],
+                # -O3, never -march=native: wheels must run on any CPU of their platform.
+                extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
+            )
+        ],
         compiler_directives={"language_level": "3"},
     )
 

@@ -2,6 +2,9 @@
 
 __version__ = "0.1.0"
 
+from ._format import FilterFileError
+from ._hash import fingerprint
+from .bloom import BloomFilter
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
 from .stores import (
     NamespaceConflict,
@@ -14,6 +17,9 @@ from .stores import (
 )
 
 __all__ = [
+    "BloomFilter",
+    "FilterFileError",
+    "fingerprint",
     "DEFAULT_POLICY",
     "CanonicalPolicy",
     "Canonicalized",
