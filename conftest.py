@@ -179,3 +179,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "redis_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.redis)
+
+
+def _bloom_implementations() -> list:
+    from crawldedup import bloom
+
+    implementations = [pytest.param(bloom.PyBloomFilter, id="py")]
+    if bloom.HAS_EXTENSION:
+        from crawldedup._bloom import CBloomFilter
+
+        implementations.append(pytest.param(CBloomFilter, id="cy", marks=pytest.mark.cython))
+    return implementations
+
+
+@pytest.fixture(params=_bloom_implementations())
+def bloom_cls(request: pytest.FixtureRequest) -> type:
+    """Each Bloom filter twin in turn: ``PyBloomFilter`` ("py") and, when built, ``CBloomFilter`` ("cy")."""
+    return request.param
