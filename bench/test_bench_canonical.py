@@ -14,7 +14,7 @@ from typing import Callable, List, Optional, Tuple
 
 import pytest
 
-from crawldedup import _canonical, canonical
+from crawldedup import canonicalize
 
 ada_url = pytest.importorskip("ada_url")
 w3lib_url = pytest.importorskip("w3lib.url")
@@ -94,14 +94,8 @@ def _run_peer(function: Callable[[str], str]) -> int:
     return done
 
 
-IMPLS = [pytest.param(_canonical.canonicalize, id="crawldedup-py")]
-if canonical.HAS_EXTENSION:
-    IMPLS.append(pytest.param(canonical.canonicalize, id="crawldedup-cy", marks=pytest.mark.cython))
-
-
 @pytest.mark.benchmark(group="canonicalize-12k-urls")
-@pytest.mark.parametrize("canonicalize", IMPLS)
-def test_crawldedup(benchmark, canonicalize):
+def test_crawldedup(benchmark):
     done = benchmark(_run_crawldedup, canonicalize)
     assert done == len(URLS)
 

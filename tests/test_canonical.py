@@ -15,11 +15,8 @@ import crawldedup
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
 from crawldedup import _canonical, canonical
 
+# One build today (pure Python); a compiled twin would join this list and every test would run on both.
 IMPLS = [pytest.param(_canonical, id="py")]
-if canonical.HAS_EXTENSION:
-    from crawldedup import _canonical_c
-
-    IMPLS.append(pytest.param(_canonical_c, id="cy", marks=pytest.mark.cython))
 
 
 @pytest.fixture(params=IMPLS)

@@ -7,13 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawldedup import CanonicalPolicy, InvalidURL
-from crawldedup import _canonical, canonical
+from crawldedup import _canonical
 
+# One build today (pure Python); a compiled twin would join this list and every test would run on both.
 IMPLS = [pytest.param(_canonical, id="py")]
-if canonical.HAS_EXTENSION:
-    from crawldedup import _canonical_c
-
-    IMPLS.append(pytest.param(_canonical_c, id="cy", marks=pytest.mark.cython))
 
 # Bounded so that the whole file stays within a few seconds per build.
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
