@@ -88,7 +88,10 @@ def _show(text: object, limit: int = 80) -> str:
 def _read(url: object, policy: CanonicalPolicy, what: str) -> str:
     """Applies rules 1 and 2: type, UTF-8, stripping, length, control characters, unwrapping."""
     if type(url) is str:
-        text = url
+        # Fast path for the common input: nothing to remove, refuse or unwrap.
+        text = url.strip(_STRIP_CHARS)
+        if text and len(text) <= policy.max_length and "%3" not in text and _SUSPECT_RE.search(text) is None:
+            return text
     elif isinstance(url, bytes):
         try:
             text = url.decode("utf-8")
@@ -398,8 +401,11 @@ def canonicalize(url: URLInput, base: Optional[URLInput] = None, policy: Optiona
     :raises InvalidURL: the URL or the base is not accepted; the message names the problem.
     :raises TypeError: ``url`` or ``base`` is not ``str``/``bytes``, or ``policy`` not a policy.
     """
-    policy = _check_policy(policy)
-    return _canonicalize(url, _check_base(base, policy), policy)
+    if policy is None:
+        policy = DEFAULT_POLICY
+    else:
+        policy = _check_policy(policy)
+    return _canonicalize(url, None if base is None else _check_base(base, policy), policy)
 
 
 def canonicalize_many(
