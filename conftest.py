@@ -156,7 +156,12 @@ def redisbloom_url(redis_url: str, redis_server: RedisServer) -> str:
     return redis_url
 
 
-@pytest.fixture(params=["set", "sharded-set", "bloom", "sqlite"])
+@pytest.fixture(params=[
+    pytest.param("set", marks=pytest.mark.redis),
+    pytest.param("sharded-set", marks=pytest.mark.redis),
+    pytest.param("bloom", marks=pytest.mark.redis),
+    "sqlite",
+])
 def store_strategy(request: pytest.FixtureRequest) -> str:
     """Each claim store in turn, by its ``DEDUP_STRATEGY`` name."""
     return request.param

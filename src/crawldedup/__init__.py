@@ -6,6 +6,7 @@ from ._format import FilterFileError
 from ._hash import fingerprint
 from .bloom import BloomFilter
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
+from .dedup import ClaimBatch, DedupStats, Deduplicator, open_state
 from .stores import (
     NamespaceConflict,
     RedisBloomStore,
@@ -23,6 +24,9 @@ __all__ = [
     "DEFAULT_POLICY",
     "CanonicalPolicy",
     "Canonicalized",
+    "ClaimBatch",
+    "DedupStats",
+    "Deduplicator",
     "InvalidURL",
     "NamespaceConflict",
     "RedisBloomStore",
@@ -33,5 +37,6 @@ __all__ = [
     "StoreUnavailable",
     "canonicalize",
     "canonicalize_many",
+    "open_state",
     "__version__",
 ]

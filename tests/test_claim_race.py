@@ -1,0 +1,89 @@
+"""Races: many processes and threads claiming the same pages at once get one winner per page."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from crawldedup import canonicalize
+from crawldedup.dedup import Deduplicator
+
+WORKER = Path(__file__).with_name("claim_race_worker.py")
+PROCESSES = 8
+PAGES = 100_000
+TIMEOUT_SECONDS = 120
+
+
+def run_race(options: dict, tmp_path: Path) -> Counter:
+    """Start the workers, let them all go at once, and count winners per canonical URL."""
+    start = tmp_path / "start"
+    outs = [tmp_path / f"won-{w}.txt" for w in range(PROCESSES)]
+    workers = [
+        subprocess.Popen([sys.executable, str(WORKER), str(w), str(PAGES), str(start), str(out), json.dumps(options)])
+        for w, out in enumerate(outs)
+    ]
+    try:
+        deadline = time.monotonic() + TIMEOUT_SECONDS
+        while not all(Path(f"{out}.ready").exists() for out in outs):
+            assert time.monotonic() < deadline, "workers did not get ready"
+            assert all(w.poll() is None for w in workers), "a worker died before the start"
+            time.sleep(0.01)
+        start.touch()
+        codes = [w.wait(timeout=max(1.0, deadline - time.monotonic())) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    assert codes == [0] * PROCESSES
+    return Counter(url for out in outs for url in out.read_text("ascii").split("\n") if url)
+
+
+@pytest.mark.slow
+def test_eight_processes_one_winner_per_page(store_strategy, store_location, tmp_path, record_property):
+    options = {
+        "strategy": store_strategy, "namespace": "race", "capacity": 1_000_000, "error_rate": 0.001,
+        **{key: str(value) for key, value in store_location.items()},
+    }
+    winners = run_race(options, tmp_path)
+    expected = {f"https://site.example/p/{i}?a=1&b=2" for i in range(PAGES)}
+    assert set(winners) <= expected
+    assert max(winners.values()) == 1, "a page was won twice"
+    without_winner = len(expected - set(winners))
+    record_property("pages_without_winner", without_winner)
+    print(f"{store_strategy}: {without_winner} of {PAGES} pages won by nobody")
+    if store_strategy == "bloom":  # RedisBloom's false positives are won by nobody
+        assert without_winner <= PAGES * 0.001
+    else:
+        assert without_winner == 0
+
+
+def test_worker_spellings_are_one_page():
+    spellings = runpy.run_path(str(WORKER))["SPELLINGS"]
+    assert {canonicalize(s.format(i=7, w=3)) for s in spellings} == {"https://site.example/p/7?a=1&b=2"}
+
+
+def test_twenty_threads_one_url_one_winner(store_strategy, store_location):
+    spellings = ["https://shop.example/item/1", "HTTPS://shop.example:443/item/1#x", "https://shop.example/item/1?utm_source=t"]
+    results: list[bool] = []
+    barrier = threading.Barrier(20)
+    with Deduplicator(store_strategy, namespace="threads", capacity=10_000, **store_location) as dedup:
+
+        def claim(n: int) -> None:
+            barrier.wait()
+            results.append(dedup.claim(spellings[n % 3]))
+
+        threads = [threading.Thread(target=claim, args=(n,)) for n in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(results) == [False] * 19 + [True]
