@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import stat
 import sys
 import time
 import zlib
 from contextlib import contextmanager
-from typing import IO, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import __version__
 
@@ -47,6 +48,10 @@ PROGRESS_INTERVAL = 0.2
 #: A tab separates a base from a relative link on one line (``BASE<TAB>LINK``). A tab can never
 #: be part of a URL (browsers and the canonical policy remove it), so the form is unambiguous.
 BASE_SEPARATOR = "\t"
+#: Where ``filter`` keeps its state without --state or $CRAWLDEDUP_STATE.
+DEFAULT_STATE = "crawldedup.bloom"
+#: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
+DEFAULT_SQLITE = "crawldedup.sqlite"
 
 
 class CLIError(Exception):
@@ -84,6 +89,20 @@ class InputReader:
                 return None
             total += info.st_size
         return total
+
+    def check_readable(self) -> None:
+        """Fail before any work when a named input is missing or not a readable file.
+
+        :raises CLIError: (``EXIT_IO``) naming the input.
+        """
+        for name in self.names:
+            if name == "-":
+                continue
+            if os.path.isdir(name):
+                raise CLIError(EXIT_IO, f"cannot read input {name}: Is a directory")
+            if not os.access(name, os.R_OK):
+                problem = "Permission denied" if os.path.exists(name) else "No such file or directory"
+                raise CLIError(EXIT_IO, f"cannot read input {name}: {problem}")
 
     def blocks(self) -> Iterator[Tuple[str, int, List[str]]]:
         """Yield ``(input name, number of its first line, lines)`` blocks, newlines removed."""
@@ -154,8 +173,6 @@ def _stdin() -> IO[bytes]:
 
 
 def _is_regular(mode: int) -> bool:
-    import stat
-
     return stat.S_ISREG(mode)
 
 
@@ -259,21 +276,24 @@ class Progress:
 
 
 class Interruptions:
-    """Turns SIGINT/SIGTERM into :class:`KeyboardInterrupt`, but never inside a claim-and-write step.
+    """Turns SIGINT/SIGTERM into :class:`KeyboardInterrupt`, but not inside a claim-and-write step.
 
     Inside :meth:`deferred` a signal is remembered and raised when the step is over, so each
-    batch is either claimed and written in full or not claimed at all: nothing claimed is
-    left unprinted, and the filter file stays valid.
+    batch is either claimed and written in full or not claimed at all: nothing claimed is left
+    unprinted, and the filter file stays valid. A second signal during a step raises at once
+    (for a step stuck on a blocked pipe). After :meth:`settle`, signals are only remembered.
     """
 
     def __init__(self) -> None:
         self.signum: Optional[int] = None
         self._deferring = False
-        self._previous: dict = {}
+        self._settled = False
+        self._previous: Dict[int, object] = {}
 
     def _handle(self, signum: int, frame: object) -> None:
+        repeated = self.signum is not None
         self.signum = signum
-        if not self._deferring:
+        if not self._settled and (not self._deferring or repeated):
             raise KeyboardInterrupt
 
     def __enter__(self) -> "Interruptions":
@@ -286,10 +306,11 @@ class Interruptions:
 
     def __exit__(self, *exc_info: object) -> None:
         for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, handler)  # type: ignore[arg-type]
 
     @contextmanager
     def deferred(self) -> Iterator[None]:
+        """Run a step that a signal must not cut in half."""
         self._deferring = True
         try:
             yield
@@ -298,55 +319,229 @@ class Interruptions:
         if self.signum is not None:
             raise KeyboardInterrupt
 
-    @property
-    def exit_code(self) -> int:
-        return 128 + (self.signum or signal.SIGINT)
+    def settle(self) -> None:
+        """From now on only remember signals: the run is closing its files."""
+        self._settled = True
+
+
+# --------------------------------------------------------------------------- lines to URLs
+
+
+def _resolve_tabbed(lines: List[str]) -> Tuple[List[str], Optional[List[int]], Dict[int, Exception]]:
+    """Resolve ``BASE<TAB>LINK`` lines against their own base; other lines pass unchanged.
+
+    A resolved line becomes its canonical form: the canonicalizer resolves and canonicalizes
+    in one step, and canonicalizing a canonical string again gives it back unchanged.
+
+    :returns: the URLs left to canonicalize or claim, the index of the line each came from
+        (None when they are all the lines, in order), and ``{line index: InvalidURL}`` for
+        the lines that failed here.
+    """
+    tabbed = [index for index, line in enumerate(lines) if BASE_SEPARATOR in line]
+    if not tabbed:
+        return lines, None, {}
+    from .canonical import InvalidURL, canonicalize
+
+    urls = list(lines)
+    errors: Dict[int, Exception] = {}
+    for index in tabbed:
+        line_base, _, link = lines[index].partition(BASE_SEPARATOR)
+        try:
+            urls[index] = canonicalize(link, base=line_base)
+        except InvalidURL as exc:
+            errors[index] = exc
+    if not errors:
+        return urls, None, errors
+    kept = [index for index in range(len(lines)) if index not in errors]
+    return [urls[index] for index in kept], kept, errors
+
+
+def _line_of(kept: Optional[List[int]], position: int) -> int:
+    """The line index of the ``position``-th URL returned by :func:`_resolve_tabbed`."""
+    return position if kept is None else kept[position]
+
+
+def _display(name: str) -> str:
+    return "<stdin>" if name == "-" else name
+
+
+def _reason(error: Exception) -> str:
+    """An error's message on one line without tabs (the rejects file is tab-separated)."""
+    return " ".join(str(error).split())
 
 
 # --------------------------------------------------------------------------- filter
 
 
-class FilterCounts:
-    """What ``filter`` did so far; the summary prints it."""
+class FilterRun:
+    """One ``filter`` run: reads lines, claims them in batches, writes the winners and the rejects."""
 
-    def __init__(self) -> None:
+    def __init__(self, args: argparse.Namespace, dedup, reader: InputReader,
+                 rejects: Optional[Output], interruptions: Interruptions) -> None:
+        self.args = args
+        self.dedup = dedup
+        self.reader = reader
+        self.rejects = rejects
+        self.interruptions = interruptions
+        self.out = Output(_stdout(), "stdout")
+        progress = sys.stderr.isatty() if args.progress is None else args.progress
+        self.progress = Progress(sys.stderr, progress, reader.total_bytes)
+        self.started = time.monotonic()
         self.lines = 0
         self.invalid = 0
         self.new = 0
-        self.started = time.monotonic()
 
-    @property
-    def duplicates(self) -> int:
-        return self.lines - self.invalid - self.new
+    def run(self) -> None:
+        """Claim every line of the inputs, a batch at a time."""
+        size = self.args.batch_size
+        pending: List[str] = []
+        for _, _, lines in self.reader.blocks():
+            pending.extend(lines)
+            while len(pending) >= size:
+                self._claim(pending[:size])
+                del pending[:size]
+            self.progress.update(self.lines, self.reader.bytes_read)
+        if pending:
+            self._claim(pending)
 
-    @property
-    def seconds(self) -> float:
-        return time.monotonic() - self.started
+    def _claim(self, lines: List[str]) -> None:
+        # Claimed, printed and counted as one step: a signal waits for its end, so no page is
+        # claimed without being printed.
+        with self.interruptions.deferred():
+            urls, kept, errors = _resolve_tabbed(lines)
+            batch = self.dedup.claim_batch(urls, base=self.args.base)
+            errors.update((_line_of(kept, position), error) for position, error in batch.errors.items())
+            if self.args.output == "canonical":
+                winners = [url for url, won in zip(batch.canonical, batch.won) if won]
+            else:
+                winners = [lines[_line_of(kept, position)] for position, won in enumerate(batch.won) if won]
+            self.out.write_lines(winners)
+            if self.rejects is not None and errors:
+                self.rejects.write_lines([f"{lines[i]}\t{_reason(errors[i])}" for i in sorted(errors)])
+            self.lines += len(lines)
+            self.invalid += len(errors)
+            self.new += len(winners)
+
+    def summary(self, interrupted: Optional[int]) -> str:
+        """The end-of-run report for stderr (one screen)."""
+        seconds = time.monotonic() - self.started
+        rate = self.lines / seconds if seconds > 0 else 0.0
+        duplicates = self.lines - self.invalid - self.new
+        bloom = self.dedup.local_filter
+        fill = bloom.fill_ratio
+        error_now = bloom.estimated_error_rate
+        if interrupted:
+            head = f"crawldedup filter: interrupted by {signal.Signals(interrupted).name} after {seconds:.2f} s, summary so far"
+        else:
+            head = f"crawldedup filter: done in {seconds:.2f} s"
+        rejects = f"   written to {self.args.rejects}" if self.args.rejects and self.invalid else ""
+        rows = [
+            head,
+            f"  lines read          {self.lines:>12,}   {rate:,.0f} lines/s",
+            f"  invalid             {self.invalid:>12,}{rejects}",
+            f"  duplicates dropped  {duplicates:>12,}",
+            f"  new                 {self.new:>12,}",
+            f"  false-positive loss {_loss(self.new, error_now, self.dedup.stats):>12}   {_loss_note(error_now, self.dedup.stats)}",
+            f"  filter fill         {fill:>12.2%}   ~{bloom.approx_items:,} of {bloom.capacity:,} items "
+            f"at {bloom.error_rate:g}, {bloom.path}",
+        ]
+        if self.dedup.store is not None:
+            stats = self.dedup.stats
+            rows.append(f"  store               {self.dedup.config.strategy:>12}   {self.dedup.store.description}, "
+                        f"{stats.round_trips:,} round trips, {stats.answered_locally:,} answered locally")
+        return "\n".join(rows)
 
 
-def _canonicalize_lines(lines: List[str], base: Optional[str]):
-    """Canonicalize a block of lines; ``BASE<TAB>LINK`` lines resolve against their own base.
+def _loss(new: int, error_now: float, stats) -> str:
+    """Pages wrongly dropped as seen: measured when the store checked a sample of local hits,
+    else at most ``new * p / (1 - p)`` with ``p`` the filter's false-positive rate at the end of
+    the run (it only grows while the run adds, so every earlier lookup had a lower one)."""
+    if stats.false_hit_rate is not None:
+        return f"~{stats.false_hit_rate * stats.local_hits:,.1f}"
+    return f"<= {new * error_now / (1 - error_now):,.1f}" if error_now < 1 else "all"
 
-    :returns: a :class:`~crawldedup.Canonicalized` (``None`` and a reason for each invalid line).
+
+def _loss_note(error_now: float, stats) -> str:
+    if stats.false_hit_rate is not None:
+        return f"pages, measured: {stats.false_hits:,} of {stats.sampled_hits:,} sampled local hits were new"
+    return f"pages, estimated: filter false-positive rate now {error_now:.2g}"
+
+
+def _open_deduplicator(args: argparse.Namespace):
+    """The Deduplicator for a ``filter`` run: options first, then the environment, then defaults.
+
+    :raises CLIError: for a bad setting (2), a bad state file (3) or an unreachable store (5).
     """
-    from .canonical import Canonicalized, InvalidURL, canonicalize, canonicalize_many
+    from ._config import DedupConfig
+    from .dedup import Deduplicator
+    from .stores.base import NamespaceConflict
 
-    if not any(BASE_SEPARATOR in line for line in lines):
-        return canonicalize_many(lines, base=base)
-    urls: List[Optional[str]] = []
-    errors = {}
-    for index, line in enumerate(lines):
-        line_base, sep, link = line.partition(BASE_SEPARATOR)
+    try:
+        config = DedupConfig.from_env()
+        strategy = args.strategy or config.strategy
+        return Deduplicator(
+            strategy, config=config, state=args.state or config.state_path or DEFAULT_STATE,
+            redis_url=args.redis_url, namespace=args.namespace, capacity=args.capacity,
+            error_rate=args.error_rate,
+            sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
+        )
+    except NamespaceConflict as exc:
+        raise CLIError(EXIT_STATE, str(exc)) from None
+    except OSError as exc:
+        raise _os_error(exc, "state") from None
+    except ValueError as exc:  # a FilterFileError (state file) or a setting out of range
+        raise CLIError(EXIT_STATE if _is_filter_file_error(exc) else EXIT_USAGE, str(exc)) from None
+
+
+def _is_filter_file_error(exc: BaseException) -> bool:
+    from .bloom import FilterFileError
+
+    return isinstance(exc, FilterFileError)
+
+
+def _os_error(exc: OSError, what: str) -> CLIError:
+    """A CLIError for an OSError: store unreachable (5), else the state or I/O code."""
+    from .stores.base import StoreUnavailable
+
+    if isinstance(exc, StoreUnavailable):
+        return CLIError(EXIT_STORE, str(exc))
+    where = f" {exc.filename}" if exc.filename else ""
+    return CLIError(EXIT_STATE if what == "state" else EXIT_IO, f"cannot open {what} file{where}: {exc.strerror or exc}")
+
+
+def run_filter(args: argparse.Namespace) -> int:
+    """Print the first occurrence of each page; see :func:`build_parser` for the options."""
+    reader = InputReader(args.inputs)
+    reader.check_readable()
+    rejects = None
+    if args.rejects:
         try:
-            urls.append(canonicalize(link, base=line_base) if sep else canonicalize(line, base=base))
-        except InvalidURL as exc:
-            urls.append(None)
-            errors[index] = exc
-    return Canonicalized(urls, errors)
-
-
-def _display(name: str) -> str:
-    return "<stdin>" if name == "-" else name
+            rejects = Output(open(args.rejects, "wb"), args.rejects)
+        except OSError as exc:
+            raise CLIError(EXIT_IO, f"cannot write {args.rejects}: {exc.strerror or exc}") from None
+    try:
+        dedup = _open_deduplicator(args)
+        try:
+            with Interruptions() as interruptions:
+                job = FilterRun(args, dedup, reader, rejects, interruptions)
+                interrupted = None
+                try:
+                    job.run()
+                except KeyboardInterrupt:
+                    interrupted = interruptions.signum or signal.SIGINT
+                finally:
+                    interruptions.settle()
+                    job.progress.clear()
+                if not args.quiet:
+                    print(job.summary(interrupted), file=sys.stderr)
+        except OSError as exc:  # StoreUnavailable is a ConnectionError
+            raise _os_error(exc, "state") from None
+        finally:
+            dedup.close()
+    finally:
+        if rejects is not None:
+            rejects.stream.close()
+    return 128 + interrupted if interrupted else EXIT_OK
 
 
 # --------------------------------------------------------------------------- canonicalize
@@ -358,20 +553,116 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     The output stays line-aligned with the input (``paste`` them side by side); each invalid
     line's reason goes to stderr as ``NAME:LINE: reason`` and the exit code is 1.
     """
+    from .canonical import canonicalize_many
+
     reader = InputReader(args.inputs)
+    reader.check_readable()
     out = Output(_stdout(), "stdout")
     invalid = 0
     for name, first_line, lines in reader.blocks():
-        result = _canonicalize_lines(lines, args.base)
-        out.write_lines([url or "" for url in result.urls])
-        for index in sorted(result.errors):
-            print(f"{_display(name)}:{first_line + index}: {result.errors[index]}", file=sys.stderr)
-        invalid += len(result.errors)
+        urls, kept, errors = _resolve_tabbed(lines)
+        result = canonicalize_many(urls, base=args.base)
+        canonical = [""] * len(lines)
+        for position, url in enumerate(result.urls):
+            canonical[_line_of(kept, position)] = url or ""
+        errors.update((_line_of(kept, position), error) for position, error in result.errors.items())
+        out.write_lines(canonical)
+        for index in sorted(errors):
+            print(f"{_display(name)}:{first_line + index}: {_reason(errors[index])}", file=sys.stderr)
+        invalid += len(errors)
     return EXIT_INVALID if invalid else EXIT_OK
 
 
 def _stdout() -> IO[bytes]:
     return sys.stdout.buffer
+
+
+# --------------------------------------------------------------------------- info and merge
+
+
+def _open_filter(path: str):
+    """Open an existing filter file read-only.
+
+    :raises CLIError: (``EXIT_STATE``) a missing, unreadable or invalid file.
+    """
+    from .bloom import BloomFilter
+
+    try:
+        return BloomFilter.open(path, "r")
+    except OSError as exc:
+        raise _os_error(exc, "filter") from None
+    except ValueError as exc:  # FilterFileError names the path and the problem
+        raise CLIError(EXIT_STATE, str(exc)) from None
+
+
+def run_info(args: argparse.Namespace) -> int:
+    """Print a filter file's parameters and statistics, one ``name  value`` row each."""
+    from ._format import FORMAT_VERSION
+
+    with _open_filter(args.file) as bloom:
+        size = os.path.getsize(args.file)
+        metadata = bloom.metadata.decode("ascii", "backslashreplace") or "(none)"
+        rows = [
+            ("file", args.file),
+            ("format", f"crawldedup filter v{FORMAT_VERSION}, 64-byte blocks, MurmurHash3 x64-128"),
+            ("size", f"{size:,} bytes ({size / 2**20:,.1f} MiB)"),
+            ("capacity", f"{bloom.capacity:,}"),
+            ("error rate", f"{bloom.error_rate:g}"),
+            ("bits", f"{bloom.num_bits:,} ({bloom.num_blocks:,} blocks, {bloom.num_hashes} probes per key)"),
+            ("bits per item", f"{bloom.num_bits / bloom.capacity:.2f} at capacity"),
+            ("fill", f"{bloom.fill_ratio:.4%}"),
+            ("estimated items", f"{bloom.approx_items:,}"),
+            ("error rate now", f"{bloom.estimated_error_rate:.3g}"),
+            ("metadata", metadata),
+        ]
+    width = max(len(name) for name, _ in rows) + 2
+    _stdout().write("".join(f"{name:<{width}}{value}\n" for name, value in rows).encode("utf-8", "backslashreplace"))
+    return EXIT_OK
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    """Write the union of compatible filters to a new file (all or nothing)."""
+    if os.path.lexists(args.output) and not args.force:
+        raise CLIError(EXIT_STATE, f"{args.output} exists: refusing to overwrite it (use --force to replace it)")
+    filters = [_open_filter(path) for path in args.files]
+    try:
+        first = filters[0]
+        for path, other in zip(args.files[1:], filters[1:]):
+            _check_compatible(args.files[0], first, path, other)
+        # Built beside the target and renamed into place: a failure leaves no half-merged file.
+        directory = os.path.dirname(os.path.abspath(args.output))
+        temporary = os.path.join(directory, f".{os.path.basename(args.output)}.{os.getpid()}.merging")
+        try:
+            merged = first.copy(path=temporary, overwrite=True)
+            with merged:
+                for other in filters[1:]:
+                    merged |= other
+                merged.flush()
+            os.replace(temporary, args.output)
+        except OSError as exc:
+            raise CLIError(EXIT_IO, f"cannot write {args.output}: {exc.strerror or exc}") from None
+        finally:
+            if os.path.lexists(temporary):
+                os.unlink(temporary)
+    finally:
+        for bloom in filters:
+            bloom.close()
+    print(f"crawldedup merge: wrote {args.output} from {len(filters)} filters", file=sys.stderr)
+    return EXIT_OK
+
+
+def _check_compatible(first_path: str, first, path: str, other) -> None:
+    """Refuse to merge filters of another shape or fed by another canonical policy.
+
+    :raises CLIError: (``EXIT_STATE``) naming both files and what differs.
+    """
+    differences = [
+        f"{name} {getattr(first, name)!r} vs {getattr(other, name)!r}"
+        for name in ("capacity", "error_rate", "num_blocks", "num_hashes", "metadata")
+        if getattr(first, name) != getattr(other, name)
+    ]
+    if differences:
+        raise CLIError(EXIT_STATE, f"cannot merge {path} into {first_path}: incompatible filters ({'; '.join(differences)})")
 
 
 # --------------------------------------------------------------------------- arguments
@@ -409,6 +700,8 @@ def _base_url(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``crawldedup`` command and its subcommands."""
+    from ._config import STRATEGIES
+
     parser = argparse.ArgumentParser(
         prog="crawldedup",
         description="Has this page already been claimed? Deduplicate crawl frontiers by canonical URL.",
@@ -417,26 +710,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"crawldedup {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    inputs_help = "files of URLs, one per line, plain or gzip (detected); '-' or none: stdin"
+    base_help = "resolve relative links against this URL (a line 'BASE<TAB>LINK' carries its own base)"
 
-    inputs_help = "files of URLs, one per line, gzip or plain (detected); '-' or none reads stdin"
-    base_help = ("resolve relative links against this URL (a line 'BASE<TAB>LINK' carries its own base)")
+    filt = commands.add_parser(
+        "filter", help="print the first occurrence of each page",
+        description="Print the first occurrence of each page, remembering pages in a filter file "
+                    "so that the next run prints only what is new. A summary ends on stderr.")
+    filt.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
+    filt.add_argument("--state", metavar="FILE",
+                      help=f"filter file, created when missing (default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})")
+    filt.add_argument("--capacity", type=_positive_int, metavar="N",
+                      help="URLs a new filter is sized for (default $BLOOM_CAPACITY or 10,000,000)")
+    filt.add_argument("--error-rate", type=_probability, metavar="P",
+                      help="false-positive rate of a new filter at capacity (default $BLOOM_ERROR_RATE or 0.01)")
+    filt.add_argument("--output", choices=("canonical", "raw"), default="canonical",
+                      help="print the canonical form (default) or the line as read")
+    filt.add_argument("--base", type=_base_url, help=base_help)
+    filt.add_argument("--strategy", choices=STRATEGIES,
+                      help="claim through the local filter alone (default) or a store ($DEDUP_STRATEGY)")
+    filt.add_argument("--redis-url", metavar="URL", help="Redis of the set, sharded-set and bloom strategies ($REDIS_URL)")
+    filt.add_argument("--sqlite", metavar="FILE",
+                      help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
+    filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    filt.add_argument("--rejects", metavar="FILE", help="write each invalid line there as LINE<TAB>REASON")
+    filt.add_argument("--batch-size", type=_positive_int, default=BATCH_LINES, metavar="N",
+                      help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time")
+    filt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="progress bar on stderr (default: when stderr is a terminal)")
+    filt.add_argument("-q", "--quiet", action="store_true", help="no summary")
+    filt.set_defaults(run=run_filter)
 
     canon = commands.add_parser(
         "canonicalize", help="print the canonical form of each URL",
-        description="Print the canonical form of each line (an empty line for an invalid one, "
-                    "with the reason on stderr and exit code 1).")
+        description="Print the canonical form of each line: an empty line for an invalid one, "
+                    "its reason on stderr, and exit code 1.")
     canon.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
     canon.add_argument("--base", type=_base_url, help=base_help)
     canon.set_defaults(run=run_canonicalize)
 
     info = commands.add_parser("info", help="describe a filter file",
-                               description="Print a filter file's header, size, fill, estimated items and error rate.")
+                               description="Print a filter file's parameters, size, fill, estimated items and error rate.")
     info.add_argument("file", metavar="FILE")
     info.set_defaults(run=run_info)
 
     merge = commands.add_parser(
         "merge", help="union compatible filter files",
-        description="Write the union of filters built with the same capacity, error rate and canonical policy.")
+        description="Write the union of filters of the same capacity, error rate and canonical policy.")
     merge.add_argument("files", nargs="+", metavar="FILE")
     merge.add_argument("-o", "--output", required=True, metavar="OUT", help="filter file to create")
     merge.add_argument("--force", action="store_true", help="replace OUT if it exists")
@@ -458,18 +778,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return args.run(args)
     except CLIError as exc:
-        return _fail(exc.exit_code, str(exc))
+        print(f"crawldedup: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     except BrokenPipeError:
         # The reader went away (`crawldedup filter | head`): stop quietly, as `cat` would.
         _silence_stdout()
-        return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else EXIT_IO
+        return 128 + getattr(signal, "SIGPIPE", 13)
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
-
-
-def _fail(code: int, message: str) -> int:
-    print(f"crawldedup: error: {message}", file=sys.stderr)
-    return code
 
 
 def _silence_stdout() -> None:
@@ -478,11 +794,3 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # pragma: no cover  (no real stdout)
         pass
-
-
-def run_info(args: argparse.Namespace) -> int:
-    raise NotImplementedError
-
-
-def run_merge(args: argparse.Namespace) -> int:
-    raise NotImplementedError
