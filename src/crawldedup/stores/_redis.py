@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import abc
+import bisect
+import itertools
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,11 +52,6 @@ def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> "redis.
         socket_timeout=socket_timeout,
         socket_connect_timeout=min(socket_timeout, CONNECT_TIMEOUT_SECONDS),
     )
-
-
-def group_of(fingerprint: bytes, groups: int) -> int:
-    """The hash-tag group of a fingerprint: multiply-shift of its first 64-bit half."""
-    return (int.from_bytes(fingerprint[:8], "little") * groups) >> 64
 
 
 def hash_tag(namespace: str, group: int) -> bytes:
@@ -151,7 +148,8 @@ class GroupedScriptStore(RedisStore):
     """A Redis store answered by one script call per hash-tag group per batch.
 
     The script gets the claimed keys then the read keys, ``ARGV[1]`` = number of claims,
-    then :meth:`_extra_args`, then :meth:`_key_and_args` per key, and returns one integer per key (1 = won or present).
+    then :meth:`_extra_args`, then the arguments of each key (:meth:`_locate`), and returns
+    one integer per key (1 = won or present).
     """
 
     _script: ClassVar[str] = ""
@@ -166,8 +164,8 @@ class GroupedScriptStore(RedisStore):
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
 
     @abc.abstractmethod
-    def _key_and_args(self, fingerprint: bytes, group: int) -> Tuple[bytes, Tuple[Any, ...]]:
-        """The key a fingerprint lives under (prefixed by its group's tag) and its script arguments."""
+    def _locate(self, fingerprint: bytes) -> Tuple[int, bytes, Tuple[Any, ...]]:
+        """The group of a fingerprint, its key (prefixed by the group's tag) and its script arguments."""
 
     def _extra_args(self) -> Tuple[Any, ...]:
         """Arguments after the claim count, before the per-fingerprint ones."""
@@ -176,27 +174,28 @@ class GroupedScriptStore(RedisStore):
     def _request(
         self, claims: Sequence[bytes], reads: Sequence[bytes]
     ) -> Tuple[List[Tuple[Any, ...]], Callable[[List[Any]], ClaimAnswers]]:
-        # Per group: positions of its claims, then of its reads (numbered after all claims).
-        by_group: Dict[int, Tuple[List[int], List[int]]] = {}
-        every = list(claims) + list(reads)
-        for position, fp in enumerate(every):
-            claimed, read = by_group.setdefault(group_of(fp, self.groups), ([], []))
-            (claimed if position < len(claims) else read).append(position)
-        commands, order = [], []
-        for group, (claimed, read) in by_group.items():
-            keys, args = [], []
-            for position in claimed + read:
-                key, key_args = self._key_and_args(every[position], group)
-                keys.append(key)
-                args.extend(key_args)
-            commands.append(("EVAL", self._script, len(keys), *keys, len(claimed), *self._extra_args(), *args))
-            order.append(claimed + read)
+        # Per group: positions (claims first, reads numbered after all claims), keys, arguments.
+        by_group: Dict[int, Tuple[List[int], List[bytes], List[Any]]] = {}
+        for position, fp in enumerate(itertools.chain(claims, reads)):
+            group, key, key_args = self._locate(fp)
+            entry = by_group.get(group)
+            if entry is None:
+                entry = by_group[group] = ([], [], [])
+            entry[0].append(position)
+            entry[1].append(key)
+            entry[2].extend(key_args)
+        n_claims = len(claims)
+        extra = self._extra_args()
+        commands = [
+            ("EVAL", self._script, len(keys), *keys, bisect.bisect_left(positions, n_claims), *extra, *args)
+            for positions, keys, args in by_group.values()
+        ]
 
         def decode(replies: List[Any]) -> ClaimAnswers:
-            flags = [False] * len(every)
-            for positions, reply in zip(order, replies):
+            flags = [False] * (n_claims + len(reads))
+            for (positions, _, _), reply in zip(by_group.values(), replies):
                 for position, value in zip(positions, reply):
                     flags[position] = value == 1
-            return ClaimAnswers(flags[: len(claims)], flags[len(claims):])
+            return ClaimAnswers(flags[:n_claims], flags[n_claims:])
 
         return commands, decode

@@ -63,8 +63,9 @@ class RedisKeyStore(GroupedScriptStore):
     def _extra_args(self) -> Tuple[Any, ...]:
         return (self.ttl_seconds or 0,)
 
-    def _key_and_args(self, fingerprint: bytes, group: int) -> Tuple[bytes, Tuple[Any, ...]]:
-        return self._tags[group] + fingerprint, ()
+    def _locate(self, fingerprint: bytes) -> Tuple[int, bytes, Tuple[Any, ...]]:
+        group = (int.from_bytes(fingerprint[:8], "little") * self.groups) >> 64
+        return group, self._tags[group] + fingerprint, ()
 
     def bytes_per_url(self) -> Optional[float]:
         """None: a key's share of Redis's dictionaries cannot be read per namespace.

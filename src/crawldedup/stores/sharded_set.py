@@ -84,13 +84,16 @@ class RedisShardedSetStore(GroupedScriptStore):
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
         self.capacity = int(self.meta["capacity"])
+        self._shards_per_group = self.shards // self.groups
 
     def _shard_key(self, shard: int) -> bytes:
-        return b"%s:%d" % (self._tags[shard * self.groups // self.shards], shard)
+        """``{<namespace>:<group>}:<shard>``; ``shard // (shards // groups)`` is ``(a * groups) >> 64``."""
+        return b"%s:%d" % (self._tags[shard // self._shards_per_group], shard)
 
-    def _key_and_args(self, fingerprint: bytes, group: int) -> Tuple[bytes, Tuple[Any, ...]]:
+    def _locate(self, fingerprint: bytes) -> Tuple[int, bytes, Tuple[Any, ...]]:
         shard = (int.from_bytes(fingerprint[:8], "little") * self.shards) >> 64
-        return self._shard_key(shard), (int.from_bytes(fingerprint[8:12], "little", signed=True),)
+        member = int.from_bytes(fingerprint[8:12], "little", signed=True)
+        return shard // self._shards_per_group, self._shard_key(shard), (member,)
 
     def bytes_per_url(self) -> Optional[float]:
         """Redis memory per member over a random sample of shards (``MEMORY USAGE`` / ``SCARD``).
