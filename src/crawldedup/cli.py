@@ -443,7 +443,7 @@ class FilterRun:
             f"  new                 {self.new:>12,}",
             f"  false-positive loss {_loss(self.new, error_now, self.dedup.stats):>12}   {_loss_note(error_now, self.dedup.stats)}",
             f"  filter fill         {fill:>12.2%}   ~{bloom.approx_items:,} of {bloom.capacity:,} items "
-            f"at {bloom.error_rate:g}, {bloom.path}",
+            f"at {bloom.error_rate * 100:g}% error, {bloom.path}",
         ]
         if self.dedup.store is not None:
             stats = self.dedup.stats
@@ -458,13 +458,14 @@ def _loss(new: int, error_now: float, stats) -> str:
     the run (it only grows while the run adds, so every earlier lookup had a lower one)."""
     if stats.false_hit_rate is not None:
         return f"~{stats.false_hit_rate * stats.local_hits:,.1f}"
-    return f"<= {new * error_now / (1 - error_now):,.1f}" if error_now < 1 else "all"
+    bound = new * error_now / (1 - error_now) if error_now < 1 else float(new)
+    return "< 0.1" if bound < 0.1 else f"<= {bound:,.1f}"
 
 
 def _loss_note(error_now: float, stats) -> str:
     if stats.false_hit_rate is not None:
-        return f"pages, measured: {stats.false_hits:,} of {stats.sampled_hits:,} sampled local hits were new"
-    return f"pages, estimated: filter false-positive rate now {error_now:.2g}"
+        return f"pages (measured: {stats.false_hits:,} of {stats.sampled_hits:,} sampled local hits were new)"
+    return f"pages (estimate; filter false-positive rate now {error_now:.2g})"
 
 
 def _open_deduplicator(args: argparse.Namespace):
