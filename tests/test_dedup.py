@@ -176,6 +176,15 @@ def test_a_namespace_refuses_another_canonical_policy(store_strategy, store_loca
         dedup(store_strategy, store_location, policy=WWW_POLICY)
 
 
+def test_a_store_of_another_policy_is_refused(tmp_path):
+    from crawldedup.stores import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "c.sqlite", namespace="crawl", policy_digest=WWW_POLICY.digest)
+    with pytest.raises(ValueError, match=f"policy {WWW_POLICY.digest}, this Deduplicator uses policy {DEFAULT_POLICY.digest}"):
+        Deduplicator("sqlite", store=store)
+    store.close()
+
+
 def test_switching_strategy_keeps_what_counts_as_the_same_url(tmp_path, redis_url):
     urls = SPELLINGS + pages(50) + ["https://www.site.example/p/1?a=1"]
     batches = []

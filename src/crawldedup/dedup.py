@@ -285,6 +285,12 @@ class Deduplicator:
         except BaseException:
             self.local_filter.close()
             raise
+        if store is not None and store.policy_digest != self.policy.digest:
+            self.local_filter.close()
+            raise ValueError(
+                f"the store was opened for canonical policy {store.policy_digest}, "
+                f"this Deduplicator uses policy {self.policy.digest}"
+            )
         #: The shared store; None for the ``local`` strategy.
         self.store: Optional[ClaimStore] = store
 

@@ -139,6 +139,9 @@ class ClaimStore(abc.ABC):
     transient_errors: ClassVar[Tuple[Type[BaseException], ...]] = ()
     #: Short name of the store kind, recorded with the namespace (``keys``, ``sharded-set``...).
     kind: ClassVar[str] = ""
+    #: Namespace of the claims, and digest of the canonical policy their fingerprints follow.
+    namespace: str
+    policy_digest: str
 
     def __init__(self, retry: Optional[RetryPolicy] = None) -> None:
         self.retry = retry if retry is not None else RetryPolicy()
