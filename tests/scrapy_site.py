@@ -1,0 +1,186 @@
+"""A small shop site for the Scrapy crawl tests, served on loopback, counting fetches per page.
+
+Loaded by path from tests/test_scrapy.py (never imported as a package module). The server is
+also an HTTP proxy: crawlers reach ``http://shop.example`` through it (``http_proxy``), so
+links can spell the host in any case and with or without the default port ``:80``, the way
+real sites do, while everything stays on one free loopback port and no name is resolved.
+
+Pages are identified by the server's own routing (not by crawldedup), like a web framework
+would: ``/p/<n>`` and ``/item?id=<n>&cat=<n % 5>``, a trailing slash and dot segments are
+ignored, query parameters other than ``id`` and ``cat`` (tracking ones) are ignored.
+Every page links to a few others, each link in several spellings.
+"""
+
+from __future__ import annotations
+
+import collections
+import html
+import posixpath
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Dict, List, Optional
+from urllib.parse import parse_qs, unquote, urlsplit
+
+HOST = "shop.example"
+ORIGIN = f"http://{HOST}"
+
+
+def page_path(page: int) -> str:
+    """The plain spelling of a page (every third page is a query page)."""
+    return f"/item?id={page}&cat={page % 5}" if page % 3 == 0 else f"/p/{page}"
+
+
+def spellings(source: int, target: int) -> List[str]:
+    """The hrefs by which page ``source`` links to page ``target``: all valid, all the same page."""
+    if target % 3 == 0:
+        query, swapped = f"id={target}&cat={target % 5}", f"cat={target % 5}&id={target}"
+        relative = f"?{query}" if source % 3 == 0 else f"../item?{swapped}"
+        variants = [
+            f"/item?{query}",
+            f"/item?{swapped}",                                   # query order
+            f"/item?{query}&utm_source=newsletter&utm_medium=email",  # tracking
+            f"http://SHOP.example:80/item?{swapped}#details",     # host case, default port, fragment
+            relative,                                             # relative to the linking page
+            f"/item/?{query}&sessionid=s{target}",                # trailing slash, session id
+            f"//{HOST}/item?{query}&gclid=Cj{target}",            # scheme-relative, click id
+        ]
+    else:
+        relative = f"{target}" if source % 3 else f"p/{target}"
+        variants = [
+            f"/p/{target}",
+            f"{ORIGIN}/p/{target}#reviews",                       # fragment
+            f"http://Shop.Example:80/p/{target}",                 # host case, default port
+            f"/p/{target}/",                                      # trailing slash
+            f"/p/{target}?utm_source=feed&utm_campaign=spring",   # tracking
+            relative,                                             # relative to the linking page
+            f"/p/./{target}?ref=home",                            # dot segment, referral tag
+            f"//{HOST}/p/{target}?fbclid=IwAR{target}",           # scheme-relative, click id
+        ]
+    # Three spellings per link, rotating with the source so that every spelling appears.
+    return [variants[(source + k) % len(variants)] for k in range(3)]
+
+
+def targets(source: int, pages: int) -> List[int]:
+    """Pages linked from ``source``: the next one (so all are reachable) and a few far ones."""
+    return sorted({(source + 1) % pages, (7 * source + 3) % pages, (source + pages // 2) % pages})
+
+
+class ShopSite:
+    """The site on a free loopback port; ``fetches[page]`` counts GETs per page, per user agent too.
+
+    :param pages: number of pages.
+    :param wait_for_agents: hold every response until this many distinct User-Agents have
+        asked for something (at most ``gate_seconds``), so that concurrent crawlers overlap.
+    """
+
+    def __init__(self, pages: int, *, wait_for_agents: int = 0, gate_seconds: float = 20.0) -> None:
+        self.pages = pages
+        self.wait_for_agents = wait_for_agents
+        self.gate_seconds = gate_seconds
+        self.fetches: Dict[int, int] = collections.Counter()
+        self.fetches_by_agent: Dict[str, int] = collections.Counter()
+        self.unknown: List[str] = []
+        self._agents: set = set()
+        self._gate = threading.Event()
+        if wait_for_agents <= 1:
+            self._gate.set()
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def proxy(self) -> str:
+        """The ``http_proxy`` value that reaches the site."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> "ShopSite":
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> "ShopSite":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def total_fetches(self) -> int:
+        with self._lock:
+            return sum(self.fetches.values())
+
+    def route(self, target: str) -> Optional[int]:
+        """The page a request target (absolute or origin form) stands for, or None for a 404."""
+        parts = urlsplit(target)
+        if parts.scheme and (parts.scheme != "http" or parts.hostname != HOST or parts.port not in (None, 80)):
+            return None
+        path = posixpath.normpath(unquote(parts.path) or "/")
+        query = parse_qs(parts.query)
+        try:
+            if path == "/item":
+                page = int(query["id"][0])
+                if page % 3 or int(query["cat"][0]) != page % 5:
+                    return None
+            elif path.startswith("/p/"):
+                page = int(path[3:])
+                if page % 3 == 0:
+                    return None
+            else:
+                return None
+        except (KeyError, ValueError):
+            return None
+        return page if 0 <= page < self.pages else None
+
+    def body(self, page: int) -> bytes:
+        links = "".join(
+            f'<li><a href="{html.escape(href)}">page {target}</a></li>'
+            for target in targets(page, self.pages) for href in spellings(page, target)
+        )
+        # The base keeps relative links valid when the page is fetched as /p/4/ or /p/./4.
+        base = html.escape(ORIGIN + page_path(page))
+        return f'<html><head><base href="{base}"><title>page {page}</title></head><body><ul>{links}</ul></body></html>'.encode()
+
+    def _admit(self, agent: str) -> None:
+        with self._lock:
+            self._agents.add(agent)
+            if len(self._agents) >= self.wait_for_agents:
+                self._gate.set()
+        self._gate.wait(self.gate_seconds)
+
+    def _handler(self) -> type:
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Headers and body are two writes: without this, Nagle's algorithm and delayed ACKs
+            # stall each response by about 40 ms.
+            disable_nagle_algorithm = True
+
+            def do_GET(self) -> None:
+                agent = self.headers.get("User-Agent", "")
+                site._admit(agent)
+                page = site.route(self.path)
+                with site._lock:
+                    if page is None:
+                        site.unknown.append(self.path)
+                    else:
+                        site.fetches[page] += 1
+                        site.fetches_by_agent[agent] += 1
+                body = site.body(page) if page is not None else b"not found"
+                self.send_response(200 if page is not None else 404)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+                pass
+
+        return Handler
+
