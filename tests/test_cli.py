@@ -289,6 +289,18 @@ def test_bad_usage_exits_2(tmp_path: Path, args: List[str]) -> None:
     assert not (tmp_path / "crawldedup.bloom").exists()
 
 
+def test_bad_environment_variable_is_a_usage_error(tmp_path: Path) -> None:
+    result = subprocess.run([*COMMAND, "filter", "--state", "s.bloom"], cwd=tmp_path, input=b"https://a.example/\n",
+                            capture_output=True, timeout=60, env={**os.environ, "BLOOM_CAPACITY": "lots"})
+    assert_clean_error(result, 2, "BLOOM_CAPACITY", "lots")
+    assert not (tmp_path / "s.bloom").exists()
+
+
+def test_unwritable_state_path_is_a_state_error(tmp_path: Path) -> None:
+    result = run(["filter", "--state", tmp_path / "missing-dir" / "s.bloom"], tmp_path, stdin=b"https://a.example/\n")
+    assert_clean_error(result, 3, "missing-dir")
+
+
 def test_unreachable_redis_is_a_store_error(tmp_path: Path) -> None:
     import socket
 
@@ -353,3 +365,46 @@ def test_sigint_flushes_the_filter_and_prints_the_summary(tmp_path: Path) -> Non
         assert all(url in bf for url in printed)
     again = run(["filter", "--state", "s.bloom"], tmp_path, stdin="\n".join(printed).encode())
     assert again.returncode == 0 and again.stdout == b""
+
+
+def _start_long_run(tmp_path: Path, pages: int) -> subprocess.Popen:
+    source = write_lines(tmp_path / "long.txt", frontier(range(pages)))
+    return subprocess.Popen(
+        [*COMMAND, "filter", source, "--state", "s.bloom", "--batch-size", "200"], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+    )
+
+
+@pytest.mark.skipif(os.name != "posix", reason="sends SIGINT to a child process")
+def test_sigint_while_claiming_loses_nothing_printed(tmp_path: Path) -> None:
+    worker = _start_long_run(tmp_path, 25_000)   # 100,000 lines in batches of 200: busy for seconds
+    assert worker.stdout is not None
+    printed = [worker.stdout.readline().decode().strip()]
+    worker.send_signal(signal.SIGINT)
+    try:
+        rest, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    printed += rest.decode().split()
+    assert worker.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode()
+    new = int(re.search(r"^\s*new\s+([\d,]+)", err.decode(), re.MULTILINE).group(1).replace(",", ""))
+    assert new == len(printed) < 25_000
+    with BloomFilter.open(tmp_path / "s.bloom") as bf:
+        assert all(url in bf for url in printed)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="exit code of a closed pipe on POSIX")
+def test_closed_stdout_stops_quietly(tmp_path: Path) -> None:
+    worker = _start_long_run(tmp_path, 25_000)
+    assert worker.stdout is not None
+    assert worker.stdout.readline().startswith(b"https://")
+    worker.stdout.close()   # the reader went away, as `crawldedup filter | head -1` does
+    try:
+        _, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 141, err.decode()
+    assert "Traceback" not in err.decode() and "error" not in err.decode()
+    with BloomFilter.open(tmp_path / "s.bloom") as bf:   # still a valid state file
+        assert bf.approx_items >= 1

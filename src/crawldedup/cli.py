@@ -479,17 +479,20 @@ def _open_deduplicator(args: argparse.Namespace):
 
     try:
         config = DedupConfig.from_env()
-        strategy = args.strategy or config.strategy
+    except ValueError as exc:  # names the variable
+        raise CLIError(EXIT_USAGE, str(exc)) from None
+    strategy = args.strategy or config.strategy
+    state = args.state or config.state_path or DEFAULT_STATE
+    try:
         return Deduplicator(
-            strategy, config=config, state=args.state or config.state_path or DEFAULT_STATE,
-            redis_url=args.redis_url, namespace=args.namespace, capacity=args.capacity,
-            error_rate=args.error_rate,
+            strategy, config=config, state=state, redis_url=args.redis_url, namespace=args.namespace,
+            capacity=args.capacity, error_rate=args.error_rate,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
         )
     except NamespaceConflict as exc:
         raise CLIError(EXIT_STATE, str(exc)) from None
     except OSError as exc:
-        raise _os_error(exc, "state") from None
+        raise _os_error(exc, f"state file {state}") from None
     except ValueError as exc:  # a FilterFileError (state file) or a setting out of range
         raise CLIError(EXIT_STATE if _is_filter_file_error(exc) else EXIT_USAGE, str(exc)) from None
 
@@ -501,13 +504,13 @@ def _is_filter_file_error(exc: BaseException) -> bool:
 
 
 def _os_error(exc: OSError, what: str) -> CLIError:
-    """A CLIError for an OSError: store unreachable (5), else the state or I/O code."""
+    """A CLIError for an OSError met while using ``what`` (a state or filter file): an
+    unreachable store is exit code 5, anything else a state file problem (3)."""
     from .stores.base import StoreUnavailable
 
     if isinstance(exc, StoreUnavailable):
         return CLIError(EXIT_STORE, str(exc))
-    where = f" {exc.filename}" if exc.filename else ""
-    return CLIError(EXIT_STATE if what == "state" else EXIT_IO, f"cannot open {what} file{where}: {exc.strerror or exc}")
+    return CLIError(EXIT_STATE, f"{what}: {exc.strerror or exc}")
 
 
 def run_filter(args: argparse.Namespace) -> int:
@@ -535,8 +538,10 @@ def run_filter(args: argparse.Namespace) -> int:
                     job.progress.clear()
                 if not args.quiet:
                     print(job.summary(interrupted), file=sys.stderr)
+        except BrokenPipeError:
+            raise
         except OSError as exc:  # StoreUnavailable is a ConnectionError
-            raise _os_error(exc, "state") from None
+            raise _os_error(exc, f"state file {dedup.local_filter.path}") from None
         finally:
             dedup.close()
     finally:
@@ -591,7 +596,7 @@ def _open_filter(path: str):
     try:
         return BloomFilter.open(path, "r")
     except OSError as exc:
-        raise _os_error(exc, "filter") from None
+        raise _os_error(exc, f"filter file {path}") from None
     except ValueError as exc:  # FilterFileError names the path and the problem
         raise CLIError(EXIT_STATE, str(exc)) from None
 
