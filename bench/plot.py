@@ -20,7 +20,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 #: extra_info keys that say how much work one benchmark round did, in order of preference.
 WORK_KEYS = ("items", "lines", "urls", "claims")
@@ -40,7 +40,8 @@ class Panel(NamedTuple):
     bars: List[Bar]
 
 
-def _work(bench: dict) -> Optional[tuple]:
+def _work(bench: dict) -> Optional[Tuple[str, float]]:
+    """``(unit, amount)`` of work one round did, from ``extra_info``; None when not recorded."""
     extra = bench.get("extra_info") or {}
     for key in WORK_KEYS:
         if isinstance(extra.get(key), (int, float)) and extra[key] > 0:
@@ -72,18 +73,20 @@ def panels(report: dict, groups: Optional[Sequence[str]] = None) -> List[Panel]:
     result = []
     for group, benches in by_group.items():
         works = [_work(b) for b in benches]
-        # One unit per panel: throughput only when every bar says how much work it did.
-        throughput = all(works) and len({w[0] for w in works}) == 1
+        amounts = [work[1] for work in works if work is not None]
+        units = {work[0] for work in works if work is not None}
+        # One unit per panel: throughput only when every bar says how much work, in one unit.
+        throughput = len(amounts) == len(benches) and len(units) == 1
         bars = []
-        for bench, work in zip(benches, works):
+        for index, bench in enumerate(benches):
             stats = bench["stats"]
             if throughput:
-                amount = work[1]
+                amount = amounts[index]
                 bars.append(Bar(_label(bench), amount / stats["median"],
                                 amount / stats["q3"], amount / stats["q1"]))
             else:
                 bars.append(Bar(_label(bench), stats["median"], stats["q1"], stats["q3"]))
-        unit = f"{works[0][0]}/s" if throughput else "seconds"
+        unit = f"{units.pop()}/s" if throughput else "seconds"
         bars.sort(key=lambda bar: bar.value, reverse=throughput)
         result.append(Panel(group, unit, throughput, bars))
     return result

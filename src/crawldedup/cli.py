@@ -18,33 +18,34 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import stat
 import sys
 import time
-import zlib
-from contextlib import contextmanager
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
+from ._cli_io import (
+    EXIT_INVALID,
+    EXIT_IO,
+    EXIT_OK,
+    EXIT_STATE,
+    EXIT_STORE,
+    EXIT_USAGE,
+    CLIError,
+    InputReader,
+    Interruptions,
+    Output,
+    Progress,
+)
+from ._config import STRATEGIES, DedupConfig
+from ._format import FORMAT_VERSION
+from .bloom import BloomFilter, FilterFileError
+from .canonical import InvalidURL, canonicalize, canonicalize_many
+from .dedup import DedupStats, Deduplicator
+from .stores.base import NamespaceConflict, StoreUnavailable
 
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_STATE = 3
-EXIT_IO = 4
-EXIT_STORE = 5
-
-GZIP_MAGIC = b"\x1f\x8b"
-#: One read takes up to 1 MiB: about 13,000 frontier lines of 80 bytes, so one read feeds one batch.
-READ_BYTES = 1 << 20
-#: A "line" longer than this without a newline is cut here, so a binary file cannot grow memory
-#: without bound; it is then rejected like any overlong URL (the policy's limit is 8,192 chars).
-MAX_LINE_BYTES = 1 << 20
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
 BATCH_LINES = 10_000
-#: Progress redraws at most this often (seconds): a terminal write per batch would cost more than the batch.
-PROGRESS_INTERVAL = 0.2
 #: A tab separates a base from a relative link on one line (``BASE<TAB>LINK``). A tab can never
 #: be part of a URL (browsers and the canonical policy remove it), so the form is unambiguous.
 BASE_SEPARATOR = "\t"
@@ -52,276 +53,6 @@ BASE_SEPARATOR = "\t"
 DEFAULT_STATE = "crawldedup.bloom"
 #: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
 DEFAULT_SQLITE = "crawldedup.sqlite"
-
-
-class CLIError(Exception):
-    """An expected failure: one line on stderr and an exit code, never a traceback."""
-
-    def __init__(self, exit_code: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-# --------------------------------------------------------------------------- input
-
-
-class InputReader:
-    """Reads lines from files (``-`` is stdin), gunzipping any that starts with the gzip magic.
-
-    :param names: paths, or ``-`` for stdin; none means stdin.
-    :raises CLIError: (``EXIT_IO``) an input that cannot be opened or read, or a broken gzip stream.
-    """
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = list(names) or ["-"]
-        #: Bytes taken from the inputs so far (compressed bytes for gzip), for the progress bar.
-        self.bytes_read = 0
-        self.total_bytes = self._total_size()
-
-    def _total_size(self) -> Optional[int]:
-        total = 0
-        for name in self.names:
-            try:
-                info = os.stat(sys.stdin.fileno()) if name == "-" else os.stat(name)
-            except (OSError, ValueError):
-                return None
-            if not _is_regular(info.st_mode):
-                return None
-            total += info.st_size
-        return total
-
-    def check_readable(self) -> None:
-        """Fail before any work when a named input is missing or not a readable file.
-
-        :raises CLIError: (``EXIT_IO``) naming the input.
-        """
-        for name in self.names:
-            if name == "-":
-                continue
-            if os.path.isdir(name):
-                raise CLIError(EXIT_IO, f"cannot read input {name}: Is a directory")
-            if not os.access(name, os.R_OK):
-                problem = "Permission denied" if os.path.exists(name) else "No such file or directory"
-                raise CLIError(EXIT_IO, f"cannot read input {name}: {problem}")
-
-    def blocks(self) -> Iterator[Tuple[str, int, List[str]]]:
-        """Yield ``(input name, number of its first line, lines)`` blocks, newlines removed."""
-        for name in self.names:
-            stream = self._open(name)
-            try:
-                line_number = 1
-                for lines in self._lines(name, stream):
-                    yield name, line_number, lines
-                    line_number += len(lines)
-            finally:
-                if stream is not _stdin():
-                    stream.close()
-
-    def _open(self, name: str) -> IO[bytes]:
-        if name == "-":
-            return _stdin()
-        try:
-            return open(name, "rb")
-        except OSError as exc:
-            raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
-
-    def _chunks(self, name: str, stream: IO[bytes]) -> Iterator[bytes]:
-        read = getattr(stream, "read1", stream.read)
-        while True:
-            try:
-                chunk = read(READ_BYTES)
-            except OSError as exc:
-                raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
-            if not chunk:
-                return
-            self.bytes_read += len(chunk)
-            yield chunk
-
-    def _decoded(self, name: str, stream: IO[bytes]) -> Iterator[bytes]:
-        chunks = self._chunks(name, stream)
-        head = b""
-        for chunk in chunks:
-            head += chunk
-            if len(head) >= len(GZIP_MAGIC):
-                break
-        if not head.startswith(GZIP_MAGIC):
-            if head:
-                yield head
-            yield from chunks
-            return
-        yield from _gunzip(name, head, chunks)
-
-    def _lines(self, name: str, stream: IO[bytes]) -> Iterator[List[str]]:
-        rest = b""
-        for chunk in self._decoded(name, stream):
-            data = rest + chunk if rest else chunk
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = data
-                if len(rest) > MAX_LINE_BYTES:
-                    yield _split(rest)
-                    rest = b""
-                continue
-            rest = data[cut + 1:]
-            yield _split(data[:cut])
-        if rest:
-            yield _split(rest)
-
-
-def _stdin() -> IO[bytes]:
-    return sys.stdin.buffer
-
-
-def _is_regular(mode: int) -> bool:
-    return stat.S_ISREG(mode)
-
-
-def _gunzip(name: str, head: bytes, chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """Decompress one or more concatenated gzip members (what ``cat a.gz b.gz`` makes)."""
-    decoder = zlib.decompressobj(wbits=31)
-    pending: Optional[bytes] = head
-    in_member = False
-    while pending is not None:
-        if pending:
-            in_member = True
-            try:
-                out = decoder.decompress(pending)
-            except zlib.error as exc:
-                raise CLIError(EXIT_IO, f"cannot read input {name}: broken gzip data ({exc})") from None
-            if out:
-                yield out
-            if decoder.eof:
-                pending, in_member = decoder.unused_data, False
-                decoder = zlib.decompressobj(wbits=31)
-                continue
-        pending = next(chunks, None)
-    if in_member:
-        raise CLIError(EXIT_IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)")
-
-
-def _split(block: bytes) -> List[str]:
-    # surrogateescape keeps bytes that are not UTF-8: the canonicalizer rejects them with a
-    # reason, and --output raw / --rejects write them back unchanged.
-    text = block.decode("utf-8", "surrogateescape")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-    return text.split("\n")
-
-
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-# --------------------------------------------------------------------------- output
-
-
-class Output:
-    """Writes whole batches to a binary stream in one call each.
-
-    :raises CLIError: (``EXIT_IO``) the stream cannot be written (disk full, closed pipe...).
-    """
-
-    def __init__(self, stream: IO[bytes], name: str) -> None:
-        self.stream = stream
-        self.name = name
-
-    def write_lines(self, lines: List[str]) -> None:
-        if not lines:
-            return
-        try:
-            self.stream.write(_encode("\n".join(lines) + "\n"))
-            self.stream.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise CLIError(EXIT_IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
-
-
-class Progress:
-    """A one-line progress bar on stderr, redrawn at most every :data:`PROGRESS_INTERVAL` seconds."""
-
-    WIDTH = 24
-
-    def __init__(self, stream: IO[str], enabled: bool, total_bytes: Optional[int]) -> None:
-        self.stream = stream
-        self.enabled = enabled
-        self.total_bytes = total_bytes
-        self.started = time.monotonic()
-        self.last_draw = 0.0
-        self.drawn = False
-
-    def update(self, lines: int, bytes_read: int) -> None:
-        now = time.monotonic()
-        if not self.enabled or now - self.last_draw < PROGRESS_INTERVAL:
-            return
-        self.last_draw = now
-        rate = lines / max(now - self.started, 1e-9)
-        text = f"{lines:,} lines  {rate:,.0f} lines/s"
-        if self.total_bytes:
-            done = min(bytes_read / self.total_bytes, 1.0)
-            filled = int(done * self.WIDTH)
-            text = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done:4.0%}  " + text
-        self.stream.write("\r" + text + "\x1b[K")
-        self.stream.flush()
-        self.drawn = True
-
-    def clear(self) -> None:
-        if self.drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self.drawn = False
-
-
-# --------------------------------------------------------------------------- signals
-
-
-class Interruptions:
-    """Turns SIGINT/SIGTERM into :class:`KeyboardInterrupt`, but not inside a claim-and-write step.
-
-    Inside :meth:`deferred` a signal is remembered and raised when the step is over, so each
-    batch is either claimed and written in full or not claimed at all: nothing claimed is left
-    unprinted, and the filter file stays valid. A second signal during a step raises at once
-    (for a step stuck on a blocked pipe). After :meth:`settle`, signals are only remembered.
-    """
-
-    def __init__(self) -> None:
-        self.signum: Optional[int] = None
-        self._deferring = False
-        self._settled = False
-        self._previous: Dict[int, object] = {}
-
-    def _handle(self, signum: int, frame: object) -> None:
-        repeated = self.signum is not None
-        self.signum = signum
-        if not self._settled and (not self._deferring or repeated):
-            raise KeyboardInterrupt
-
-    def __enter__(self) -> "Interruptions":
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._previous[signum] = signal.signal(signum, self._handle)
-            except (ValueError, OSError):  # pragma: no cover  (not the main thread)
-                pass
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
-
-    @contextmanager
-    def deferred(self) -> Iterator[None]:
-        """Run a step that a signal must not cut in half."""
-        self._deferring = True
-        try:
-            yield
-        finally:
-            self._deferring = False
-        if self.signum is not None:
-            raise KeyboardInterrupt
-
-    def settle(self) -> None:
-        """From now on only remember signals: the run is closing its files."""
-        self._settled = True
 
 
 # --------------------------------------------------------------------------- lines to URLs
@@ -340,8 +71,6 @@ def _resolve_tabbed(lines: List[str]) -> Tuple[List[str], Optional[List[int]], D
     tabbed = [index for index, line in enumerate(lines) if BASE_SEPARATOR in line]
     if not tabbed:
         return lines, None, {}
-    from .canonical import InvalidURL, canonicalize
-
     urls = list(lines)
     errors: Dict[int, Exception] = {}
     for index in tabbed:
@@ -376,7 +105,7 @@ def _reason(error: Exception) -> str:
 class FilterRun:
     """One ``filter`` run: reads lines, claims them in batches, writes the winners and the rejects."""
 
-    def __init__(self, args: argparse.Namespace, dedup, reader: InputReader,
+    def __init__(self, args: argparse.Namespace, dedup: Deduplicator, reader: InputReader,
                  rejects: Optional[Output], interruptions: Interruptions) -> None:
         self.args = args
         self.dedup = dedup
@@ -412,7 +141,7 @@ class FilterRun:
             batch = self.dedup.claim_batch(urls, base=self.args.base)
             errors.update((_line_of(kept, position), error) for position, error in batch.errors.items())
             if self.args.output == "canonical":
-                winners = [url for url, won in zip(batch.canonical, batch.won) if won]
+                winners = [url for url, won in zip(batch.canonical, batch.won) if won and url is not None]
             else:
                 winners = [lines[_line_of(kept, position)] for position, won in enumerate(batch.won) if won]
             self.out.write_lines(winners)
@@ -452,7 +181,7 @@ class FilterRun:
         return "\n".join(rows)
 
 
-def _loss(new: int, error_now: float, stats) -> str:
+def _loss(new: int, error_now: float, stats: DedupStats) -> str:
     """Pages wrongly dropped as seen: measured when the store checked a sample of local hits,
     else at most ``new * p / (1 - p)`` with ``p`` the filter's false-positive rate at the end of
     the run (it only grows while the run adds, so every earlier lookup had a lower one)."""
@@ -462,21 +191,17 @@ def _loss(new: int, error_now: float, stats) -> str:
     return "< 0.1" if bound < 0.1 else f"<= {bound:,.1f}"
 
 
-def _loss_note(error_now: float, stats) -> str:
+def _loss_note(error_now: float, stats: DedupStats) -> str:
     if stats.false_hit_rate is not None:
         return f"pages (measured: {stats.false_hits:,} of {stats.sampled_hits:,} sampled local hits were new)"
     return f"pages (estimate; filter false-positive rate now {error_now:.2g})"
 
 
-def _open_deduplicator(args: argparse.Namespace):
+def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
     """The Deduplicator for a ``filter`` run: options first, then the environment, then defaults.
 
     :raises CLIError: for a bad setting (2), a bad state file (3) or an unreachable store (5).
     """
-    from ._config import DedupConfig
-    from .dedup import Deduplicator
-    from .stores.base import NamespaceConflict
-
     try:
         config = DedupConfig.from_env()
     except ValueError as exc:  # names the variable
@@ -494,20 +219,12 @@ def _open_deduplicator(args: argparse.Namespace):
     except OSError as exc:
         raise _os_error(exc, f"state file {state}") from None
     except ValueError as exc:  # a FilterFileError (state file) or a setting out of range
-        raise CLIError(EXIT_STATE if _is_filter_file_error(exc) else EXIT_USAGE, str(exc)) from None
-
-
-def _is_filter_file_error(exc: BaseException) -> bool:
-    from .bloom import FilterFileError
-
-    return isinstance(exc, FilterFileError)
+        raise CLIError(EXIT_STATE if isinstance(exc, FilterFileError) else EXIT_USAGE, str(exc)) from None
 
 
 def _os_error(exc: OSError, what: str) -> CLIError:
     """A CLIError for an OSError met while using ``what`` (a state or filter file): an
     unreachable store is exit code 5, anything else a state file problem (3)."""
-    from .stores.base import StoreUnavailable
-
     if isinstance(exc, StoreUnavailable):
         return CLIError(EXIT_STORE, str(exc))
     return CLIError(EXIT_STATE, f"{what}: {exc.strerror or exc}")
@@ -559,8 +276,6 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     The output stays line-aligned with the input (``paste`` them side by side); each invalid
     line's reason goes to stderr as ``NAME:LINE: reason`` and the exit code is 1.
     """
-    from .canonical import canonicalize_many
-
     reader = InputReader(args.inputs)
     reader.check_readable()
     out = Output(_stdout(), "stdout")
@@ -586,13 +301,11 @@ def _stdout() -> IO[bytes]:
 # --------------------------------------------------------------------------- info and merge
 
 
-def _open_filter(path: str):
+def _open_filter(path: str) -> BloomFilter:
     """Open an existing filter file read-only.
 
     :raises CLIError: (``EXIT_STATE``) a missing, unreadable or invalid file.
     """
-    from .bloom import BloomFilter
-
     try:
         return BloomFilter.open(path, "r")
     except OSError as exc:
@@ -603,8 +316,6 @@ def _open_filter(path: str):
 
 def run_info(args: argparse.Namespace) -> int:
     """Print a filter file's parameters and statistics, one ``name  value`` row each."""
-    from ._format import FORMAT_VERSION
-
     with _open_filter(args.file) as bloom:
         size = os.path.getsize(args.file)
         metadata = bloom.metadata.decode("ascii", "backslashreplace") or "(none)"
@@ -657,7 +368,7 @@ def run_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_compatible(first_path: str, first, path: str, other) -> None:
+def _check_compatible(first_path: str, first: BloomFilter, path: str, other: BloomFilter) -> None:
     """Refuse to merge filters of another shape or fed by another canonical policy.
 
     :raises CLIError: (``EXIT_STATE``) naming both files and what differs.
@@ -695,8 +406,6 @@ def _probability(text: str) -> float:
 
 
 def _base_url(text: str) -> str:
-    from .canonical import InvalidURL, canonicalize
-
     try:
         canonicalize(text)
     except InvalidURL as exc:
@@ -706,8 +415,6 @@ def _base_url(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``crawldedup`` command and its subcommands."""
-    from ._config import STRATEGIES
-
     parser = argparse.ArgumentParser(
         prog="crawldedup",
         description="Has this page already been claimed? Deduplicate crawl frontiers by canonical URL.",

@@ -1,0 +1,299 @@
+"""Line input and output of the ``crawldedup`` command: exit codes, a gzip-aware line reader,
+batch writes, a progress bar, and signals that wait for the end of a batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import sys
+import time
+import zlib
+from contextlib import contextmanager
+from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_STATE = 3
+EXIT_IO = 4
+EXIT_STORE = 5
+
+GZIP_MAGIC = b"\x1f\x8b"
+#: One read takes up to 1 MiB: about 13,000 frontier lines of 80 bytes, so one read feeds one batch.
+READ_BYTES = 1 << 20
+#: A "line" longer than this without a newline is cut here, so a binary file cannot grow memory
+#: without bound; it is then rejected like any overlong URL (the policy's limit is 8,192 chars).
+MAX_LINE_BYTES = 1 << 20
+#: Progress redraws at most this often (seconds): a terminal write per batch would cost more than the batch.
+PROGRESS_INTERVAL = 0.2
+
+
+class CLIError(Exception):
+    """An expected failure: one line on stderr and an exit code, never a traceback."""
+
+    def __init__(self, exit_code: int, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# --------------------------------------------------------------------------- input
+
+
+class InputReader:
+    """Reads lines from files (``-`` is stdin), gunzipping any that starts with the gzip magic.
+
+    :param names: paths, or ``-`` for stdin; none means stdin.
+    :raises CLIError: (``EXIT_IO``) an input that cannot be opened or read, or a broken gzip stream.
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names) or ["-"]
+        #: Bytes taken from the inputs so far (compressed bytes for gzip), for the progress bar.
+        self.bytes_read = 0
+        self.total_bytes = self._total_size()
+
+    def _total_size(self) -> Optional[int]:
+        total = 0
+        for name in self.names:
+            try:
+                info = os.stat(sys.stdin.fileno()) if name == "-" else os.stat(name)
+            except (OSError, ValueError):
+                return None
+            if not _is_regular(info.st_mode):
+                return None
+            total += info.st_size
+        return total
+
+    def check_readable(self) -> None:
+        """Fail before any work when a named input is missing or not a readable file.
+
+        :raises CLIError: (``EXIT_IO``) naming the input.
+        """
+        for name in self.names:
+            if name == "-":
+                continue
+            if os.path.isdir(name):
+                raise CLIError(EXIT_IO, f"cannot read input {name}: Is a directory")
+            if not os.access(name, os.R_OK):
+                problem = "Permission denied" if os.path.exists(name) else "No such file or directory"
+                raise CLIError(EXIT_IO, f"cannot read input {name}: {problem}")
+
+    def blocks(self) -> Iterator[Tuple[str, int, List[str]]]:
+        """Yield ``(input name, number of its first line, lines)`` blocks, newlines removed."""
+        for name in self.names:
+            stream = self._open(name)
+            try:
+                line_number = 1
+                for lines in self._lines(name, stream):
+                    yield name, line_number, lines
+                    line_number += len(lines)
+            finally:
+                if stream is not _stdin():
+                    stream.close()
+
+    def _open(self, name: str) -> IO[bytes]:
+        if name == "-":
+            return _stdin()
+        try:
+            return open(name, "rb")
+        except OSError as exc:
+            raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
+
+    def _chunks(self, name: str, stream: IO[bytes]) -> Iterator[bytes]:
+        read = getattr(stream, "read1", stream.read)
+        while True:
+            try:
+                chunk = read(READ_BYTES)
+            except OSError as exc:
+                raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
+            if not chunk:
+                return
+            self.bytes_read += len(chunk)
+            yield chunk
+
+    def _decoded(self, name: str, stream: IO[bytes]) -> Iterator[bytes]:
+        chunks = self._chunks(name, stream)
+        head = b""
+        for chunk in chunks:
+            head += chunk
+            if len(head) >= len(GZIP_MAGIC):
+                break
+        if not head.startswith(GZIP_MAGIC):
+            if head:
+                yield head
+            yield from chunks
+            return
+        yield from _gunzip(name, head, chunks)
+
+    def _lines(self, name: str, stream: IO[bytes]) -> Iterator[List[str]]:
+        rest = b""
+        for chunk in self._decoded(name, stream):
+            data = rest + chunk if rest else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                if len(rest) > MAX_LINE_BYTES:
+                    yield _split(rest)
+                    rest = b""
+                continue
+            rest = data[cut + 1:]
+            yield _split(data[:cut])
+        if rest:
+            yield _split(rest)
+
+
+def _stdin() -> IO[bytes]:
+    return sys.stdin.buffer
+
+
+def _is_regular(mode: int) -> bool:
+    return stat.S_ISREG(mode)
+
+
+def _gunzip(name: str, head: bytes, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Decompress one or more concatenated gzip members (what ``cat a.gz b.gz`` makes)."""
+    decoder = zlib.decompressobj(wbits=31)
+    pending: Optional[bytes] = head
+    in_member = False
+    while pending is not None:
+        if pending:
+            in_member = True
+            try:
+                out = decoder.decompress(pending)
+            except zlib.error as exc:
+                raise CLIError(EXIT_IO, f"cannot read input {name}: broken gzip data ({exc})") from None
+            if out:
+                yield out
+            if decoder.eof:
+                pending, in_member = decoder.unused_data, False
+                decoder = zlib.decompressobj(wbits=31)
+                continue
+        pending = next(chunks, None)
+    if in_member:
+        raise CLIError(EXIT_IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)")
+
+
+def _split(block: bytes) -> List[str]:
+    # surrogateescape keeps bytes that are not UTF-8: the canonicalizer rejects them with a
+    # reason, and --output raw / --rejects write them back unchanged.
+    text = block.decode("utf-8", "surrogateescape")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    return text.split("\n")
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Output:
+    """Writes whole batches to a binary stream in one call each.
+
+    :raises CLIError: (``EXIT_IO``) the stream cannot be written (disk full, closed pipe...).
+    """
+
+    def __init__(self, stream: IO[bytes], name: str) -> None:
+        self.stream = stream
+        self.name = name
+
+    def write_lines(self, lines: List[str]) -> None:
+        if not lines:
+            return
+        try:
+            self.stream.write(_encode("\n".join(lines) + "\n"))
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise CLIError(EXIT_IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
+
+
+class Progress:
+    """A one-line progress bar on stderr, redrawn at most every :data:`PROGRESS_INTERVAL` seconds."""
+
+    WIDTH = 24
+
+    def __init__(self, stream: IO[str], enabled: bool, total_bytes: Optional[int]) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.total_bytes = total_bytes
+        self.started = time.monotonic()
+        self.last_draw = 0.0
+        self.drawn = False
+
+    def update(self, lines: int, bytes_read: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or now - self.last_draw < PROGRESS_INTERVAL:
+            return
+        self.last_draw = now
+        rate = lines / max(now - self.started, 1e-9)
+        text = f"{lines:,} lines  {rate:,.0f} lines/s"
+        if self.total_bytes:
+            done = min(bytes_read / self.total_bytes, 1.0)
+            filled = int(done * self.WIDTH)
+            text = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done:4.0%}  " + text
+        self.stream.write("\r" + text + "\x1b[K")
+        self.stream.flush()
+        self.drawn = True
+
+    def clear(self) -> None:
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.drawn = False
+
+
+# --------------------------------------------------------------------------- signals
+
+
+class Interruptions:
+    """Turns SIGINT/SIGTERM into :class:`KeyboardInterrupt`, but not inside a claim-and-write step.
+
+    Inside :meth:`deferred` a signal is remembered and raised when the step is over, so each
+    batch is either claimed and written in full or not claimed at all: nothing claimed is left
+    unprinted, and the filter file stays valid. A second signal during a step raises at once
+    (for a step stuck on a blocked pipe). After :meth:`settle`, signals are only remembered.
+    """
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self._deferring = False
+        self._settled = False
+        self._previous: Dict[int, object] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        repeated = self.signum is not None
+        self.signum = signum
+        if not self._settled and (not self._deferring or repeated):
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> "Interruptions":
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except (ValueError, OSError):  # pragma: no cover  (not the main thread)
+                pass
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Run a step that a signal must not cut in half."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+        if self.signum is not None:
+            raise KeyboardInterrupt
+
+    def settle(self) -> None:
+        """From now on only remember signals: the run is closing its files."""
+        self._settled = True
