@@ -26,7 +26,7 @@ from scrapy.core.scheduler import Scheduler  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, FilterFileError  # noqa: E402
-from crawldedup.scrapy import STATE_FILE_NAME, DupeFilter  # noqa: E402
+from crawldedup.scrapy import STATE_FILE_NAME, STATS_SYNC_EVERY, DupeFilter  # noqa: E402
 
 HERE = Path(__file__).parent
 CRAWL_SCRIPT = HERE / "scrapy_crawl.py"
@@ -105,8 +105,9 @@ def test_a_url_the_policy_refuses_is_keyed_by_scrapy_fingerprint(url):
     assert seen(df, scrapy.Request(url), scrapy.Request(url), scrapy.Request(other)) == [False, True, False]
     post = scrapy.Request(url, method="POST", body=b"x")
     assert seen(df, post, post.replace()) == [False, True]
-    assert df.stats.get_value("crawldedup/invalid") == 5
     df.close("finished")
+    assert df.stats.get_value("crawldedup/invalid") == 5
+    assert df.stats.get_value("crawldedup/seen") == 5
 
 
 def test_verbatim_url_requests_are_keyed_by_scrapy_fingerprint():
@@ -163,10 +164,34 @@ def test_stats_count_new_and_filtered_requests_and_the_local_answers():
     df = make_filter()
     urls = [f"http://shop.example/p/{i % 4}?utm_source={i}" for i in range(10)]
     assert seen(df, *(scrapy.Request(u) for u in urls)) == [False] * 4 + [True] * 6
+    assert (df.stats.get_value("crawldedup/new"), df.stats.get_value("crawldedup/filtered")) == (4, 6)
+    df.close("finished")  # the Deduplicator's own counters are copied now (and every 1,024 requests)
     stats = df.stats.get_stats()
-    assert (stats["crawldedup/new"], stats["crawldedup/filtered"]) == (4, 6)
+    assert (stats["crawldedup/seen"], stats["crawldedup/new"], stats["crawldedup/filtered"]) == (10, 4, 6)
     assert stats["crawldedup/answered_locally"] == 10  # the local strategy has no store
     assert stats["crawldedup/sent_to_store"] == 0
+
+
+def test_the_deduplicator_counters_reach_scrapy_stats_during_the_crawl():
+    df = make_filter()
+    assert seen(df, *(scrapy.Request(f"http://shop.example/p/{i}") for i in range(STATS_SYNC_EVERY))) == [False] * STATS_SYNC_EVERY
+    assert df.stats.get_value("crawldedup/seen") == df.stats.get_value("crawldedup/answered_locally") == STATS_SYNC_EVERY
+    df.close("finished")
+
+
+def test_a_store_outage_lets_requests_through_unclaimed(redis_server, redis_url, caplog):
+    df = make_filter({"CRAWLDEDUP_STRATEGY": "set", "CRAWLDEDUP_REDIS_URL": redis_url})
+    assert seen(df, scrapy.Request("http://shop.example/p/1")) == [False]
+    redis_server.stop()
+    try:
+        with caplog.at_level(logging.ERROR, logger="crawldedup.scrapy"):
+            assert seen(df, scrapy.Request("http://shop.example/p/2")) == [False]
+    finally:
+        redis_server.start()
+    assert df.stats.get_value("crawldedup/store_errors") == 1
+    assert any("unavailable" in r.getMessage() and "p/2" in r.getMessage() for r in caplog.records)
+    # Nothing was recorded for the request that went through: it is claimed once the store is back.
+    assert seen(df, scrapy.Request("http://shop.example/p/2"), scrapy.Request("http://shop.example/p/2/")) == [False, True]
     df.close("finished")
 
 
