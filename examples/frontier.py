@@ -40,45 +40,58 @@ CHUNK_LINKS = 50_000
 
 
 class Page(NamedTuple):
-    """One distinct page: its parts as a site would write them."""
+    """One distinct page: its parts as a site would write them, and ready-made pieces."""
 
     scheme: str
     host: str                     # as written on the site (may be non-ASCII)
     segments: Tuple[str, ...]     # path segments, unencoded (may hold non-ASCII or "~")
-    query: Tuple[Tuple[str, str], ...]
+    path: str                     # the segments joined, raw
+    plain_path: bool              # no segment has a percent-encoded spelling
+    query_plus: Tuple[str, ...]   # "key=value" pairs, a space written "+"
+    query_pct: Tuple[str, ...]    # the same pairs, a space written "%20"
+
+
+def _page(scheme: str, host: str, segments: Tuple[str, ...], query: Tuple[Tuple[str, str], ...] = ()) -> Page:
+    """Build a page and the pieces that every spelling of it reuses (built once: 1M lines in ~3 s)."""
+    return Page(
+        scheme, host, segments, "/" + "/".join(segments),
+        all(s.isascii() and "~" not in s for s in segments),
+        tuple(f"{k}={v.replace(' ', '+')}" for k, v in query),
+        tuple(f"{k}={v.replace(' ', '%20')}" for k, v in query),
+    )
 
 
 def _shop(n: int) -> Page:
-    return Page("https", "shop.example", ("product", str(n)), (("color", "red"), ("size", "m")))
+    return _page("https", "shop.example", ("product", str(n)), (("color", "red"), ("size", "m")))
 
 
 def _news(n: int) -> Page:
-    return Page("https", "news.example.com", ("2024", f"{n % 12 + 1:02d}", f"story-{n}"), ())
+    return _page("https", "news.example.com", ("2024", f"{n % 12 + 1:02d}", f"story-{n}"), ())
 
 
 def _forum(n: int) -> Page:
-    return Page("http", "forum.example.net", ("thread", str(n)), (("page", str(n % 7 + 1)),))
+    return _page("http", "forum.example.net", ("thread", str(n)), (("page", str(n % 7 + 1)),))
 
 
 def _docs(n: int) -> Page:
-    return Page("https", "www.example.org", ("docs", f"v{n % 3 + 1}", f"topic-{n}"), ())
+    return _page("https", "www.example.org", ("docs", f"v{n % 3 + 1}", f"topic-{n}"), ())
 
 
 def _search(n: int) -> Page:
-    return Page("https", "search.example", ("search",),
+    return _page("https", "search.example", ("search",),
                 (("q", f"red shoes {n}"), ("page", str(n % 5 + 1)), ("sort", "price")))
 
 
 def _books(n: int) -> Page:
-    return Page("https", "bücher.example", ("buch", f"{n}"), (("lang", "de"),))
+    return _page("https", "bücher.example", ("buch", f"{n}"), (("lang", "de"),))
 
 
 def _wiki(n: int) -> Page:
-    return Page("https", "wiki.example", ("wiki", f"Café_{n}"), ())
+    return _page("https", "wiki.example", ("wiki", f"Café_{n}"), ())
 
 
 def _people(n: int) -> Page:
-    return Page("https", "people.example", (f"~user{n}", "index.html"), ())
+    return _page("https", "people.example", (f"~user{n}", "index.html"), ())
 
 
 SITES: Sequence[Callable[[int], Page]] = (_shop, _news, _forum, _docs, _search, _books, _wiki, _people)
@@ -116,7 +129,7 @@ def _host(rng: random.Random, host: str) -> str:
 
 
 def _path(rng: random.Random, page: Page) -> str:
-    path = "/" + "/".join(_segment(rng, s) for s in page.segments)
+    path = page.path if page.plain_path else "/" + "/".join(_segment(rng, s) for s in page.segments)
     choice = rng.random()
     if choice < 0.08:
         return path + "/"
@@ -128,16 +141,15 @@ def _path(rng: random.Random, page: Page) -> str:
 
 
 def _query(rng: random.Random, page: Page) -> str:
-    pairs = [(k, v.replace(" ", "+" if rng.random() < 0.5 else "%20")) for k, v in page.query]
+    pairs = list(page.query_plus if rng.random() < 0.5 else page.query_pct)
     if rng.random() < 0.3:
-        for _ in range(rng.randint(1, 3)):
-            pairs.append((rng.choice(TRACKING), f"{rng.getrandbits(32):x}"))
+        for _ in range(1 + int(rng.random() * 3)):
+            pairs.append(f"{rng.choice(TRACKING)}={rng.getrandbits(32):x}")
     if len(pairs) > 1 and rng.random() < 0.5:
         rng.shuffle(pairs)
     if not pairs:
         return "?" if rng.random() < 0.03 else ""
-    joiner = "&&" if rng.random() < 0.02 else "&"
-    return "?" + joiner.join(f"{k}={v}" for k, v in pairs)
+    return ("?&" if rng.random() < 0.02 else "?") + "&".join(pairs)
 
 
 def _fragment(rng: random.Random) -> str:
