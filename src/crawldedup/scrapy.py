@@ -133,7 +133,7 @@ def deduplicator_from_settings(settings: "BaseSettings", spider_name: Optional[s
     try:
         verify_hits = settings.getbool("CRAWLDEDUP_VERIFY_HITS")
     except ValueError as exc:
-        raise ValueError(f"CRAWLDEDUP_VERIFY_HITS: {exc}") from None
+        raise ValueError(f"CRAWLDEDUP_VERIFY_HITS: {exc}, got {settings.get('CRAWLDEDUP_VERIFY_HITS')!r}") from None
     return Deduplicator(config=config, policy=policy, verify_hits=verify_hits)
 
 
