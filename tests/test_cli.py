@@ -323,14 +323,20 @@ def test_filter_claims_through_redis(tmp_path: Path, redis_url: str) -> None:
     assert second.stdout == b""
 
 
+def test_verify_hits_needs_a_store(tmp_path: Path) -> None:
+    result = run(["filter", "--verify-hits", "--state", "s.bloom"], tmp_path, stdin=b"https://a.example/\n")
+    assert_clean_error(result, 2, "verify_hits")
+
+
 def test_filter_claims_through_sqlite(tmp_path: Path) -> None:
     source = write_lines(tmp_path / "links.txt", frontier(range(100)))
     first = run(["filter", source, "--strategy", "sqlite", "--state", "a.bloom"], tmp_path)
     assert first.returncode == 0, first.stderr.decode()
     assert out_lines(first) == [canonical(page) for page in range(100)]
-    second = run(["filter", source, "--strategy", "sqlite", "--state", "b.bloom"], tmp_path)
+    second = run(["filter", source, "--strategy", "sqlite", "--state", "b.bloom", "--verify-hits"], tmp_path)
     assert second.returncode == 0, second.stderr.decode()
     assert second.stdout == b""
+    assert "sqlite" in second.stderr.decode()   # the summary names the store
 
 
 # ---------------------------------------------------------------------------- interruption

@@ -211,7 +211,7 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
     try:
         return Deduplicator(
             strategy, config=config, state=state, redis_url=args.redis_url, namespace=args.namespace,
-            capacity=args.capacity, error_rate=args.error_rate,
+            capacity=args.capacity, error_rate=args.error_rate, verify_hits=args.verify_hits,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
         )
     except NamespaceConflict as exc:
@@ -446,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
     filt.add_argument("--sqlite", metavar="FILE",
                       help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
     filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    filt.add_argument("--verify-hits", action="store_true",
+                      help="send the local filter's hits to the store too, so that a false positive loses no page")
     filt.add_argument("--rejects", metavar="FILE", help="write each invalid line there as LINE<TAB>REASON")
     filt.add_argument("--batch-size", type=_positive_int, default=BATCH_LINES, metavar="N",
                       help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time")
