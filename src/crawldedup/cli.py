@@ -40,7 +40,7 @@ from ._config import STRATEGIES, DedupConfig
 from ._format import FORMAT_VERSION
 from .bloom import BloomFilter, FilterFileError
 from .canonical import InvalidURL, canonicalize, canonicalize_many
-from .dedup import DedupStats, Deduplicator
+from .dedup import Deduplicator
 from .stores.base import NamespaceConflict, StoreUnavailable
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
@@ -159,6 +159,7 @@ class FilterRun:
         bloom = self.dedup.local_filter
         fill = bloom.fill_ratio
         error_now = bloom.estimated_error_rate
+        loss, loss_note = _loss(self.new, error_now, self.dedup)
         if interrupted:
             head = f"crawldedup filter: interrupted by {signal.Signals(interrupted).name} after {seconds:.2f} s, summary so far"
         else:
@@ -170,7 +171,7 @@ class FilterRun:
             f"  invalid             {self.invalid:>12,}{rejects}",
             f"  duplicates dropped  {duplicates:>12,}",
             f"  new                 {self.new:>12,}",
-            f"  false-positive loss {_loss(self.new, error_now, self.dedup.stats):>12}   {_loss_note(error_now, self.dedup.stats)}",
+            f"  false-positive loss {loss:>12}   {loss_note}",
             f"  filter fill         {fill:>12.2%}   ~{bloom.approx_items:,} of {bloom.capacity:,} items "
             f"at {bloom.error_rate * 100:g}% error, {bloom.path}",
         ]
@@ -181,20 +182,23 @@ class FilterRun:
         return "\n".join(rows)
 
 
-def _loss(new: int, error_now: float, stats: DedupStats) -> str:
-    """Pages wrongly dropped as seen: measured when the store checked a sample of local hits,
-    else at most ``new * p / (1 - p)`` with ``p`` the filter's false-positive rate at the end of
-    the run (it only grows while the run adds, so every earlier lookup had a lower one)."""
+def _loss(new: int, error_now: float, dedup: Deduplicator) -> Tuple[str, str]:
+    """Pages wrongly dropped as seen, and how that figure was found.
+
+    None with ``--verify-hits`` (the store rechecks every hit); measured when the store checked
+    a sample of the local hits; else at most ``new * p / (1 - p)`` with ``p`` the filter's
+    false-positive rate at the end of the run (it only grows as the run adds, so every earlier
+    lookup had a lower one).
+    """
+    stats = dedup.stats
+    if dedup.verify_hits:
+        return "0", f"pages (every local hit verified in the store; {stats.false_hits:,} false positives caught)"
     if stats.false_hit_rate is not None:
-        return f"~{stats.false_hit_rate * stats.local_hits:,.1f}"
+        return (f"~{stats.false_hit_rate * stats.local_hits:,.1f}",
+                f"pages (measured: {stats.false_hits:,} of {stats.sampled_hits:,} sampled local hits were new)")
     bound = new * error_now / (1 - error_now) if error_now < 1 else float(new)
-    return "< 0.1" if bound < 0.1 else f"<= {bound:,.1f}"
-
-
-def _loss_note(error_now: float, stats: DedupStats) -> str:
-    if stats.false_hit_rate is not None:
-        return f"pages (measured: {stats.false_hits:,} of {stats.sampled_hits:,} sampled local hits were new)"
-    return f"pages (estimate; filter false-positive rate now {error_now:.2g})"
+    return ("< 0.1" if bound < 0.1 else f"<= {bound:,.1f}",
+            f"pages (estimate; filter false-positive rate now {error_now:.2g})")
 
 
 def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
