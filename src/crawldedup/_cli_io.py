@@ -178,8 +178,8 @@ def _split(block: bytes) -> List[str]:
     # surrogateescape keeps bytes that are not UTF-8: the canonicalizer rejects them with a
     # reason, and --output raw / --rejects write them back unchanged.
     text = block.decode("utf-8", "surrogateescape")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
+    if "\r" in text:  # CRLF line ends; a block ends where a newline was cut off
+        text = text.replace("\r\n", "\n").removesuffix("\r")
     return text.split("\n")
 
 
