@@ -34,7 +34,7 @@ LINKS = 1_000_000
 PAGES = 5000
 SEED = 1
 # Whole-command timings of seconds each: three rounds give a median; the w3lib script takes
-# about 20 s per pass on a 2-core Zen 3 VM, so it runs once.
+# about 30 s per pass on a 2-core Zen 3 VM, so it runs once.
 ROUNDS = 3
 SLOW_ROUNDS = 1
 GROUP = "filter 1M-line frontier"
