@@ -124,6 +124,17 @@ def test_other_types_are_type_errors_naming_the_type(bloom_cls, bad):
     assert not bf.contains_many(["a", "b"]).any(), "a failed batch added nothing"
 
 
+def test_a_bad_key_late_in_a_long_batch_adds_nothing(bloom_cls):
+    # Past the first 4,096-key chunk of the compiled twin: every key is checked before any bit is set.
+    keys = urls("late", 10_000)
+    bf = bloom_cls(20_000, 0.01)
+    with pytest.raises(TypeError, match="int"):
+        bf.add_many(keys + [5])
+    assert bf.approx_items == 0
+    assert not bf.contains_many(keys).any(), "a failed batch added nothing"
+    assert bf.add_many(keys).sum() > 9_900, "the same keys are new once the bad one is gone"
+
+
 def test_no_false_negatives_and_batch_equals_single(bloom_cls):
     keys = urls("present", 20_000)
     single, batch = bloom_cls(20_000, 0.01), bloom_cls(20_000, 0.01)
