@@ -49,8 +49,12 @@ def run_race(options: dict, tmp_path: Path) -> Counter:
 
 @pytest.mark.slow
 def test_eight_processes_one_winner_per_page(store_strategy, store_location, tmp_path, record_property):
+    # RedisBloom sized at the race's 100,000 pages and 1%, so that its false positives show.
+    sizing = {"capacity": PAGES, "error_rate": 0.01}
+    if store_strategy != "bloom":
+        sizing = {"capacity": 1_000_000, "error_rate": 0.001}
     options = {
-        "strategy": store_strategy, "namespace": "race", "capacity": 1_000_000, "error_rate": 0.001,
+        "strategy": store_strategy, "namespace": "race", **sizing,
         **{key: str(value) for key, value in store_location.items()},
     }
     winners = run_race(options, tmp_path)
@@ -60,8 +64,8 @@ def test_eight_processes_one_winner_per_page(store_strategy, store_location, tmp
     without_winner = len(expected - set(winners))
     record_property("pages_without_winner", without_winner)
     print(f"{store_strategy}: {without_winner} of {PAGES} pages won by nobody")
-    if store_strategy == "bloom":  # RedisBloom's false positives are won by nobody
-        assert without_winner <= PAGES * 0.001
+    if store_strategy == "bloom":  # a page RedisBloom (or every local filter) took for seen: nobody won it
+        assert without_winner <= PAGES * 0.01
     else:
         assert without_winner == 0
 
