@@ -31,6 +31,8 @@ PROBE_SHIFT = 55
 MAX_NUM_BLOCKS = 2**32 - 1
 MAX_NUM_HASHES = 64
 MAX_METADATA_BYTES = 1024
+#: The compiled filter keeps its count in a signed 64-bit integer.
+MAX_APPROX_ITEMS = 2**63 - 1
 #: flags bit 0: the last writer closed the file cleanly, so approx_items is up to date.
 FLAG_CLEAN = 1
 
@@ -117,6 +119,7 @@ class Header:
             (1 <= num_blocks <= MAX_NUM_BLOCKS, f"num_blocks must be in [1, {MAX_NUM_BLOCKS}], got {num_blocks}"),
             (1 <= num_hashes <= MAX_NUM_HASHES, f"num_hashes must be in [1, {MAX_NUM_HASHES}], got {num_hashes}"),
             (flags & ~_KNOWN_FLAGS == 0, f"unknown flags {flags:#x}"),
+            (approx_items <= MAX_APPROX_ITEMS, f"approx_items must be <= {MAX_APPROX_ITEMS}, got {approx_items}"),
             (metadata_len <= MAX_METADATA_BYTES, f"metadata length must be <= {MAX_METADATA_BYTES}, got {metadata_len}"),
             (not any(metadata[metadata_len:]) and not any(page[_FIELDS.size:CHECKSUM_OFFSET]),
              "reserved header bytes are not zero"),
