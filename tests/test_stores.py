@@ -321,3 +321,11 @@ def test_unknown_strategy_and_missing_location(tmp_path):
         make("set", {})
     with pytest.raises(ValueError, match="needs sqlite_path"):
         make("sqlite", {})
+
+
+@pytest.mark.parametrize("capacity", [0, -1, 1.5, True, 1 << 49])
+@pytest.mark.parametrize("store_class", [RedisShardedSetStore, RedisBloomStore])
+def test_bad_capacity_is_refused(redis_url, store_class, capacity):
+    extra = {"error_rate": 0.01} if store_class is RedisBloomStore else {}
+    with pytest.raises(ValueError, match="capacity must be an integer in \\[1, 2\\*\\*48\\], got"):
+        store_class(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=capacity, **extra)

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Optional, Tuple, TypeVar
 
-from .stores.base import check_name
+from .stores.base import check_capacity, check_name
 from .stores._redis import redact_url
 from .stores.factory import STORE_STRATEGIES
 
@@ -126,7 +126,7 @@ _CHECKS: Dict[str, Callable[[object], None]] = {
     "strategy": _checker("strategy", lambda v: v in STRATEGIES),
     "redis_url": _checker("redis_url", lambda v: v.startswith(_REDIS_SCHEMES)),
     "ttl_days": _checker("ttl_days", lambda v: not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 36_500),
-    "capacity": _checker("capacity", lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1 << 48),
+    "capacity": _checker("capacity", check_capacity),
     "error_rate": _checker("error_rate", lambda v: isinstance(v, float) and 0 < v < 1),
     "state_path": _checker("state_path", lambda v: v is None or len(os.fspath(v)) > 0),
     "namespace": _checker("namespace", _is_name),

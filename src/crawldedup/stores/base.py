@@ -117,6 +117,16 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
+def check_capacity(capacity: int) -> int:
+    """Validate a capacity (URLs a store or filter is sized for).
+
+    :raises ValueError: unless it is an integer in [1, 2**48].
+    """
+    if not isinstance(capacity, int) or isinstance(capacity, bool) or not 1 <= capacity <= 1 << 48:
+        raise ValueError(f"capacity must be an integer in [1, 2**48], got {capacity!r}")
+    return capacity
+
+
 def check_policy_digest(digest: str) -> str:
     """Validate a canonical policy digest (16 lowercase hex characters).
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import redis
 
-from .base import ClaimAnswers
+from .base import ClaimAnswers, check_capacity
 from ._redis import RedisStore
 
 
@@ -39,8 +39,7 @@ class RedisBloomStore(RedisStore):
     kind = "bloom"
 
     def __init__(self, url: Optional[str] = None, *, capacity: int, error_rate: float, **kwargs: Any) -> None:
-        if not isinstance(capacity, int) or isinstance(capacity, bool) or not 1 <= capacity <= 1 << 48:
-            raise ValueError(f"capacity must be an integer in [1, 2**48], got {capacity!r}")
+        check_capacity(capacity)
         if not isinstance(error_rate, float) or not 0 < error_rate < 1:
             raise ValueError(f"error_rate must be a float in (0, 1), got {error_rate!r}")
         super().__init__(url, layout={"capacity": str(capacity), "error_rate": repr(error_rate)}, **kwargs)

@@ -31,6 +31,7 @@ import math
 import random
 from typing import Any, Optional, Tuple
 
+from .base import check_capacity
 from ._redis import DEFAULT_GROUPS, GroupedScriptStore
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
@@ -77,8 +78,7 @@ class RedisShardedSetStore(GroupedScriptStore):
     _script = _CLAIM
 
     def __init__(self, url: Optional[str] = None, *, capacity: int, **kwargs: Any) -> None:
-        if not isinstance(capacity, int) or isinstance(capacity, bool) or not 1 <= capacity <= 1 << 48:
-            raise ValueError(f"capacity must be an integer in [1, 2**48], got {capacity!r}")
+        check_capacity(capacity)
         layout = {"shards": str(shards_for(capacity, kwargs.get("groups", DEFAULT_GROUPS))), "capacity": str(capacity)}
         super().__init__(url, layout=layout, **kwargs)
         #: Adopted from the namespace record, like the groups.
