@@ -65,6 +65,29 @@ def _move_into_place(tmp: str, path: str, overwrite: bool) -> None:
         os.unlink(tmp)
 
 
+def _reserve_space(fd: int, size: int, path: str) -> None:
+    """Make the file ``size`` bytes of zeros with its blocks allocated now, so that a full disk is
+    an OSError here and not a SIGBUS later.
+
+    Bits are written through the mapping: on a sparse file the disk space is taken page by page
+    on first write, and a write the file system cannot back kills the process with SIGBUS.
+    Where ``posix_fallocate`` is missing (macOS, Windows) the file stays sparse.
+
+    :raises OSError: naming ``path``, when the file system cannot hold ``size`` bytes (ENOSPC,
+        EDQUOT, EFBIG).
+    """
+    try:
+        os.ftruncate(fd, size)
+        if hasattr(os, "posix_fallocate"):
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # else: no fallocate on this file system
+                    raise
+    except OSError as exc:
+        raise OSError(exc.errno, f"{exc.strerror} (reserving {size:,} bytes for the filter file)", path) from None
+
+
 def _write_new_file(header: Header, path: str, overwrite: bool) -> None:
     directory, name = os.path.split(os.path.abspath(path))
     tmp = os.path.join(directory, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
@@ -72,7 +95,7 @@ def _write_new_file(header: Header, path: str, overwrite: bool) -> None:
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with open(fd, "r+b") as file:
-            file.truncate(header.file_bytes)  # sparse where the file system allows: zero bits
+            _reserve_space(file.fileno(), header.file_bytes, path)
             file.write(header.pack())
         _move_into_place(tmp, path, overwrite)
     finally:
@@ -98,6 +121,7 @@ class BloomFile:
         """Create a new empty filter with ``header``'s shape, in memory when ``path`` is None.
 
         :raises FileExistsError: when ``path`` exists and ``overwrite`` is false.
+        :raises OSError: when the disk cannot hold the file (nothing is left at ``path``).
         """
         if path is None:
             mm = mmap.mmap(-1, header.file_bytes)
@@ -116,6 +140,7 @@ class BloomFile:
 
         :raises ValueError: for a mode other than ``"r"`` and ``"r+"``.
         :raises FilterFileError: for a missing path, a directory or a file that is not a valid filter.
+        :raises OSError: with mode ``"r+"``, when the disk cannot hold the blocks of a sparse file.
         """
         if mode not in ("r", "r+"):
             raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
@@ -131,6 +156,8 @@ class BloomFile:
             if not stat.S_ISREG(status.st_mode):
                 raise FilterFileError(f"{path}: not a regular file")
             header = Header.unpack(file.read(HEADER_BYTES), path, status.st_size)
+            if mode == "r+":  # a sparse file (copied with cp --sparse, say) gets its blocks now
+                _reserve_space(file.fileno(), header.file_bytes, path)
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
             mm = mmap.mmap(file.fileno(), header.file_bytes, access=access)
         self = cls(mm, header, path, mode == "r")
