@@ -156,6 +156,96 @@ def redisbloom_url(redis_url: str, redis_server: RedisServer) -> str:
     return redis_url
 
 
+class RedisClusterServers:
+    """A real 3-master Redis Cluster on free loopback ports (``redis-server --cluster-enabled yes``)."""
+
+    MASTERS = 3
+
+    def __init__(self, binary: str, cli: str) -> None:
+        self.binary = binary
+        self.cli = cli
+        self.ports = [_free_port() for _ in range(self.MASTERS)]
+        self.workdir = tempfile.mkdtemp(prefix="crawldedup-cluster-")
+        self.processes: list[subprocess.Popen] = []
+
+    @property
+    def url(self) -> str:
+        """The URL of one node: the cluster client discovers the others."""
+        return f"redis://127.0.0.1:{self.ports[0]}/0"
+
+    def start(self, timeout: float = 30.0) -> None:
+        for port in self.ports:
+            node_dir = Path(self.workdir) / str(port)
+            node_dir.mkdir()
+            self.processes.append(subprocess.Popen(
+                [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                 "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", "5000",
+                 "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ))
+        deadline = time.monotonic() + timeout
+        for port in self.ports:
+            while self._ask(port, "PING") != "PONG":
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"cluster node on port {port} did not answer within {timeout}s")
+                time.sleep(0.05)
+        created = subprocess.run(
+            [self.cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True, text=True, timeout=timeout,
+        )
+        if created.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout}{created.stderr}")
+        for port in self.ports:
+            while "cluster_state:ok" not in self._ask(port, "CLUSTER", "INFO"):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"cluster node on port {port} did not reach cluster_state:ok within {timeout}s")
+                time.sleep(0.1)
+
+    def _ask(self, port: int, *command: str) -> str:
+        try:
+            return subprocess.run([self.cli, "-p", str(port), *command], capture_output=True, text=True,
+                                  timeout=5).stdout.strip()
+        except subprocess.TimeoutExpired:
+            return ""
+
+    def flush(self) -> None:
+        for port in self.ports:
+            self._ask(port, "FLUSHALL")
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=10)
+        self.processes = []
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterServers]:
+    """The session's 3-master Redis Cluster. Missing binaries skip locally and fail under ``CI=true``."""
+    binary, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if binary is None or cli is None:
+        message = "redis-server and redis-cli are needed for the cluster tests: apt-get install redis-server"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    cluster = RedisClusterServers(binary, cli)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster: RedisClusterServers) -> str:
+    """A flushed 3-master Redis Cluster; the URL of one of its nodes."""
+    redis_cluster.flush()
+    return redis_cluster.url
+
+
 @pytest.fixture(params=[
     pytest.param("set", marks=pytest.mark.redis),
     pytest.param("sharded-set", marks=pytest.mark.redis),
@@ -177,12 +267,12 @@ def store_location(store_strategy: str, request: pytest.FixtureRequest, tmp_path
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks ``redis`` every test that uses the real server, so ``-m "not redis"`` deselects them.
+    """Marks ``redis`` every test that uses a real server (or cluster), so ``-m "not redis"`` deselects them.
 
     The wheel builds (cibuildwheel) run where no redis-server exists and deselect these.
     """
     for item in items:
-        if "redis_server" in getattr(item, "fixturenames", ()):
+        if {"redis_server", "redis_cluster"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.redis)
 
 

@@ -5,7 +5,7 @@ Every store takes 16-byte fingerprints and answers a batch in one round trip
 docs/stores.md and in each module.
 """
 
-from .base import ClaimAnswers, ClaimStore, NamespaceConflict, RetryPolicy, StoreUnavailable
+from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreUnavailable
 from .keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
@@ -14,6 +14,8 @@ from .sqlite import SQLiteStore
 __all__ = [
     "ClaimAnswers",
     "ClaimStore",
+    "Lease",
+    "LeasesUnsupported",
     "NamespaceConflict",
     "RedisBloomStore",
     "RedisKeyStore",

@@ -1,18 +1,36 @@
-"""What the Redis stores share: the connection, the namespace record, hash tags, one pipeline per batch."""
+"""What the Redis stores share: the connection (one node or a Redis Cluster), the namespace record,
+hash tags, one pipeline per batch, and the lease scripts of the grouped stores."""
 
 from __future__ import annotations
 
 import abc
 import bisect
 import itertools
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
+import random
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from .base import FINGERPRINT_ID, LAYOUT_VERSION, ClaimAnswers, ClaimStore, NamespaceConflict, RetryPolicy, check_name, check_policy_digest
+from .base import (
+    FINGERPRINT_ID,
+    LAYOUT_VERSION,
+    ClaimAnswers,
+    ClaimStore,
+    Lease,
+    NamespaceConflict,
+    RetryPolicy,
+    check_lease_seconds,
+    check_name,
+    check_policy_digest,
+)
+
+#: A client of one Redis node or of a Redis Cluster (same commands, same pipelines).
+Client = Union["redis.Redis", RedisCluster]
 
 #: Default number of hash-tag groups a namespace's keys are spread over. Each group is one
 #: Redis Cluster slot and gets one script call per batch; 16 keeps a single node's batch at
@@ -41,17 +59,34 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> "redis.Redis":
+def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
     """A client for ``url`` whose only retries are the store's own (redis-py's are turned off).
 
-    redis-py picks the hiredis parser by itself when hiredis is installed.
+    When the node at ``url`` runs in cluster mode (``INFO cluster``), the client is a
+    :class:`redis.cluster.RedisCluster` that discovers the other nodes from it, so one
+    ``REDIS_URL`` names either a single Redis or any node of a cluster. redis-py picks the
+    hiredis parser by itself when hiredis is installed.
+
+    :raises redis.RedisError: when the node cannot be asked.
+    :raises RedisClusterException: when the cluster's slots cannot be mapped.
     """
-    return redis.Redis.from_url(
-        url,
-        retry=Retry(NoBackoff(), 0),
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=min(socket_timeout, CONNECT_TIMEOUT_SECONDS),
-    )
+    options: Dict[str, Any] = {
+        "retry": Retry(NoBackoff(), 0),
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": min(socket_timeout, CONNECT_TIMEOUT_SECONDS),
+    }
+    single = redis.Redis.from_url(url, **options)
+    try:
+        in_cluster = single.info("cluster").get("cluster_enabled") == 1
+    except redis.ResponseError:  # INFO refused (ACL): not a node we can treat as a cluster
+        in_cluster = False
+    except BaseException:
+        single.close()
+        raise
+    if not in_cluster:
+        return single
+    single.close()
+    return RedisCluster.from_url(url, **options)
 
 
 def hash_tag(namespace: str, group: int) -> bytes:
@@ -75,7 +110,8 @@ class RedisStore(ClaimStore):
     :raises StoreUnavailable: when Redis cannot be reached while opening the namespace.
     """
 
-    transient_errors = (redis.RedisError,)
+    #: A cluster client raises RedisClusterException when no node answers while it maps the slots.
+    transient_errors = (redis.RedisError, RedisClusterException)
     #: Fields of the namespace record that must equal ours; the others are adopted.
     _must_match: ClassVar[Tuple[str, ...]] = ("layout", "store", "fingerprint", "policy")
 
@@ -85,7 +121,7 @@ class RedisStore(ClaimStore):
         *,
         namespace: str,
         policy_digest: str,
-        client: Optional["redis.Redis"] = None,
+        client: Optional[Client] = None,
         retry: Optional[RetryPolicy] = None,
         layout: Optional[Mapping[str, str]] = None,
     ) -> None:
@@ -96,7 +132,7 @@ class RedisStore(ClaimStore):
         self.policy_digest = check_policy_digest(policy_digest)
         self._password = urlsplit(url).password if url is not None else None
         self._description = redact_url(url) if url is not None else repr(client)
-        self.client = connect(url) if url is not None else client
+        self.client: Client = self._with_retries(lambda: connect(url)) if url is not None else client
         self.meta_key = f"{self.namespace}:meta".encode("ascii")
         wanted = {
             "layout": str(LAYOUT_VERSION),
@@ -109,7 +145,13 @@ class RedisStore(ClaimStore):
 
     @property
     def description(self) -> str:
-        return f"{self.kind} store {self._description} namespace {self.namespace!r}"
+        cluster = "cluster " if self.in_cluster else ""
+        return f"{self.kind} store {cluster}{self._description} namespace {self.namespace!r}"
+
+    @property
+    def in_cluster(self) -> bool:
+        """Whether the client talks to a Redis Cluster."""
+        return isinstance(getattr(self, "client", None), RedisCluster)
 
     def _redact(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text
@@ -127,32 +169,151 @@ class RedisStore(ClaimStore):
                 )
         return stored
 
-    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes]) -> ClaimAnswers:
-        commands, decode = self._request(claims, reads)
+    def _pipeline(self, commands: Sequence[Tuple[Any, ...]]) -> List[Any]:
+        """Send ``commands`` in one pipeline (a cluster client sends one per node) and read the replies."""
         pipe = self.client.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command)
-        return decode(pipe.execute())
-
-    @abc.abstractmethod
-    def _request(
-        self, claims: Sequence[bytes], reads: Sequence[bytes]
-    ) -> Tuple[List[Tuple[Any, ...]], Callable[[List[Any]], ClaimAnswers]]:
-        """The commands of one batch (sent in one pipeline) and how to decode their replies."""
+        return pipe.execute()
 
     def close(self) -> None:
         self.client.close()
 
 
-class GroupedScriptStore(RedisStore):
-    """A Redis store answered by one script call per hash-tag group per batch.
+# Shared by every script of a grouped store. KEYS[1] and KEYS[2] are the group's lease records,
+# KEYS[3..] the claim keys; ARGV[1] = how many head arguments (itself included) come before the
+# per-key members, ARGV[2] = how many of the keys are claims (the others are reads). A claim is
+# identified in the lease records by claim_id() of the store.
+_PRELUDE = """
+local LEASES, HOLDERS = KEYS[1], KEYS[2]
+local n = #KEYS - 2
+local HEAD = tonumber(ARGV[1])
+local function member(i)
+  if PER_KEY == 0 then return nil end
+  return ARGV[HEAD + i]
+end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
 
-    The script gets the claimed keys then the read keys, ``ARGV[1]`` = number of claims,
-    then :meth:`_extra_args`, then the arguments of each key (:meth:`_locate`), and returns
-    one integer per key (1 = won or present).
+# ARGV: head, claims, ttl, owner, lease_ms, members..., then one URL per claim when leasing.
+# Per key: 1 won, 0 already claimed, 2 held by another worker's open lease (claims); 1/0 (reads).
+# A claim whose lease expired, or was handed back, is won again (and leased or made lasting).
+_CLAIM = """
+local claims, ttl, owner, lease = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local urls = HEAD + PER_KEY * n
+local now = nil
+local answers = {}
+for i = 1, n do
+  local k, m = KEYS[i + 2], member(i)
+  if i > claims then
+    answers[i] = claimed(k, m)
+  else
+    local won = claim_key(k, m, lease > 0 and 0 or ttl)
+    local id = nil
+    if won == 0 then
+      id = claim_id(k, m)
+      if redis.call('HEXISTS', HOLDERS, id) == 1 then
+        now = now or now_ms()
+        local due = redis.call('ZSCORE', LEASES, id)
+        if due and tonumber(due) > now then
+          won = 2
+        else
+          won = 1
+          if lease == 0 then
+            redis.call('ZREM', LEASES, id)
+            redis.call('HDEL', HOLDERS, id)
+            visit(k, m, ttl)
+          end
+        end
+      end
+    end
+    if won == 1 and lease > 0 then
+      id = id or claim_id(k, m)
+      now = now or now_ms()
+      redis.call('ZADD', LEASES, now + lease, id)
+      redis.call('HSET', HOLDERS, id, owner .. ' ' .. ARGV[urls + i])
+    end
+    answers[i] = won
+  end
+end
+return answers
+"""
+
+# ARGV: head, claims (all keys), action (done, release or renew), ttl, owner, lease_ms, members...
+# Per key: 1 when the owner held the lease and the action was applied, 0 when refused.
+_SETTLE = """
+local action, ttl, owner, lease = ARGV[3], tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local prefix = owner .. ' '
+local now = 0
+if action == 'renew' then now = now_ms() end
+local answers = {}
+for i = 1, n do
+  local k, m = KEYS[i + 2], member(i)
+  local id = claim_id(k, m)
+  local held = redis.call('HGET', HOLDERS, id)
+  if held and string.sub(held, 1, #prefix) == prefix then
+    if action == 'renew' then
+      redis.call('ZADD', LEASES, now + lease, id)
+    else
+      redis.call('ZREM', LEASES, id)
+      redis.call('HDEL', HOLDERS, id)
+      if action == 'done' then visit(k, m, ttl) else unclaim(k, m) end
+    end
+    answers[i] = 1
+  else
+    answers[i] = 0
+  end
+end
+return answers
+"""
+
+# KEYS: the group's lease records. ARGV: limit, owner, lease_ms. Each lease past its deadline
+# leaves the deadline set once: handed back free (holder " <url>": anyone's claim wins it), or,
+# with lease_ms > 0, leased to owner at once. Returns the canonical URLs.
+_EXPIRED = """
+local LEASES, HOLDERS = KEYS[1], KEYS[2]
+local limit, owner, lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ids = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, limit)
+local urls = {}
+for _, id in ipairs(ids) do
+  local held = redis.call('HGET', HOLDERS, id)
+  if held then
+    local url = string.sub(held, string.find(held, ' ', 1, true) + 1)
+    if lease > 0 then
+      redis.call('ZADD', LEASES, now + lease, id)
+      redis.call('HSET', HOLDERS, id, owner .. ' ' .. url)
+    else
+      redis.call('ZREM', LEASES, id)
+      redis.call('HSET', HOLDERS, id, ' ' .. url)
+    end
+    urls[#urls + 1] = url
+  else
+    redis.call('ZREM', LEASES, id)
+  end
+end
+return urls
+"""
+
+
+class GroupedScriptStore(RedisStore):
+    """A Redis store answered by one script call per hash-tag group per batch, with leases.
+
+    Each group ``{<namespace>:<g>}`` holds the claim keys of its fingerprints and two lease
+    records: ``{<namespace>:<g>}:leases`` (sorted set: claim id -> deadline in milliseconds of
+    the Redis server's clock) and ``{<namespace>:<g>}:lease-urls`` (hash: claim id ->
+    ``"<owner> <canonical URL>"``, owner empty once handed back). Subclasses give the Lua
+    primitives on one claim (:attr:`_primitives`: ``PER_KEY``, ``claim_key``, ``claimed``,
+    ``visit``, ``unclaim``, ``claim_id``) and where a fingerprint lives (:meth:`_locate`).
     """
 
-    _script: ClassVar[str] = ""
+    supports_leases = True
+    #: Lua defining the store's primitives on one claim key ``k`` and its member ``m``.
+    _primitives: ClassVar[str] = ""
 
     def __init__(self, url: Optional[str] = None, *, groups: int = DEFAULT_GROUPS, **kwargs: Any) -> None:
         if not isinstance(groups, int) or isinstance(groups, bool) or not 1 <= groups <= 16384:
@@ -162,40 +323,88 @@ class GroupedScriptStore(RedisStore):
         #: Adopted from the namespace record: every worker must split keys the same way.
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
+        self._lease_keys = [(tag + b":leases", tag + b":lease-urls") for tag in self._tags]
+        code = self._primitives + _PRELUDE
+        self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
 
     @abc.abstractmethod
     def _locate(self, fingerprint: bytes) -> Tuple[int, bytes, Tuple[Any, ...]]:
-        """The group of a fingerprint, its key (prefixed by the group's tag) and its script arguments."""
+        """The group of a fingerprint, its key (prefixed by the group's tag) and its members (0 or 1)."""
 
-    def _extra_args(self) -> Tuple[Any, ...]:
-        """Arguments after the claim count, before the per-fingerprint ones."""
-        return ()
+    def _ttl(self) -> int:
+        """Seconds a lasting claim lives (0: forever)."""
+        return 0
 
-    def _request(
-        self, claims: Sequence[bytes], reads: Sequence[bytes]
-    ) -> Tuple[List[Tuple[Any, ...]], Callable[[List[Any]], ClaimAnswers]]:
-        # Per group: positions (claims first, reads numbered after all claims), keys, arguments.
+    def _call_groups(
+        self, script: str, fingerprints: Sequence[bytes], head: Tuple[Any, ...], claims: int,
+        tail: Optional[Sequence[Any]] = None,
+    ) -> List[Any]:
+        """One ``EVAL`` of ``script`` per group of ``fingerprints``, all in one pipeline.
+
+        A group's call gets its lease records and claim keys, then ``len(head) + 2``, how many
+        of its positions are below ``claims``, ``head``, its keys' members, and ``tail[p]`` for
+        each of its positions ``p`` that ``tail`` covers.
+
+        :returns: the script's answer for each fingerprint, in order.
+        """
         by_group: Dict[int, Tuple[List[int], List[bytes], List[Any]]] = {}
-        for position, fp in enumerate(itertools.chain(claims, reads)):
-            group, key, key_args = self._locate(fp)
+        for position, fp in enumerate(fingerprints):
+            group, key, members = self._locate(fp)
             entry = by_group.get(group)
             if entry is None:
                 entry = by_group[group] = ([], [], [])
             entry[0].append(position)
             entry[1].append(key)
-            entry[2].extend(key_args)
+            entry[2].extend(members)
+        commands = []
+        for group, (positions, keys, members) in by_group.items():
+            extra = [tail[p] for p in positions if p < len(tail)] if tail is not None else []
+            in_claims = bisect.bisect_left(positions, claims)
+            commands.append((
+                "EVAL", script, len(keys) + 2, *self._lease_keys[group], *keys,
+                len(head) + 2, in_claims, *head, *members, *extra,
+            ))
+        answers: List[Any] = [None] * len(fingerprints)
+        for (positions, _, _), reply in zip(by_group.values(), self._pipeline(commands)):
+            for position, value in zip(positions, reply):
+                answers[position] = value
+        return answers
+
+    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease]) -> ClaimAnswers:
         n_claims = len(claims)
-        extra = self._extra_args()
-        commands = [
-            ("EVAL", self._script, len(keys), *keys, bisect.bisect_left(positions, n_claims), *extra, *args)
-            for positions, keys, args in by_group.values()
-        ]
+        owner, lease_ms, urls = ("", 0, None) if lease is None else (lease.owner, check_lease_seconds(lease.seconds), lease.urls)
+        answers = self._call_groups(
+            self._claim_script, list(itertools.chain(claims, reads)), (self._ttl(), owner, lease_ms), n_claims, urls
+        )
+        won = [a == 1 for a in answers[:n_claims]]
+        held = tuple(i for i, a in enumerate(answers[:n_claims]) if a == 2)
+        return ClaimAnswers(won, [a == 1 for a in answers[n_claims:]], held)
 
-        def decode(replies: List[Any]) -> ClaimAnswers:
-            flags = [False] * (n_claims + len(reads))
-            for (positions, _, _), reply in zip(by_group.values(), replies):
-                for position, value in zip(positions, reply):
-                    flags[position] = value == 1
-            return ClaimAnswers(flags[:n_claims], flags[n_claims:])
+    def _settle(self, action: str, fingerprints: Sequence[bytes], owner: str, lease_ms: int) -> List[bool]:
+        answers = self._call_groups(
+            self._settle_script, fingerprints, (action, self._ttl(), owner, lease_ms), len(fingerprints)
+        )
+        return [a == 1 for a in answers]
 
-        return commands, decode
+    def _expired(self, limit: int, owner: str, lease_ms: int) -> List[str]:
+        """Rounds of one pipeline: the limit is spread over the groups that may hold more.
+
+        A group that hands back less than its share is exhausted; the others are asked again
+        with what is left of the limit, so one call returns ``limit`` URLs whenever that many
+        expired leases exist, and never more.
+        """
+        urls: List[str] = []
+        pending = list(range(self.groups))
+        random.shuffle(pending)  # no group is always last in line
+        while pending and len(urls) < limit:
+            left = limit - len(urls)
+            shares = [left // len(pending) + (1 if i < left % len(pending) else 0) for i in range(len(pending))]
+            asked = [(g, share) for g, share in zip(pending, shares) if share]
+            replies = self._pipeline([("EVAL", _EXPIRED, 2, *self._lease_keys[g], share, owner, lease_ms) for g, share in asked])
+            exhausted = set()
+            for (group, share), reply in zip(asked, replies):
+                urls.extend(url.decode("ascii") for url in reply)
+                if len(reply) < share:
+                    exhausted.add(group)
+            pending = [g for g in pending if g not in exhausted]
+        return urls

@@ -2,11 +2,14 @@
 
 A store answers two questions for 16-byte fingerprints, in one round trip per batch:
 *claim* (test-and-set: True for exactly one caller ever) and *read* (is it already there?).
+Stores that support leases (``supports_leases``) also claim for a limited time and settle
+those claims later: done, released, renewed, or handed back once expired.
 """
 
 from __future__ import annotations
 
 import abc
+import math
 import random
 import re
 import threading
@@ -23,6 +26,10 @@ LAYOUT_VERSION = 1
 #: Namespaces and rounds end up inside Redis hash tags and SQLite rows: keep them plain.
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/@+=-]{1,200}")
 _DIGEST_PATTERN = re.compile(r"[0-9a-f]{16}")
+#: Longest lease: a day. A lease is for one fetch; a longer job renews it.
+MAX_LEASE_SECONDS = 86_400
+#: Most expired leases handed back by one call.
+MAX_EXPIRED_LIMIT = 1_000_000
 
 T = TypeVar("T")
 
@@ -45,12 +52,28 @@ class NamespaceConflict(ValueError):
     """A namespace already holds claims made under another canonical policy or store layout."""
 
 
+class LeasesUnsupported(ValueError):
+    """The store cannot hold a claim for a limited time (only ``set`` and ``sharded-set`` can)."""
+
+
 class ClaimAnswers(NamedTuple):
     """The answers of one round trip: per claimed fingerprint, whether this caller won it;
-    per read fingerprint, whether the store already holds it."""
+    per read fingerprint, whether the store already holds it; and the positions (among the
+    claims) lost to another worker's open lease, which may come back if that worker dies."""
 
     won: List[bool]
     present: List[bool]
+    held: Tuple[int, ...] = ()
+
+
+class Lease(NamedTuple):
+    """The terms of a claim for a limited time: who holds it, for how long, and the canonical
+    URL of each claimed fingerprint (kept in the lease record, so that an expired claim can be
+    handed back as a URL)."""
+
+    owner: str
+    seconds: float
+    urls: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -117,6 +140,29 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
+def check_lease_seconds(seconds: float) -> int:
+    """Validate a lease duration in seconds; returns it in whole milliseconds (at least 1).
+
+    :raises ValueError: unless it is a number in (0, 86400].
+    """
+    if (
+        not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds)
+        or not 0 < seconds <= MAX_LEASE_SECONDS
+    ):
+        raise ValueError(f"lease must be a number of seconds in (0, {MAX_LEASE_SECONDS}], got {seconds!r}")
+    return max(1, math.ceil(seconds * 1000))
+
+
+def check_limit(limit: int) -> int:
+    """Validate the most expired leases one call hands back.
+
+    :raises ValueError: unless it is an integer in [1, 1000000].
+    """
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_EXPIRED_LIMIT:
+        raise ValueError(f"limit must be an integer in [1, {MAX_EXPIRED_LIMIT}], got {limit!r}")
+    return limit
+
+
 def check_capacity(capacity: int) -> int:
     """Validate a capacity (URLs a store or filter is sized for).
 
@@ -149,6 +195,8 @@ class ClaimStore(abc.ABC):
     transient_errors: ClassVar[Tuple[Type[BaseException], ...]] = ()
     #: Short name of the store kind, recorded with the namespace (``keys``, ``sharded-set``...).
     kind: ClassVar[str] = ""
+    #: Whether the store can hold claims for a limited time (leases).
+    supports_leases: ClassVar[bool] = False
     #: Namespace of the claims, and digest of the canonical policy their fingerprints follow.
     namespace: str
     policy_digest: str
@@ -165,8 +213,22 @@ class ClaimStore(abc.ABC):
         """Where the store lives, safe to print (no password)."""
 
     @abc.abstractmethod
-    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes]) -> ClaimAnswers:
-        """Claim ``claims`` and read ``reads`` in one round trip."""
+    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease]) -> ClaimAnswers:
+        """Claim ``claims`` (leased when ``lease`` is given) and read ``reads`` in one round trip."""
+
+    def _settle(self, action: str, fingerprints: Sequence[bytes], owner: str, lease_ms: int) -> List[bool]:
+        """Settle the leases ``owner`` holds (``done``, ``release`` or ``renew``), one round trip."""
+        raise self._no_leases()
+
+    def _expired(self, limit: int, owner: str, lease_ms: int) -> List[str]:
+        """Hand back up to ``limit`` expired leases (re-leased to ``owner`` when ``lease_ms``)."""
+        raise self._no_leases()
+
+    def _no_leases(self) -> LeasesUnsupported:
+        return LeasesUnsupported(
+            f"the {self.kind} store cannot hold leases (claims for a limited time): "
+            f"use the set or sharded-set store"
+        )
 
     @abc.abstractmethod
     def bytes_per_url(self) -> Optional[float]:
@@ -183,23 +245,99 @@ class ClaimStore(abc.ABC):
         """Remove secrets (a password from the connection URL) from an error text."""
         return text
 
-    def claim_and_read(self, claims: Sequence[bytes], reads: Sequence[bytes] = ()) -> ClaimAnswers:
+    def claim_and_read(
+        self, claims: Sequence[bytes], reads: Sequence[bytes] = (), *, lease: Optional[Lease] = None
+    ) -> ClaimAnswers:
         """Claim some fingerprints and read others, in one round trip.
 
-        A fingerprint listed twice among ``claims`` is won at most once.
+        A fingerprint listed twice among ``claims`` is won at most once. A claim whose lease
+        expired (or was handed back by :meth:`expired_leases`) can be won again by anyone.
 
         :param claims: 16-byte fingerprints to test-and-set.
         :param reads: 16-byte fingerprints to look up without claiming.
-        :returns: per claim, True when this caller won it; per read, True when present.
+        :param lease: claim for ``lease.seconds`` only, held by ``lease.owner``, until
+            :meth:`finish_leases` (or :meth:`release_leases`); ``lease.urls[i]`` is the
+            canonical URL of ``claims[i]``.
+        :returns: per claim, True when this caller won it; per read, True when present; the
+            claims lost to another worker's open lease.
         :raises TypeError: for a fingerprint that is not bytes.
-        :raises ValueError: for a fingerprint that is not 16 bytes long.
+        :raises ValueError: for a fingerprint that is not 16 bytes long, or bad lease terms.
+        :raises LeasesUnsupported: for a lease on a store without leases.
         :raises StoreUnavailable: after the retries of :attr:`retry` failed.
         """
         check_fingerprints(claims)
         check_fingerprints(reads)
+        if lease is not None:
+            if not self.supports_leases:
+                raise self._no_leases()
+            check_name("owner", lease.owner)
+            check_lease_seconds(lease.seconds)
+            if len(lease.urls) != len(claims) or not all(isinstance(u, str) and u for u in lease.urls):
+                raise ValueError(f"lease.urls must hold one non-empty str per claim ({len(claims)}), got {len(lease.urls)}")
         if not claims and not reads:
             return ClaimAnswers([], [])
-        return self._with_retries(lambda: self._exchange(claims, reads))
+        return self._with_retries(lambda: self._exchange(claims, reads, lease))
+
+    def finish_leases(self, fingerprints: Sequence[bytes], owner: str) -> List[bool]:
+        """Turn leases held by ``owner`` into lasting claims (visited for the store's TTL).
+
+        :returns: per fingerprint, True when done; False when refused: ``owner`` does not
+            hold that lease (never leased, released, handed back after expiring, or taken over
+            by another worker). A lease past its deadline that nobody took over is still done.
+        :raises LeasesUnsupported: on a store without leases.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        return self._settle_checked("done", fingerprints, owner, None)
+
+    def release_leases(self, fingerprints: Sequence[bytes], owner: str) -> List[bool]:
+        """Free leases held by ``owner`` (a failed fetch to retry): anyone can claim them again.
+
+        :returns: per fingerprint, True when released, False when ``owner`` did not hold it.
+        :raises LeasesUnsupported: on a store without leases.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        return self._settle_checked("release", fingerprints, owner, None)
+
+    def renew_leases(self, fingerprints: Sequence[bytes], owner: str, seconds: float) -> List[bool]:
+        """Move the deadline of leases held by ``owner`` to ``seconds`` from now (Redis's clock).
+
+        :returns: per fingerprint, True when renewed, False when ``owner`` did not hold it.
+        :raises ValueError: for a duration out of (0, 86400].
+        :raises LeasesUnsupported: on a store without leases.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        return self._settle_checked("renew", fingerprints, owner, seconds)
+
+    def expired_leases(self, limit: int, owner: Optional[str] = None, seconds: Optional[float] = None) -> List[str]:
+        """Hand back, once each, up to ``limit`` leases whose deadline passed: their canonical URLs.
+
+        Without ``seconds`` the claims become free (anyone's next claim wins them); with it,
+        they are leased again to ``owner`` in the same step, so nothing can slip in between.
+
+        :raises ValueError: for a limit out of [1, 1000000], or ``seconds`` without ``owner``.
+        :raises LeasesUnsupported: on a store without leases.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        check_limit(limit)
+        if not self.supports_leases:
+            raise self._no_leases()
+        lease_ms = 0
+        if seconds is not None:
+            if owner is None:
+                raise ValueError("expired leases can only be leased again to an owner: give owner with seconds")
+            check_name("owner", owner)
+            lease_ms = check_lease_seconds(seconds)
+        return self._with_retries(lambda: self._expired(limit, owner or "", lease_ms))
+
+    def _settle_checked(self, action: str, fingerprints: Sequence[bytes], owner: str, seconds: Optional[float]) -> List[bool]:
+        check_fingerprints(fingerprints)
+        if not self.supports_leases:
+            raise self._no_leases()
+        check_name("owner", owner)
+        lease_ms = check_lease_seconds(seconds) if seconds is not None else 0
+        if not fingerprints:
+            return []
+        return self._with_retries(lambda: self._settle(action, fingerprints, owner, lease_ms))
 
     def claim_many(self, fingerprints: Sequence[bytes]) -> List[bool]:
         """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""

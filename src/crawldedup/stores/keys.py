@@ -3,12 +3,15 @@
 Key layout (part of the documented format, see docs/stores.md)::
 
     <namespace>:meta                      hash: layout, store=keys, fingerprint, policy, groups
-    {<namespace>:<group>}<fingerprint>    string "1", expiring after ttl_seconds
+    {<namespace>:<group>}<fingerprint>    string "1", expiring after ttl_seconds (no expiry while leased)
+    {<namespace>:<group>}:leases          sorted set: fingerprint -> lease deadline (ms)
+    {<namespace>:<group>}:lease-urls      hash: fingerprint -> "<owner> <canonical URL>"
 
-``<fingerprint>`` is the 16 raw bytes; ``<group>`` (decimal) is the multiply-shift of the
-fingerprint's first 64 bits into ``groups``. A batch is one ``EVAL`` per group, all in one
-pipeline: the script runs ``SET NX EX`` for each of its keys, which costs the Python client
-one command per group instead of one per URL (figures in docs/stores.md).
+``<fingerprint>`` is the 16 raw bytes (also the claim id of the lease records); ``<group>``
+(decimal) is the multiply-shift of the fingerprint's first 64 bits into ``groups``. A batch is
+one ``EVAL`` per group, all in one pipeline: the script runs ``SET NX EX`` for each of its keys,
+which costs the Python client one command per group instead of one per URL (figures in
+docs/stores.md).
 """
 
 from __future__ import annotations
@@ -17,20 +20,19 @@ from typing import Any, Optional, Tuple
 
 from ._redis import GroupedScriptStore
 
-_CLAIM = """
-local claims = tonumber(ARGV[1])
-local ttl = tonumber(ARGV[2])
-local answers = {}
-for i = 1, #KEYS do
-  if i > claims then
-    answers[i] = redis.call('EXISTS', KEYS[i])
-  elseif ttl > 0 then
-    answers[i] = redis.call('SET', KEYS[i], 1, 'NX', 'EX', ttl) and 1 or 0
-  else
-    answers[i] = redis.call('SET', KEYS[i], 1, 'NX') and 1 or 0
-  end
+# A leased key has no expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.
+_PRIMITIVES = """
+local PER_KEY = 0
+local function claim_key(k, m, ttl)
+  if ttl > 0 then return redis.call('SET', k, 1, 'NX', 'EX', ttl) and 1 or 0 end
+  return redis.call('SET', k, 1, 'NX') and 1 or 0
 end
-return answers
+local function claimed(k, m) return redis.call('EXISTS', k) end
+local function visit(k, m, ttl)
+  if ttl > 0 then redis.call('EXPIRE', k, ttl) else redis.call('PERSIST', k) end
+end
+local function unclaim(k, m) redis.call('DEL', k) end
+local function claim_id(k, m) return string.sub(k, -16) end
 """
 
 
@@ -50,7 +52,7 @@ class RedisKeyStore(GroupedScriptStore):
     """
 
     kind = "keys"
-    _script = _CLAIM
+    _primitives = _PRIMITIVES
 
     def __init__(self, url: Optional[str] = None, *, ttl_seconds: Optional[int] = None, **kwargs: Any) -> None:
         if ttl_seconds is not None and (
@@ -60,8 +62,8 @@ class RedisKeyStore(GroupedScriptStore):
         self.ttl_seconds = ttl_seconds
         super().__init__(url, **kwargs)
 
-    def _extra_args(self) -> Tuple[Any, ...]:
-        return (self.ttl_seconds or 0,)
+    def _ttl(self) -> int:
+        return self.ttl_seconds or 0
 
     def _locate(self, fingerprint: bytes) -> Tuple[int, bytes, Tuple[Any, ...]]:
         group = (int.from_bytes(fingerprint[:8], "little") * self.groups) >> 64

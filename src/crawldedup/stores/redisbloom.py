@@ -13,11 +13,11 @@ at most one winner per URL, sometimes none. Past capacity, RedisBloom adds sub-f
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import redis
 
-from .base import ClaimAnswers, check_capacity
+from .base import ClaimAnswers, Lease, check_capacity
 from ._redis import RedisStore
 
 
@@ -55,22 +55,17 @@ class RedisBloomStore(RedisStore):
             if "exists" not in str(exc).lower():  # "ERR item exists": another worker reserved it
                 raise
 
-    def _request(
-        self, claims: Sequence[bytes], reads: Sequence[bytes]
-    ) -> Tuple[List[Tuple[Any, ...]], Callable[[List[Any]], ClaimAnswers]]:
+    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease]) -> ClaimAnswers:
         commands: List[Tuple[Any, ...]] = []
         if claims:
             commands.append(("BF.MADD", self.key, *claims))
         if reads:
             commands.append(("BF.MEXISTS", self.key, *reads))
-
-        def decode(replies: List[Any]) -> ClaimAnswers:
-            # 1/0, or True/False where redis-py applies its RedisBloom reply callbacks.
-            won = [bool(v) for v in replies[0]] if claims else []
-            present = [bool(v) for v in replies[-1]] if reads else []
-            return ClaimAnswers(won, present)
-
-        return commands, decode
+        replies = self._pipeline(commands)
+        # 1/0, or True/False where redis-py applies its RedisBloom reply callbacks.
+        won = [bool(v) for v in replies[0]] if claims else []
+        present = [bool(v) for v in replies[-1]] if reads else []
+        return ClaimAnswers(won, present)
 
     def bytes_per_url(self) -> Optional[float]:
         """The filter's size over the items inserted (``BF.INFO``); None while empty.

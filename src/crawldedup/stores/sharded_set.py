@@ -5,6 +5,8 @@ Key layout (part of the documented format, see docs/stores.md)::
     <namespace>:meta                       hash: layout, store=sharded-set, fingerprint, policy,
                                            groups, shards
     {<namespace>:<group>}:<shard>          set of signed 32-bit integers
+    {<namespace>:<group>}:leases           sorted set: "<shard>:<member>" -> lease deadline (ms)
+    {<namespace>:<group>}:lease-urls       hash: "<shard>:<member>" -> "<owner> <canonical URL>"
 
 For a fingerprint whose first 64 bits (little-endian) are ``a``: ``shard = (a * shards) >> 64``,
 ``group = (a * groups) >> 64`` (= ``shard // (shards // groups)``), and the member is bytes
@@ -40,17 +42,14 @@ MEMBERS_PER_SHARD = 400
 #: Shards sampled by :meth:`RedisShardedSetStore.bytes_per_url`.
 SAMPLE_SHARDS = 64
 
-_CLAIM = """
-local claims = tonumber(ARGV[1])
-local answers = {}
-for i = 1, #KEYS do
-  if i > claims then
-    answers[i] = redis.call('SISMEMBER', KEYS[i], ARGV[i + 1])
-  else
-    answers[i] = redis.call('SADD', KEYS[i], ARGV[i + 1])
-  end
-end
-return answers
+# The claim id of the lease records is "<shard>:<member>": what identifies a claim in this store.
+_PRIMITIVES = """
+local PER_KEY = 1
+local function claim_key(k, m, ttl) return redis.call('SADD', k, m) end
+local function claimed(k, m) return redis.call('SISMEMBER', k, m) end
+local function visit(k, m, ttl) end
+local function unclaim(k, m) redis.call('SREM', k, m) end
+local function claim_id(k, m) return string.match(k, '(%d+)$') .. ':' .. m end
 """
 
 
@@ -75,7 +74,7 @@ class RedisShardedSetStore(GroupedScriptStore):
     """
 
     kind = "sharded-set"
-    _script = _CLAIM
+    _primitives = _PRIMITIVES
 
     def __init__(self, url: Optional[str] = None, *, capacity: int, **kwargs: Any) -> None:
         check_capacity(capacity)

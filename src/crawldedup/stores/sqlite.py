@@ -28,6 +28,7 @@ from .base import (
     LAYOUT_VERSION,
     ClaimAnswers,
     ClaimStore,
+    Lease,
     NamespaceConflict,
     RetryPolicy,
     check_name,
@@ -129,7 +130,7 @@ class SQLiteStore(ClaimStore):
                 )
         return int(row[0])
 
-    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes]) -> ClaimAnswers:
+    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease]) -> ClaimAnswers:
         insert = "INSERT OR IGNORE INTO crawldedup_claims (namespace, fingerprint) VALUES (?, ?)"
         lookup = "SELECT 1 FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?"
         ns = self._namespace_id
