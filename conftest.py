@@ -291,3 +291,21 @@ def _bloom_implementations() -> list:
 def bloom_cls(request: pytest.FixtureRequest) -> type:
     """Each Bloom filter twin in turn: ``PyBloomFilter`` ("py") and, when built, ``CBloomFilter`` ("cy")."""
     return request.param
+
+
+def _canonical_implementations() -> list:
+    from crawldedup import _canonical, canonical
+
+    implementations = [pytest.param(_canonical, id="py")]
+    if canonical.HAS_EXTENSION:
+        from crawldedup import _canonical_c
+
+        implementations.append(pytest.param(_canonical_c, id="cy", marks=pytest.mark.cython))
+    return implementations
+
+
+@pytest.fixture(params=_canonical_implementations())
+def canonical_impl(request: pytest.FixtureRequest):
+    """Each canonicalizer build in turn, as a module with ``canonicalize`` and ``canonicalize_many``:
+    the pure-Python reference ("py") and, when built, the compiled fast path over it ("cy")."""
+    return request.param

@@ -20,7 +20,12 @@ else:
                 depends=["src/crawldedup/_murmur3.h", "src/crawldedup/_bloom_portable.h"],
                 # -O3, never -march=native: wheels must run on any CPU of their platform.
                 extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
-            )
+            ),
+            Extension(
+                "crawldedup._canonical_c",
+                ["src/crawldedup/_canonical_c.pyx"],
+                extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
+            ),
         ],
         compiler_directives={"language_level": "3"},
     )

@@ -15,14 +15,11 @@ import crawldedup
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
 from crawldedup import _canonical, canonical
 
-# One build today (pure Python); a compiled twin would join this list and every test would run on both.
-IMPLS = [pytest.param(_canonical, id="py")]
 
-
-@pytest.fixture(params=IMPLS)
-def impl(request):
-    """A build of the canonicalizer: the pure-Python reference or its compiled twin."""
-    return request.param
+@pytest.fixture
+def impl(canonical_impl):
+    """A build of the canonicalizer: the pure-Python reference ("py") or its compiled fast path ("cy")."""
+    return canonical_impl
 
 
 def case(raw, expected, id):

@@ -7,10 +7,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawldedup import CanonicalPolicy, InvalidURL
-from crawldedup import _canonical
-
-# One build today (pure Python); a compiled twin would join this list and every test would run on both.
-IMPLS = [pytest.param(_canonical, id="py")]
 
 # Bounded so that the whole file stays within a few seconds per build.
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -56,9 +52,10 @@ URL_LIKE = st.one_of(
 )
 
 
-@pytest.fixture(params=IMPLS)
-def impl(request):
-    return request.param
+@pytest.fixture
+def impl(canonical_impl):
+    """A build of the canonicalizer: the pure-Python reference ("py") or its compiled fast path ("cy")."""
+    return canonical_impl
 
 
 def _try(impl, url, base=None, policy=None):

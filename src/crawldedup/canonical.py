@@ -1,12 +1,15 @@
 """URL canonicalization (shared/CANONICAL.md): every spelling of one page becomes one ASCII string.
 
-The policy types live in :mod:`crawldedup._canonical_policy`, the canonicalizer in
-:mod:`crawldedup._canonical`. It is pure Python: on the benchmark mix (bench/test_bench_canonical.py)
-it runs at 3-4x the throughput of w3lib, and compiling the same source with Cython gained
-only about 7%, too little to pay for a second build (see docs/canonical.md).
+The policy types live in :mod:`crawldedup._canonical_policy`, the typed reference in
+:mod:`crawldedup._canonical`. When the extension is built (and ``CRAWLDEDUP_NO_EXTENSIONS`` is
+not set), :func:`canonicalize` and :func:`canonicalize_many` are those of
+:mod:`crawldedup._canonical_c`: a compiled fast path for the common URL that hands everything
+else to the reference, with the same results and exceptions (see docs/canonical.md).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ._canonical import canonicalize, canonicalize_many
 from ._canonical_policy import (
@@ -17,10 +20,12 @@ from ._canonical_policy import (
     Canonicalized,
     InvalidURL,
 )
+from ._env import NO_EXTENSIONS
 
 __all__ = [
     "DEFAULT_DROP_PARAMS",
     "DEFAULT_POLICY",
+    "HAS_EXTENSION",
     "POLICY_FORMAT_VERSION",
     "CanonicalPolicy",
     "Canonicalized",
@@ -28,3 +33,12 @@ __all__ = [
     "canonicalize",
     "canonicalize_many",
 ]
+
+#: True when canonicalize() and canonicalize_many() take the compiled fast path first.
+HAS_EXTENSION = False
+if not TYPE_CHECKING and not NO_EXTENSIONS:
+    try:
+        from ._canonical_c import canonicalize, canonicalize_many
+        HAS_EXTENSION = True
+    except ImportError:  # pragma: no cover  (installed from an sdist without a compiler)
+        pass

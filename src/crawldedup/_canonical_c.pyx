@@ -1,0 +1,786 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True, embedsignature=True
+"""The compiled fast path of URL canonicalization (shared/CANONICAL.md), for the common URL.
+
+It works on the input's UTF-8 bytes in one buffer: an ``http``/``https`` URL with a host, given
+absolute or resolved against a base, is split, its host lowercased and checked, its port
+normalized, its path percent-normalized with dot segments and trailing slashes removed, its
+query form-decoded, filtered by the policy's tracking keys, re-encoded and sorted, and its
+fragment dropped, all in C. An authority that is not a plain ASCII host name (IDNA, IPv6,
+``strip_www``, kept user info) goes through the reference's own cached function.
+
+Everything else it declines, and :mod:`crawldedup._canonical` (the typed reference) does the
+work: control characters, wrapped URLs, other schemes, a missing host, an invalid host or port,
+non-ASCII ``bytes``, ``str`` subclasses, and the policies ``merge_schemes``,
+``lowercase_path``, ``keep_fragment`` (with a fragment) and ``semicolon_separator`` (with a
+``;`` in the query). It never raises ``InvalidURL`` itself: an input it cannot prove valid goes
+to the reference, which names the problem. tests/test_canonical_differential.py holds the two
+to the same answers.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stdlib cimport qsort
+from libc.string cimport memcmp, memcpy, memmove
+
+from . import _canonical
+from ._canonical_policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
+
+__all__ = ["canonicalize", "canonicalize_many", "fast_canonicalize"]
+
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
+    void* PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    object PyUnicode_DecodeLatin1(const char* s, Py_ssize_t size, const char* errors)
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    object PyUnicode_AsUTF8String(object o)
+
+
+# Character classes of one byte (shared/CANONICAL.md rules 4, 5, 7, 8).
+cdef enum:
+    UNRESERVED = 1   # A-Z a-z 0-9 - . _ ~ : raw in paths and queries, decoded from escapes
+    PATH_RAW = 2     # pchar and "/" (RFC 3986 §3.3): may stay raw in a path
+    SCHEME_CHAR = 4  # letters, digits, "+", "-", "."
+    HOST_CHAR = 8    # letters, digits, "-", "_", "."
+    ALPHA = 16
+
+cdef unsigned char CHAR_CLASS[256]
+cdef signed char HEX_VALUE[256]
+cdef const char* HEX_UPPER = b"0123456789ABCDEF"
+
+cdef int _byte
+for _byte in range(256):
+    CHAR_CLASS[_byte] = 0
+    HEX_VALUE[_byte] = -1
+for _byte in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz":
+    CHAR_CLASS[_byte] |= ALPHA
+for _byte in _canonical._UNRESERVED.encode("ascii"):
+    CHAR_CLASS[_byte] |= UNRESERVED | PATH_RAW
+for _byte in b"!$&'()*+,;=:@/":
+    CHAR_CLASS[_byte] |= PATH_RAW
+for _byte in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-.":
+    CHAR_CLASS[_byte] |= SCHEME_CHAR
+for _byte in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.":
+    CHAR_CLASS[_byte] |= HOST_CHAR
+for _byte in range(10):
+    HEX_VALUE[48 + _byte] = _byte
+for _byte in range(6):
+    HEX_VALUE[65 + _byte] = 10 + _byte
+    HEX_VALUE[97 + _byte] = 10 + _byte
+
+# Inputs up to ~1,000 bytes (nearly every URL) work in a stack buffer; longer ones allocate.
+cdef enum:
+    STACK_BYTES = 8192
+    STACK_PAIRS = 64
+    MAX_LABEL = 63
+    # Plans are cached per policy object; a process rarely holds more than a few policies.
+    MAX_PLANS = 64
+
+
+ctypedef struct Pair:
+    const unsigned char* key
+    Py_ssize_t key_len
+    const unsigned char* value
+    Py_ssize_t value_len
+
+
+ctypedef struct Parts:
+    bint https
+    const unsigned char* authority
+    Py_ssize_t authority_len
+    const unsigned char* path
+    Py_ssize_t path_len
+    const unsigned char* query
+    Py_ssize_t query_len       # -1: no "?" at all
+
+
+cdef class _Plan:
+    """A policy turned into what the fast path reads, or ``usable = False`` to decline it."""
+
+    cdef object policy
+    cdef bint usable, accept_http, accept_https, strip_trailing_slash, semicolon_separator
+    cdef bint keep_fragment, keep_userinfo, strip_www, filters, has_keep
+    cdef Py_ssize_t max_length, max_drop_len
+    cdef frozenset drop_keys, keep_keys
+    cdef bytes prefix_blob
+    cdef list prefix_bounds
+    cdef unsigned char drop_first[256]
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.usable = not (policy.merge_schemes or policy.lowercase_path)
+        self.accept_http = "http" in policy.schemes
+        self.accept_https = "https" in policy.schemes
+        self.strip_trailing_slash = policy.strip_trailing_slash
+        self.semicolon_separator = policy.semicolon_separator
+        self.keep_fragment = policy.keep_fragment
+        self.keep_userinfo = policy.keep_userinfo
+        self.strip_www = policy.strip_www
+        self.max_length = policy.max_length
+        # The reference's own derived lookups (latin-1 text of each name's UTF-8 bytes).
+        self.filters = policy._filters_query
+        self.drop_keys = policy._drop_keys
+        self.keep_keys = policy._keep_keys
+        self.has_keep = bool(self.keep_keys)
+        self.max_drop_len = max([len(k) for k in self.drop_keys], default=0)
+        for first in range(256):
+            self.drop_first[first] = 0
+        for key in self.drop_keys:
+            self.drop_first[ord(key[0])] = 1
+        self.prefix_blob = "".join(policy._drop_starts).encode("latin-1")
+        self.prefix_bounds = []
+        start = 0
+        for prefix in policy._drop_starts:
+            self.prefix_bounds.append((start, len(prefix)))
+            start += len(prefix)
+
+
+cdef class _BaseView:
+    """A validated base's raw parts (from the reference's cache), as UTF-8 bytes."""
+
+    cdef object parts
+    cdef bint usable, https, has_query
+    cdef bytes authority, path, query
+
+    def __init__(self, parts):
+        scheme, authority, path, query = parts
+        self.parts = parts
+        scheme = scheme.lower()
+        self.usable = scheme in ("http", "https") and authority is not None
+        self.https = scheme == "https"
+        try:
+            self.authority = (authority or "").encode("utf-8")
+            self.path = path.encode("utf-8")
+            self.has_query = query is not None
+            self.query = (query or "").encode("utf-8")
+        except UnicodeEncodeError:  # accepted bases are valid text; decline rather than guess
+            self.usable = False
+
+
+cdef dict _plans = {}
+cdef object _last_policy = None
+cdef _Plan _last_plan = None
+cdef object _last_base_parts = None
+cdef _BaseView _last_base_view = None
+
+
+cdef _Plan _plan_for(object policy):
+    """The plan of ``policy`` (None for the default), or None when the fast path declines it."""
+    global _last_policy, _last_plan
+    cdef _Plan plan
+    if policy is None:
+        policy = DEFAULT_POLICY
+    if policy is _last_policy:
+        plan = _last_plan
+    else:
+        if type(policy) is not CanonicalPolicy:
+            return None
+        entry = _plans.get(id(policy))
+        if entry is not None and entry[0] is policy:
+            plan = entry[1]
+        else:
+            plan = _Plan(policy)
+            if len(_plans) >= MAX_PLANS:
+                _plans.clear()
+            _plans[id(policy)] = (policy, plan)  # holds the policy, so its id stays its own
+        _last_policy = policy
+        _last_plan = plan
+    return plan if plan.usable else None
+
+
+cdef _BaseView _base_view_for(object parts):
+    global _last_base_parts, _last_base_view
+    if parts is not _last_base_parts:
+        _last_base_view = _BaseView(parts)
+        _last_base_parts = parts
+    return _last_base_view
+
+
+cdef inline bint _is_strip(unsigned char c) noexcept nogil:
+    # " \t\n\r\f\v" (rule 1): 0x20 and 0x09-0x0D.
+    return c == 0x20 or (0x09 <= c <= 0x0D)
+
+
+cdef inline Py_ssize_t _put_escape(unsigned char* out, Py_ssize_t o, unsigned char byte) noexcept nogil:
+    out[o] = 37  # "%"
+    out[o + 1] = HEX_UPPER[byte >> 4]
+    out[o + 2] = HEX_UPPER[byte & 15]
+    return o + 3
+
+
+cdef Py_ssize_t _write_path(const unsigned char* s, Py_ssize_t n, unsigned char* out, Py_ssize_t o) noexcept nogil:
+    """Rule 7's encoding: escapes normalized (a stray "%" is %25), unsafe bytes escaped."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned char c
+    cdef int value
+    while i < n:
+        c = s[i]
+        if c == 37:
+            if i + 2 < n and HEX_VALUE[s[i + 1]] >= 0 and HEX_VALUE[s[i + 2]] >= 0:
+                value = HEX_VALUE[s[i + 1]] * 16 + HEX_VALUE[s[i + 2]]
+                if CHAR_CLASS[value] & UNRESERVED:
+                    out[o] = <unsigned char>value
+                    o += 1
+                else:
+                    o = _put_escape(out, o, <unsigned char>value)
+                i += 3
+                continue
+            out[o] = 37
+            out[o + 1] = 50
+            out[o + 2] = 53
+            o += 3
+        elif CHAR_CLASS[c] & PATH_RAW:
+            out[o] = c
+            o += 1
+        else:
+            o = _put_escape(out, o, c)
+        i += 1
+    return o
+
+
+cdef Py_ssize_t _remove_dot_segments(unsigned char* out, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    """RFC 3986 §5.2.4 in place on an absolute path; returns its new end.
+
+    ``out[start:w]`` always holds "/" + segment for each segment kept so far, so popping one is
+    moving ``w`` back to the last "/" (the same segments as the reference's list).
+    """
+    cdef Py_ssize_t r = start + 1, w = start, segment, length
+    cdef bint last
+    while True:
+        segment = r
+        while r < end and out[r] != 47:
+            r += 1
+        length = r - segment
+        last = r == end
+        if length == 2 and out[segment] == 46 and out[segment + 1] == 46:
+            if w > start:
+                w -= 1
+                while out[w] != 47:
+                    w -= 1
+            if last:
+                out[w] = 47
+                w += 1
+        elif length == 1 and out[segment] == 46:
+            if last:
+                out[w] = 47
+                w += 1
+        else:
+            out[w] = 47
+            w += 1
+            memmove(out + w, out + segment, length)
+            w += length
+        if last:
+            break
+        r += 1
+    if w == start:
+        out[w] = 47
+        w += 1
+    return w
+
+
+cdef Py_ssize_t _form_decode(const unsigned char* s, Py_ssize_t n, unsigned char* out) noexcept nogil:
+    """Form data to bytes: "+" is a space, "%XX" a byte, a stray "%" itself (unquote_to_bytes)."""
+    cdef Py_ssize_t i = 0, o = 0
+    cdef unsigned char c
+    while i < n:
+        c = s[i]
+        if c == 43:
+            out[o] = 32
+        elif c == 37 and i + 2 < n and HEX_VALUE[s[i + 1]] >= 0 and HEX_VALUE[s[i + 2]] >= 0:
+            out[o] = <unsigned char>(HEX_VALUE[s[i + 1]] * 16 + HEX_VALUE[s[i + 2]])
+            i += 2
+        else:
+            out[o] = c
+        o += 1
+        i += 1
+    return o
+
+
+cdef Py_ssize_t _form_encode(const unsigned char* s, Py_ssize_t n, unsigned char* out) noexcept nogil:
+    """Bytes to form data, one way: unreserved raw, space "+", every other byte "%XX"."""
+    cdef Py_ssize_t i, o = 0
+    cdef unsigned char c
+    for i in range(n):
+        c = s[i]
+        if CHAR_CLASS[c] & UNRESERVED:
+            out[o] = c
+            o += 1
+        elif c == 32:
+            out[o] = 43
+            o += 1
+        else:
+            o = _put_escape(out, o, c)
+    return o
+
+
+cdef inline int _compare_bytes(const unsigned char* a, Py_ssize_t a_len,
+                               const unsigned char* b, Py_ssize_t b_len) noexcept nogil:
+    cdef int order = memcmp(a, b, a_len if a_len < b_len else b_len)
+    if order != 0:
+        return order
+    return (a_len > b_len) - (a_len < b_len)
+
+
+cdef int _compare_pairs(const void* left, const void* right) noexcept nogil:
+    cdef const Pair* a = <const Pair*>left
+    cdef const Pair* b = <const Pair*>right
+    cdef int order = _compare_bytes(a.key, a.key_len, b.key, b.key_len)
+    if order != 0:
+        return order
+    return _compare_bytes(a.value, a.value_len, b.value, b.value_len)
+
+
+cdef void _sort_pairs(Pair* pairs, Py_ssize_t count) noexcept nogil:
+    """By (key, value) as ASCII; insertion sort for the usual handful, qsort beyond."""
+    cdef Py_ssize_t i, j
+    cdef Pair item
+    if count > 16:
+        qsort(pairs, count, sizeof(Pair), _compare_pairs)
+        return
+    for i in range(1, count):
+        item = pairs[i]
+        j = i
+        while j > 0 and _compare_pairs(&pairs[j - 1], &item) > 0:
+            pairs[j] = pairs[j - 1]
+            j -= 1
+        pairs[j] = item
+
+
+cdef bint _is_tracking_key(_Plan plan, unsigned char* folded, Py_ssize_t length) except -1:
+    """Rule 8's filter on a decoded key folded to ASCII lowercase: drop lists, then keep_params."""
+    cdef const unsigned char* blob = <const unsigned char*>PyBytes_AS_STRING(plan.prefix_blob)
+    cdef Py_ssize_t start, prefix_len
+    cdef bint dropped = False
+    cdef object key = None
+    for start, prefix_len in plan.prefix_bounds:
+        if length >= prefix_len and memcmp(folded, blob + start, prefix_len) == 0:
+            dropped = True
+            break
+    if not dropped and 0 < length <= plan.max_drop_len and plan.drop_first[folded[0]]:
+        key = PyUnicode_DecodeLatin1(<const char*>folded, length, NULL)
+        dropped = key in plan.drop_keys
+    if dropped and plan.has_keep:
+        if key is None:
+            key = PyUnicode_DecodeLatin1(<const char*>folded, length, NULL)
+        dropped = key not in plan.keep_keys
+    return dropped
+
+
+cdef Py_ssize_t _write_query(_Plan plan, const unsigned char* s, Py_ssize_t n, unsigned char* out, Py_ssize_t o,
+                             unsigned char* scratch, unsigned char* decoded, Pair* pairs) except -2:
+    """Rule 8 into ``out`` (with its "?"), or -1 to decline; ``pairs`` holds n // 2 + 2 entries."""
+    cdef Py_ssize_t i = 0, part, part_end, key_end, equals, decoded_len, count = 0, k, sc = 0
+    cdef unsigned char* key
+    cdef Py_ssize_t key_len
+    if plan.semicolon_separator:
+        for k in range(n):
+            if s[k] == 59:
+                return -1
+    while i <= n:
+        part = i
+        equals = -1
+        while i < n and s[i] != 38:
+            if s[i] == 61 and equals < 0:
+                equals = i
+            i += 1
+        part_end = i
+        i += 1
+        if part_end == part or (part_end - part == 1 and s[part] == 61):
+            continue
+        key_end = equals if equals >= 0 else part_end
+        decoded_len = _form_decode(s + part, key_end - part, decoded)
+        key = scratch + sc
+        key_len = _form_encode(decoded, decoded_len, key)
+        if plan.filters:
+            for k in range(decoded_len):
+                if 65 <= decoded[k] <= 90:
+                    decoded[k] += 32
+            if _is_tracking_key(plan, decoded, decoded_len):
+                continue
+        sc += key_len
+        pairs[count].key = key
+        pairs[count].key_len = key_len
+        pairs[count].value = scratch + sc
+        if equals >= 0:
+            decoded_len = _form_decode(s + equals + 1, part_end - equals - 1, decoded)
+            pairs[count].value_len = _form_encode(decoded, decoded_len, scratch + sc)
+            sc += pairs[count].value_len
+        else:
+            pairs[count].value_len = 0
+        count += 1
+    if count == 0:
+        return o
+    _sort_pairs(pairs, count)
+    out[o] = 63  # "?"
+    o += 1
+    for k in range(count):
+        if k:
+            out[o] = 38
+            o += 1
+        memcpy(out + o, pairs[k].key, pairs[k].key_len)
+        o += pairs[k].key_len
+        out[o] = 61
+        o += 1
+        memcpy(out + o, pairs[k].value, pairs[k].value_len)
+        o += pairs[k].value_len
+    return o
+
+
+cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* out, Py_ssize_t o) except -2:
+    """Rules 5 and 6 into ``out``, or -1 to decline (an authority the reference would refuse)."""
+    cdef const unsigned char* a = parts.authority
+    cdef Py_ssize_t n = parts.authority_len, i, host = 0, colon = -1, end, label = 0, port, digits
+    cdef bint simple = True
+    cdef unsigned char c
+    cdef long number
+    for i in range(n):
+        c = a[i]
+        if c == 64:  # "@": user info ends at the last one
+            host = i + 1
+            colon = -1
+        elif c == 58:
+            colon = i
+        elif c >= 0x80:
+            simple = False
+    if host == n:
+        return -1
+    if a[host] == 91 or (plan.keep_userinfo and host > 0):
+        simple = False
+    if plan.strip_www and n - host >= 4 and (a[host] | 32) == 119 and (a[host + 1] | 32) == 119 \
+            and (a[host + 2] | 32) == 119 and a[host + 3] == 46:
+        simple = False
+    if not simple:
+        return _write_reference_authority(plan, parts, out, o)
+    end = colon if colon >= 0 else n
+    if end > host and a[end - 1] == 46:  # one trailing dot goes
+        end -= 1
+    if end == host:
+        return -1
+    for i in range(host, end):
+        c = a[i]
+        if c == 46:
+            if label == 0:
+                return -1
+            label = 0
+        else:
+            if not (CHAR_CLASS[c] & HOST_CHAR):
+                return -1
+            label += 1
+            if label > MAX_LABEL:
+                return -1
+            if 65 <= c <= 90:
+                c += 32
+        out[o] = c
+        o += 1
+    if label == 0:
+        return -1
+    if colon >= 0 and colon + 1 < n:
+        port = colon + 1
+        for i in range(port, n):
+            if not (48 <= a[i] <= 57):
+                return -1
+        while port < n - 1 and a[port] == 48:
+            port += 1
+        digits = n - port
+        if digits > 5:
+            return -1
+        number = 0
+        for i in range(port, n):
+            number = number * 10 + (a[i] - 48)
+        if number > 65535:
+            return -1
+        if number != (443 if parts.https else 80):
+            out[o] = 58
+            o += 1
+            memcpy(out + o, a + port, digits)
+            o += digits
+    return o
+
+
+cdef Py_ssize_t _write_reference_authority(_Plan plan, const Parts* parts, unsigned char* out, Py_ssize_t o) except -2:
+    """IDNA, IPv6, strip_www and kept user info: the reference's own (cached) rules 5 and 6."""
+    scheme = "https" if parts.https else "http"
+    try:
+        authority = PyUnicode_DecodeUTF8(<const char*>parts.authority, parts.authority_len, NULL)
+        text = _canonical._canonical_authority(authority, scheme, scheme, plan.strip_www, plan.keep_userinfo)
+    except (InvalidURL, UnicodeDecodeError):
+        return -1
+    # IDNA and RFC 5952 may write more than they read: keep within the room _emit reserves.
+    if not PyUnicode_IS_COMPACT_ASCII(text) or PyUnicode_GET_LENGTH(text) > 3 * parts.authority_len + 16:
+        return -1
+    memcpy(out + o, PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text))
+    return o + PyUnicode_GET_LENGTH(text)
+
+
+cdef object _emit(_Plan plan, const Parts* parts, unsigned char* work, Py_ssize_t room):
+    """Rules 4-10 for split parts: the canonical string, or None to decline."""
+    cdef unsigned char* out = work
+    cdef unsigned char* scratch = work + 3 * room + 32
+    cdef unsigned char* decoded = scratch + 3 * room + 32
+    cdef Py_ssize_t o, path_start, k, query_len = parts.query_len
+    cdef Pair stack_pairs[STACK_PAIRS]
+    cdef Pair* pairs = stack_pairs
+    if parts.https:
+        memcpy(out, b"https://", 8)
+        o = 8
+    else:
+        memcpy(out, b"http://", 7)
+        o = 7
+    o = _write_authority(plan, parts, out, o)
+    if o < 0:
+        return None
+    path_start = o
+    if parts.path_len == 0:
+        out[o] = 47
+        o += 1
+    else:
+        o = _write_path(parts.path, parts.path_len, out, o)
+        for k in range(path_start, o - 1):
+            if out[k] == 47 and out[k + 1] == 46:
+                o = _remove_dot_segments(out, path_start, o)
+                break
+        if plan.strip_trailing_slash and o - path_start > 1 and out[o - 1] == 47:
+            while o > path_start and out[o - 1] == 47:
+                o -= 1
+            if o == path_start:
+                o += 1
+    if query_len > 0:
+        if query_len // 2 + 2 > STACK_PAIRS:
+            pairs = <Pair*>PyMem_Malloc((query_len // 2 + 2) * sizeof(Pair))
+            if pairs == NULL:
+                raise MemoryError()
+        try:
+            o = _write_query(plan, parts.query, query_len, out, o, scratch, decoded, pairs)
+        finally:
+            if pairs != stack_pairs:
+                PyMem_Free(pairs)
+        if o < 0:
+            return None
+    result = PyUnicode_New(o, 127)
+    memcpy(PyUnicode_DATA(result), out, o)
+    return result
+
+
+cdef object _fast(object url, _Plan plan, object base_parts):
+    """The fast path for one URL: the canonical string, or None when the reference must decide."""
+    cdef const unsigned char* s
+    cdef Py_ssize_t n, chars, start = 0, end, i, scheme_end, authority_start, path_start, query_start
+    cdef Py_ssize_t room, base_dir
+    cdef bint is_str, is_relative = False
+    cdef unsigned char c
+    cdef Parts parts
+    cdef _BaseView base = None
+    cdef unsigned char stack_work[STACK_BYTES]
+    cdef unsigned char* work = stack_work
+    cdef unsigned char* merged
+    cdef object utf8 = None
+    if type(url) is str:
+        is_str = True
+        if PyUnicode_IS_COMPACT_ASCII(url):
+            s = <const unsigned char*>PyUnicode_DATA(url)
+            n = PyUnicode_GET_LENGTH(url)
+        else:
+            try:
+                utf8 = PyUnicode_AsUTF8String(url)
+            except UnicodeEncodeError:  # unpaired surrogates
+                return None
+            s = <const unsigned char*>PyBytes_AS_STRING(utf8)
+            n = PyBytes_GET_SIZE(utf8)
+        chars = PyUnicode_GET_LENGTH(url)
+    elif type(url) is bytes:
+        is_str = False
+        s = <const unsigned char*>PyBytes_AS_STRING(url)
+        n = PyBytes_GET_SIZE(url)
+        chars = n
+    else:
+        return None
+    # Rule 1: strip the ends (ASCII, so characters and bytes alike), then refuse nothing: any
+    # control character, or non-ASCII bytes (to be checked as UTF-8), is the reference's.
+    end = n
+    while start < end and _is_strip(s[start]):
+        start += 1
+    while end > start and _is_strip(s[end - 1]):
+        end -= 1
+    chars -= n - (end - start)
+    if end == start or chars > plan.max_length:
+        return None
+    for i in range(start, end):
+        c = s[i]
+        if c < 0x20 or c == 0x7F or (c >= 0x80 and not is_str):
+            return None
+    # Rules 2-4: a scheme ends the longest run of scheme characters and must be followed by
+    # ":" (so a wrapped "scheme%3A%2F%2F" is never taken for a URL here).
+    i = start
+    if CHAR_CLASS[s[i]] & ALPHA:
+        i += 1
+        while i < end and CHAR_CLASS[s[i]] & SCHEME_CHAR:
+            i += 1
+        if i == end or s[i] != 58:
+            if i < end and s[i] == 37:  # perhaps "scheme%3A%2F%2F": unwrapping is the reference's
+                return None
+            i = start
+    if i > start:
+        scheme_end = i
+        if scheme_end - start == 4 and (s[start] | 32) == 104 and (s[start + 1] | 32) == 116 \
+                and (s[start + 2] | 32) == 116 and (s[start + 3] | 32) == 112:
+            parts.https = False
+        elif scheme_end - start == 5 and (s[start] | 32) == 104 and (s[start + 1] | 32) == 116 \
+                and (s[start + 2] | 32) == 116 and (s[start + 3] | 32) == 112 and (s[start + 4] | 32) == 115:
+            parts.https = True
+        else:
+            return None
+        if not (plan.accept_https if parts.https else plan.accept_http):
+            return None
+        i = scheme_end + 1
+        if end - i < 2 or s[i] != 47 or s[i + 1] != 47:
+            return None
+        i += 2
+    else:
+        if base_parts is None:
+            return None
+        base = _base_view_for(base_parts)
+        if not base.usable:
+            return None
+        is_relative = True
+        parts.https = base.https
+    # The authority (after "//"), the path, the query; the fragment is dropped.
+    parts.authority = NULL
+    parts.authority_len = 0
+    parts.query = NULL
+    if not is_relative or (end - i >= 2 and s[i] == 47 and s[i + 1] == 47):
+        if is_relative:
+            i += 2
+        authority_start = i
+        while i < end and s[i] != 47 and s[i] != 63 and s[i] != 35:
+            i += 1
+        parts.authority = s + authority_start
+        parts.authority_len = i - authority_start
+    path_start = i
+    while i < end and s[i] != 63 and s[i] != 35:
+        i += 1
+    parts.path = s + path_start
+    parts.path_len = i - path_start
+    parts.query_len = -1
+    if i < end and s[i] == 63:
+        query_start = i + 1
+        i = query_start
+        while i < end and s[i] != 35:
+            i += 1
+        parts.query = s + query_start
+        parts.query_len = i - query_start
+    if plan.keep_fragment and end - i > 1:
+        return None
+    room = end - start
+    if base is not None:
+        room += len(base.authority) + len(base.path) + len(base.query) + 1
+    if 8 * room + 128 > STACK_BYTES:
+        work = <unsigned char*>PyMem_Malloc(8 * room + 128)
+        if work == NULL:
+            raise MemoryError()
+    try:
+        if is_relative and parts.authority == NULL:
+            # Rule 3 (RFC 3986 §5.2.2): the base's authority, and its path and query as needed.
+            parts.authority = <const unsigned char*>PyBytes_AS_STRING(base.authority)
+            parts.authority_len = len(base.authority)
+            if parts.path_len == 0:
+                parts.path = <const unsigned char*>PyBytes_AS_STRING(base.path)
+                parts.path_len = len(base.path)
+                if parts.query_len < 0 and base.has_query:
+                    parts.query = <const unsigned char*>PyBytes_AS_STRING(base.query)
+                    parts.query_len = len(base.query)
+            elif parts.path[0] != 47:
+                merged = work + 7 * room + 64
+                base_dir = len(base.path)
+                while base_dir > 0 and (<const unsigned char*>PyBytes_AS_STRING(base.path))[base_dir - 1] != 47:
+                    base_dir -= 1
+                if len(base.path) == 0:
+                    merged[0] = 47
+                    base_dir = 1
+                else:
+                    memcpy(merged, PyBytes_AS_STRING(base.path), base_dir)
+                memcpy(merged + base_dir, parts.path, parts.path_len)
+                parts.path = merged
+                parts.path_len += base_dir
+        return _emit(plan, &parts, work, room)
+    finally:
+        if work != stack_work:
+            PyMem_Free(work)
+
+
+def fast_canonicalize(url, policy=None):
+    """The fast path alone: the canonical string, or None where the reference must decide.
+
+    For tests and measurements; :func:`canonicalize` is the API.
+
+    :param url: a URL (``str`` or ``bytes``), absolute.
+    :param policy: a :class:`CanonicalPolicy`, or None for the default.
+    :returns: what :func:`crawldedup._canonical.canonicalize` returns, or None.
+    """
+    plan = _plan_for(policy)
+    return None if plan is None else _fast(url, plan, None)
+
+
+def canonicalize(url, base=None, policy=None):
+    """Returns the one ASCII string that every spelling of ``url``'s page maps to.
+
+    The compiled twin of :func:`crawldedup._canonical.canonicalize`: same parameters, results
+    and exceptions. The fast path answers the common URL; the reference answers the rest.
+
+    :param url: the URL, as ``str`` or UTF-8 ``bytes``; may be relative when ``base`` is given.
+    :param base: an accepted absolute URL that relative references resolve against (RFC 3986 §5.2).
+    :param policy: the rules to apply; :data:`DEFAULT_POLICY` when ``None``.
+    :returns: ``scheme://host[:port]path[?query][#fragment]``, pure ASCII and idempotent.
+    :raises InvalidURL: the URL or the base is not accepted; the message names the problem.
+    :raises TypeError: ``url`` or ``base`` is not ``str``/``bytes``, or ``policy`` not a policy.
+    """
+    cdef _Plan plan = _plan_for(policy)
+    if plan is not None:
+        # The base is checked first, as the reference does (its parts are cached there).
+        result = _fast(url, plan, None if base is None else _canonical._check_base(base, plan.policy))
+        if result is not None:
+            return result
+    return _canonical.canonicalize(url, base, policy)
+
+
+def canonicalize_many(urls, base=None, policy=None):
+    """Canonicalizes a batch without stopping at a bad URL.
+
+    The compiled twin of :func:`crawldedup._canonical.canonicalize_many`: the fast path takes
+    what it can, then the reference takes the rest in one call, errors and all.
+
+    :param urls: an iterable of URLs (``str`` or ``bytes``), not a single string.
+    :param base: as for :func:`canonicalize`, validated once for the whole batch.
+    :param policy: as for :func:`canonicalize`.
+    :returns: ``Canonicalized(urls, errors)``, as the reference returns it.
+    :raises InvalidURL: the base is not accepted.
+    :raises TypeError: ``urls`` is a single ``str``/``bytes`` or not iterable; ``base`` or
+        ``policy`` has the wrong type.
+    """
+    cdef _Plan plan = _plan_for(policy)
+    if plan is None or isinstance(urls, (str, bytes, bytearray, memoryview)):
+        return _canonical.canonicalize_many(urls, base, policy)
+    base_parts = None if base is None else _canonical._check_base(base, plan.policy)
+    try:
+        items = iter(urls)
+    except TypeError:
+        return _canonical.canonicalize_many(urls, base, policy)
+    results = []
+    declined = []
+    positions = []
+    for url in items:
+        result = _fast(url, plan, base_parts)
+        if result is None:
+            positions.append(len(results))
+            declined.append(url)
+        results.append(result)
+    errors = {}
+    if declined:
+        answered = _canonical.canonicalize_many(declined, base, policy)
+        for index, position in enumerate(positions):
+            results[position] = answered.urls[index]
+            error = answered.errors.get(index)
+            if error is not None:
+                errors[position] = error
+    return Canonicalized(results, errors)
