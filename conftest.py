@@ -165,6 +165,8 @@ class RedisClusterServers:
         self.binary = binary
         self.cli = cli
         self.ports = [_free_port() for _ in range(self.MASTERS)]
+        # The cluster bus defaults to port + 10000, which may be taken or past 65535: pick it too.
+        self.bus_ports = [_free_port() for _ in range(self.MASTERS)]
         self.workdir = tempfile.mkdtemp(prefix="crawldedup-cluster-")
         self.processes: list[subprocess.Popen] = []
 
@@ -174,18 +176,21 @@ class RedisClusterServers:
         return f"redis://127.0.0.1:{self.ports[0]}/0"
 
     def start(self, timeout: float = 30.0) -> None:
-        for port in self.ports:
+        for port, bus_port in zip(self.ports, self.bus_ports):
             node_dir = Path(self.workdir) / str(port)
             node_dir.mkdir()
             self.processes.append(subprocess.Popen(
-                [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                [self.binary, "--port", str(port), "--cluster-port", str(bus_port), "--bind", "127.0.0.1",
+                 "--cluster-enabled", "yes",
                  "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", "5000",
                  "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))
         deadline = time.monotonic() + timeout
-        for port in self.ports:
+        for port, process in zip(self.ports, self.processes):
             while self._ask(port, "PING") != "PONG":
+                if process.poll() is not None:
+                    raise RuntimeError(f"cluster node on port {port} exited with {process.returncode}")
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"cluster node on port {port} did not answer within {timeout}s")
                 time.sleep(0.05)

@@ -7,11 +7,20 @@ One batch of URLs costs at most one round trip to the store::
 
 The local filter learns a batch's URLs only after the store has answered, so a batch that
 fails (``StoreUnavailable``) leaves no trace and can be retried as it is.
+
+Leases (``claim_many(urls, lease=seconds)``, then :meth:`Deduplicator.done`,
+:meth:`~Deduplicator.release`, :meth:`~Deduplicator.renew`, :meth:`~Deduplicator.expired`):
+the local filter only ever holds *lasting* claims. A URL won with a lease enters it when its
+lease is done; a URL lost to another worker's open lease never enters it (that lease may
+expire and the URL come back, to this worker or any other). So no local filter hides a
+released or expired URL, except through its false-positive rate like any new URL.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import secrets
 import threading
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -21,7 +30,7 @@ import numpy as np
 from ._config import DedupConfig
 from .bloom import BloomFilter, FilterFileError, hash_many
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_many
-from .stores.base import ClaimStore, RetryPolicy, check_name
+from .stores.base import ClaimStore, Lease, LeasesUnsupported, RetryPolicy, check_lease_seconds, check_name
 from .stores.factory import open_store
 
 __all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "open_state"]
@@ -166,6 +175,14 @@ class DedupStats:
     :ivar false_hits: checked local hits the store did not know: new URLs the local filter
         would have dropped.
     :ivar failed_batches: batches that ended in ``StoreUnavailable``.
+    :ivar leased: URLs this caller won with a lease (also counted in ``won``).
+    :ivar held: valid URLs lost to another worker's open lease (also counted in ``lost``).
+    :ivar done: leases made lasting by :meth:`Deduplicator.done`.
+    :ivar released: leases freed by :meth:`Deduplicator.release`.
+    :ivar renewed: leases extended by :meth:`Deduplicator.renew`.
+    :ivar refused: ``done``, ``release`` or ``renew`` refused: this worker did not hold the lease
+        (any more), or the URL was invalid.
+    :ivar expired: expired leases handed back by :meth:`Deduplicator.expired`.
     """
 
     urls: int = 0
@@ -180,6 +197,13 @@ class DedupStats:
     sampled_hits: int = 0
     false_hits: int = 0
     failed_batches: int = 0
+    leased: int = 0
+    held: int = 0
+    done: int = 0
+    released: int = 0
+    renewed: int = 0
+    refused: int = 0
+    expired: int = 0
 
     @property
     def false_hit_rate(self) -> Optional[float]:
@@ -221,6 +245,9 @@ class Deduplicator:
     :param retry: retries of transient store errors.
     :param store: an open store to use instead of building one from ``strategy``.
     :param config: settings for the arguments left as None.
+    :param worker_id: the owner recorded with this Deduplicator's leases (default: 16 random
+        hex characters, so two Deduplicators never share leases); 1 to 200 characters from
+        ``[A-Za-z0-9_.:/@+=-]``.
     :raises ValueError: for a value out of range (naming its setting and variable).
     :raises FilterFileError: for a state file of another policy or namespace.
     :raises NamespaceConflict: for a store namespace of another policy or store kind.
@@ -246,7 +273,10 @@ class Deduplicator:
         retry: Optional[RetryPolicy] = None,
         store: Optional[ClaimStore] = None,
         config: Optional[DedupConfig] = None,
+        worker_id: Optional[str] = None,
     ) -> None:
+        #: Owner of this Deduplicator's leases.
+        self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
         overrides = {
             "strategy": strategy, "redis_url": redis_url, "namespace": namespace, "capacity": capacity,
             "error_rate": error_rate, "ttl_days": ttl_days,
@@ -311,22 +341,24 @@ class Deduplicator:
         with self._lock:
             return self._stats
 
-    def claim(self, url: URL) -> bool:
+    def claim(self, url: URL, lease: Optional[float] = None) -> bool:
         """Claim one URL; True for exactly one caller across all workers (False when invalid).
 
+        :param lease: see :meth:`claim_batch`.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        return self.claim_batch([url]).won[0]
+        return self.claim_batch([url], lease=lease).won[0]
 
-    def claim_many(self, urls: Sequence[URL]) -> List[bool]:
+    def claim_many(self, urls: Sequence[URL], lease: Optional[float] = None) -> List[bool]:
         """Claim a batch; per URL, True when this caller won it. Invalid URLs give False.
 
+        :param lease: see :meth:`claim_batch`.
         :raises TypeError: when ``urls`` is a single string.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        return self.claim_batch(urls).won
+        return self.claim_batch(urls, lease=lease).won
 
-    def claim_batch(self, urls: Sequence[URL], base: Optional[URL] = None) -> ClaimBatch:
+    def claim_batch(self, urls: Sequence[URL], base: Optional[URL] = None, lease: Optional[float] = None) -> ClaimBatch:
         """Claim a batch and say, per URL, whether it was won, its canonical form and why it was refused.
 
         At most one store round trip. Within the batch, the first spelling of a page can win;
@@ -334,27 +366,129 @@ class Deduplicator:
 
         :param urls: URLs as found (``str`` or ``bytes``); relative ones need ``base``.
         :param base: the page the relative URLs were found on.
+        :param lease: claim for this many seconds only (in (0, 86400]): the URLs won stay this
+            worker's until :meth:`done` makes them visited, :meth:`release` frees them, or the
+            lease runs out and :meth:`expired` hands them back. Needs the ``set`` or
+            ``sharded-set`` store.
         :raises TypeError: when ``urls`` is a single string.
         :raises InvalidURL: when ``base`` itself is refused.
+        :raises ValueError: for a lease out of range.
+        :raises LeasesUnsupported: for a lease without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        if base is None and self._raw_cache is not None:
-            canonical, errors = self._raw_cache.canonicalize_many(urls)
-        else:
-            canonical, errors = canonicalize_many(urls, base=base, policy=self.policy)
+        if lease is not None:
+            self._lease_store()
+            check_lease_seconds(lease)
+        canonical, errors = self._canonicalize(urls, base)
         won = [False] * len(canonical)
         positions = [i for i, c in enumerate(canonical) if c is not None]
         if positions:
-            hashes = hash_many([canonical[i] for i in positions])
-            for row in self._claim_hashes(hashes):
+            valid = [canonical[i] for i in positions]
+            for row in self._claim_hashes(hash_many(valid), valid, lease):
                 won[positions[row]] = True
         with self._lock:
             s = self._stats
             self._stats = replace(s, urls=s.urls + len(canonical), invalid=s.invalid + len(errors))
         return ClaimBatch(won, canonical, errors)
 
-    def _claim_hashes(self, hashes: np.ndarray) -> List[int]:
-        """Rows of ``hashes`` (one per valid URL) that this caller won."""
+    def done(self, urls: Sequence[URL]) -> List[bool]:
+        """Make URLs this worker leased visited for good (the store's TTL); per URL, True when done.
+
+        A URL is refused (False, counted in ``stats.refused``, never raised) when this worker
+        does not hold its lease: never leased, released, handed back by :meth:`expired`, or
+        taken over by another worker after the deadline. A lease past its deadline that nobody
+        took over is still done. URLs done enter the local filter.
+
+        :raises TypeError: when ``urls`` is a single string.
+        :raises LeasesUnsupported: without a store that supports leases.
+        :raises StoreUnavailable: when the store stayed unreachable.
+        """
+        return self._settle("done", urls, None)
+
+    def release(self, urls: Sequence[URL]) -> List[bool]:
+        """Free URLs this worker leased (a failed fetch to retry): anyone's next claim wins them.
+
+        :returns: per URL, True when released, False when this worker did not hold the lease.
+        :raises TypeError: when ``urls`` is a single string.
+        :raises LeasesUnsupported: without a store that supports leases.
+        :raises StoreUnavailable: when the store stayed unreachable.
+        """
+        return self._settle("release", urls, None)
+
+    def renew(self, urls: Sequence[URL], lease: float) -> List[bool]:
+        """Move the deadline of this worker's leases to ``lease`` seconds from now (a long fetch).
+
+        :returns: per URL, True when renewed, False when this worker did not hold the lease.
+        :raises TypeError: when ``urls`` is a single string.
+        :raises ValueError: for a lease out of (0, 86400].
+        :raises LeasesUnsupported: without a store that supports leases.
+        :raises StoreUnavailable: when the store stayed unreachable.
+        """
+        check_lease_seconds(lease)
+        return self._settle("renew", urls, lease)
+
+    def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
+        """Canonical URLs of leases whose worker never finished, each handed back once (by any caller).
+
+        Without ``lease`` the URLs become free: requeue them, and the next claim of any worker
+        wins them. With ``lease`` they are leased to this worker in the same atomic step (no
+        claim needed, so no local filter can drop them). Calls until an empty list drain them.
+
+        :param limit: most URLs returned, in [1, 1000000].
+        :raises ValueError: for a limit or lease out of range.
+        :raises LeasesUnsupported: without a store that supports leases.
+        :raises StoreUnavailable: when the store stayed unreachable.
+        """
+        store = self._lease_store()
+        urls = store.expired_leases(limit, self.worker_id if lease is not None else None, lease)
+        with self._lock:
+            s = self._stats
+            self._stats = replace(s, expired=s.expired + len(urls))
+        return urls
+
+    def _lease_store(self) -> ClaimStore:
+        if self.store is None or not self.store.supports_leases:
+            kind = self.config.strategy if self.store is None else self.store.kind
+            raise LeasesUnsupported(
+                f"leases need the set or sharded-set store (claims for a limited time), this Deduplicator uses {kind!r}"
+            )
+        return self.store
+
+    def _canonicalize(self, urls: Sequence[URL], base: Optional[URL]) -> Tuple[List[Optional[str]], Dict[int, InvalidURL]]:
+        if base is None and self._raw_cache is not None:
+            return self._raw_cache.canonicalize_many(urls)
+        return canonicalize_many(urls, base=base, policy=self.policy)
+
+    def _settle(self, action: str, urls: Sequence[URL], lease: Optional[float]) -> List[bool]:
+        """Done, release or renew: one store round trip; refusals are answers, not errors."""
+        store = self._lease_store()
+        canonical, _ = self._canonicalize(urls, None)
+        positions = [i for i, c in enumerate(canonical) if c is not None]
+        answers = [False] * len(canonical)
+        if positions:
+            hashes = hash_many([canonical[i] for i in positions])
+            raw = hashes.astype("<u8", copy=False).tobytes()
+            fps = [raw[16 * row:16 * row + 16] for row in range(len(positions))]
+            if action == "done":
+                settled = store.finish_leases(fps, self.worker_id)
+                accepted = [row for row, ok in enumerate(settled) if ok]
+                if accepted:  # lasting now: the local filter may answer for them
+                    self.local_filter.add_hashes(hashes[accepted])
+            elif action == "release":
+                settled = store.release_leases(fps, self.worker_id)
+            else:
+                settled = store.renew_leases(fps, self.worker_id, lease)  # type: ignore[arg-type]
+            for row, ok in enumerate(settled):
+                answers[positions[row]] = ok
+        applied = sum(answers)
+        with self._lock:
+            s = self._stats
+            counter = {"done": "done", "release": "released", "renew": "renewed"}[action]
+            self._stats = replace(s, refused=s.refused + len(answers) - applied, **{counter: getattr(s, counter) + applied})
+        return answers
+
+    def _claim_hashes(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float]) -> List[int]:
+        """Rows of ``hashes`` (one per valid URL, ``canonical[row]`` its canonical form) that this caller won."""
         hit = self.local_filter.contains_hashes(hashes)
         hits = int(hit.sum())
         hashes_le = hashes.astype("<u8", copy=False)
@@ -373,30 +507,37 @@ class Deduplicator:
         if not self.verify_hits and self._sample_below:
             read_rows = np.flatnonzero(hit & ((hashes_le[:, 1] >> np.uint64(32)) < self._sample_below)).tolist()
         reads = [raw[16 * row:16 * row + 16] for row in read_rows]
+        terms = Lease(self.worker_id, lease, [canonical[row] for row in claim_rows]) if lease is not None else None
         try:
-            answers = self.store.claim_and_read(list(first_rows), reads)
+            answers = self.store.claim_and_read(list(first_rows), reads, lease=terms)
         except BaseException:
             with self._lock:
                 self._stats = replace(self._stats, failed_batches=self._stats.failed_batches + 1)
             raise
-        # Only now, with the store's answers in, does the local filter learn the claimed URLs.
+        won_rows = [row for row, won in zip(claim_rows, answers.won) if won]
+        held_rows = [claim_rows[i] for i in answers.held]
+        # Only now, with the store's answers in, does the local filter learn the claimed URLs:
+        # the lasting ones. Leased pages (ours until done, or another worker's) stay out.
         misses = np.flatnonzero(~hit)
+        leased = set(won_rows) if lease is not None else set()
+        if held_rows or leased:
+            open_fps = {raw[16 * row:16 * row + 16] for row in itertools.chain(held_rows, leased)}
+            misses = np.array([row for row in misses.tolist() if raw[16 * row:16 * row + 16] not in open_fps], dtype=np.intp)
         if len(misses):
             self.local_filter.add_hashes(hashes[misses])
-        won_rows = [row for row, won in zip(claim_rows, answers.won) if won]
         if self.verify_hits:
             checked, false_hits, local = hits, sum(1 for row in won_rows if hit[row]), 0
         else:
             checked, false_hits, local = len(reads), answers.present.count(False), hits
         self._count(
             len(hashes), hits, local, won_rows, claims=len(claim_rows), reads=len(reads), checked=checked,
-            false_hits=false_hits,
+            false_hits=false_hits, leased=len(leased), held=len(held_rows),
         )
         return won_rows
 
     def _count(
         self, valid: int, hits: int, local: int, won_rows: List[int], *, claims: int, reads: int, checked: int,
-        false_hits: int,
+        false_hits: int, leased: int = 0, held: int = 0,
     ) -> None:
         with self._lock:
             s = self._stats
@@ -411,6 +552,8 @@ class Deduplicator:
                 lost=s.lost + valid - len(won_rows),
                 sampled_hits=s.sampled_hits + checked,
                 false_hits=s.false_hits + false_hits,
+                leased=s.leased + leased,
+                held=s.held + held,
             )
 
     def store_bytes_per_url(self) -> Optional[float]:
