@@ -4,7 +4,9 @@ Usage: claim_race_worker.py WORKER PAGES START_FILE OUT_FILE JSON_DEDUP_ARGS
 
 Claims every page once, in its own order and spellings, in batches of 1,000, after
 START_FILE appears (so that all workers race), then writes the canonical URLs it won.
-OUT_FILE.ready appears once the worker is ready to start.
+OUT_FILE.ready appears once the worker is ready to start. With ``"lease": seconds`` among the
+arguments, each batch is claimed with a lease and its winners finished with ``done`` (exit
+code 3 when a done is refused).
 """
 
 import json
@@ -29,7 +31,9 @@ def main() -> int:
     order = list(range(pages))
     random.Random(worker).shuffle(order)
     urls = [SPELLINGS[(i + worker) % len(SPELLINGS)].format(i=i, w=worker) for i in order]
-    with Deduplicator(**json.loads(options)) as dedup:
+    options = json.loads(options)
+    lease = options.pop("lease", None)
+    with Deduplicator(**options) as dedup:
         open(out_file + ".ready", "w").close()
         deadline = time.monotonic() + 60
         while not os.path.exists(start_file):
@@ -38,8 +42,11 @@ def main() -> int:
             time.sleep(0.005)
         won = []
         for start in range(0, pages, BATCH):
-            batch = dedup.claim_batch(urls[start:start + BATCH])
-            won.extend(c for c, w in zip(batch.canonical, batch.won) if w)
+            batch = dedup.claim_batch(urls[start:start + BATCH], lease=lease)
+            winners = [c for c, w in zip(batch.canonical, batch.won) if w]
+            if lease is not None and not all(dedup.done(winners)):
+                return 3
+            won.extend(winners)
     with open(out_file, "w", encoding="ascii") as out:
         out.write("\n".join(won))
     return 0

@@ -70,6 +70,17 @@ def test_eight_processes_one_winner_per_page(store_strategy, store_location, tmp
         assert without_winner == 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("lease", [None, 60], ids=["claims", "leases"])
+@pytest.mark.parametrize("strategy", ["set", "sharded-set"])
+def test_eight_processes_one_winner_per_page_on_a_cluster(strategy, lease, redis_cluster_url, tmp_path):
+    options = {"strategy": strategy, "namespace": "race", "capacity": 1_000_000, "error_rate": 0.001,
+               "redis_url": redis_cluster_url, "lease": lease}
+    winners = run_race(options, tmp_path)
+    assert set(winners) == {f"https://site.example/p/{i}?a=1&b=2" for i in range(PAGES)}
+    assert max(winners.values()) == 1, "a page was won twice"
+
+
 def test_worker_spellings_are_one_page():
     spellings = runpy.run_path(str(WORKER))["SPELLINGS"]
     assert {canonicalize(s.format(i=7, w=3)) for s in spellings} == {"https://site.example/p/7?a=1&b=2"}
