@@ -147,6 +147,15 @@ def test_pure_python_contains_batch(benchmark, filters, peer):
     run_fresh(benchmark, filters(peer, 1_000_000).contains_batch, 10_000)
 
 
+@pytest.mark.parametrize("operation", ["add_hashes", "contains_hashes"])
+def test_prehashed_batch(benchmark, bloom_cls, tmp_path, operation):
+    """The probe loop alone, on a half-full filter: fresh keys hashed beforehand (untimed)."""
+    bf = bloom_cls(1_000_000, ERROR_RATE, str(tmp_path / "hashed.bloom"))
+    bf.add_hashes(bloom.hash_many(fresh_urls(500_000)))
+    benchmark.pedantic(getattr(bf, operation), setup=lambda: ((bloom.hash_many(fresh_urls()),), {}),
+                       rounds=ROUNDS, warmup_rounds=1)
+
+
 # -- the three paths crawldedup offers, on the same keys ----------------------------------------
 
 
