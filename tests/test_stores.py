@@ -239,6 +239,23 @@ def test_bad_policy_digest_is_refused(redis_url, digest):
         RedisKeyStore(redis_url, namespace="crawl", policy_digest=digest)
 
 
+# --- Redis Cluster ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("store_class", [RedisKeyStore, RedisShardedSetStore])
+def test_cluster_store_spreads_its_groups_over_the_masters(redis_cluster, redis_cluster_url, store_class):
+    fps = fingerprints(2_000, seed=20)
+    sizing = {"capacity": 100_000} if store_class is RedisShardedSetStore else {}
+    with store_class(redis_cluster_url, namespace="crawl", policy_digest=DIGEST, **sizing) as store:
+        assert store.in_cluster and "cluster redis://" in store.description
+        assert store.claim_many(fps) == [True] * 2_000
+        assert store.claim_and_read(fps[:10], fps[10:20]) == ([False] * 10, [True] * 10, ())
+        assert store.client.hget("crawl:meta", "store") == store.kind.encode()
+    with store_class(redis_cluster_url, namespace="crawl", policy_digest=DIGEST, **sizing) as second:
+        assert second.claim_many(fps) == [False] * 2_000
+    keys_per_master = [redis.Redis(port=port).dbsize() for port in redis_cluster.ports]
+    assert all(keys_per_master), f"16 groups should reach all 3 masters, keys per master: {keys_per_master}"
+
+
 # --- faults --------------------------------------------------------------------------------
 
 def test_unreachable_redis_raises_after_the_configured_attempts(redis_server):
