@@ -361,3 +361,27 @@ def test_raw_cache_answers_repeats_without_canonicalizing(monkeypatch):
 def test_bad_raw_cache(size):
     with pytest.raises(ValueError, match="raw_cache must be an integer in \\[0, 2\\*\\*30\\]"):
         Deduplicator("local", raw_cache=size)
+
+
+# --- one base per URL -------------------------------------------------------------------------
+
+def test_each_url_resolved_against_its_own_base(store_strategy, store_location):
+    links = ["../a?x=1", "b", "https://other.example/c", "/a?x=1", "d", "e"]
+    bases = ["https://s.example/p/q", "https://s.example/p/", None, "https://s.example/", "mailto:no", "mailto:no"]
+    with dedup(store_strategy, store_location) as d:
+        batch = d.claim_batch(links, bases=bases)
+        assert batch.canonical == [
+            "https://s.example/a?x=1", "https://s.example/p/b", "https://other.example/c", "https://s.example/a?x=1",
+            None, None,
+        ]
+        assert batch.won == [True, True, True, False, False, False]  # /a?x=1 twice: one page
+        assert sorted(batch.errors) == [4, 5] and "base" in str(batch.errors[4])
+        assert d.claim_batch(["b"], bases=["https://s.example/p/"]).won == [False]
+
+
+def test_bases_must_match_the_urls():
+    with Deduplicator("local", capacity=100, error_rate=0.01) as d:
+        with pytest.raises(ValueError, match="bases must hold one base per URL \\(2\\), got 1"):
+            d.claim_batch(["a", "b"], bases=["https://s.example/"])
+        with pytest.raises(ValueError, match="give base or bases, not both"):
+            d.claim_batch(["a"], base="https://s.example/", bases=["https://s.example/"])

@@ -137,13 +137,15 @@ class FilterRun:
         # Claimed, printed and counted as one step: a signal waits for its end, so no page is
         # claimed without being printed.
         with self.interruptions.deferred():
-            urls, kept, errors = _resolve_tabbed(lines)
-            batch = self.dedup.claim_batch(urls, base=self.args.base)
-            errors.update((_line_of(kept, position), error) for position, error in batch.errors.items())
+            # BASE<TAB>LINK lines carry their own base; the Deduplicator canonicalizes each link once.
+            split = [line.partition(BASE_SEPARATOR) if BASE_SEPARATOR in line else (self.args.base, "", line)
+                     for line in lines]
+            batch = self.dedup.claim_batch([link for _, _, link in split], bases=[base for base, _, _ in split])
+            errors: Dict[int, Exception] = dict(batch.errors)
             if self.args.output == "canonical":
                 winners = [url for url, won in zip(batch.canonical, batch.won) if won and url is not None]
             else:
-                winners = [lines[_line_of(kept, position)] for position, won in enumerate(batch.won) if won]
+                winners = [lines[position] for position, won in enumerate(batch.won) if won]
             self.out.write_lines(winners)
             if self.rejects is not None and errors:
                 self.rejects.write_lines([f"{lines[i]}\t{_reason(errors[i])}" for i in sorted(errors)])

@@ -358,7 +358,10 @@ class Deduplicator:
         """
         return self.claim_batch(urls, lease=lease).won
 
-    def claim_batch(self, urls: Sequence[URL], base: Optional[URL] = None, lease: Optional[float] = None) -> ClaimBatch:
+    def claim_batch(
+        self, urls: Sequence[URL], base: Optional[URL] = None, lease: Optional[float] = None, *,
+        bases: Optional[Sequence[Optional[URL]]] = None,
+    ) -> ClaimBatch:
         """Claim a batch and say, per URL, whether it was won, its canonical form and why it was refused.
 
         At most one store round trip. Within the batch, the first spelling of a page can win;
@@ -366,20 +369,27 @@ class Deduplicator:
 
         :param urls: URLs as found (``str`` or ``bytes``); relative ones need ``base``.
         :param base: the page the relative URLs were found on.
+        :param bases: instead of ``base``, one base per URL (None for an absolute URL), such as
+            the pages of a ``BASE<TAB>LINK`` frontier; a refused base is reported for its URLs
+            (``errors``), not raised.
         :param lease: claim for this many seconds only (in (0, 86400]): the URLs won stay this
             worker's until :meth:`done` makes them visited, :meth:`release` frees them, or the
             lease runs out and :meth:`expired` hands them back. Needs the ``set`` or
             ``sharded-set`` store.
         :raises TypeError: when ``urls`` is a single string.
         :raises InvalidURL: when ``base`` itself is refused.
-        :raises ValueError: for a lease out of range.
+        :raises ValueError: for a lease out of range, ``bases`` of another length than ``urls``,
+            or both ``base`` and ``bases``.
         :raises LeasesUnsupported: for a lease without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
         if lease is not None:
             self._lease_store()
             check_lease_seconds(lease)
-        canonical, errors = self._canonicalize(urls, base)
+        if bases is None:
+            canonical, errors = self._canonicalize(urls, base)
+        else:
+            canonical, errors = self._canonicalize_each(urls, base, bases)
         won = [False] * len(canonical)
         positions = [i for i, c in enumerate(canonical) if c is not None]
         if positions:
@@ -458,6 +468,34 @@ class Deduplicator:
         if base is None and self._raw_cache is not None:
             return self._raw_cache.canonicalize_many(urls)
         return canonicalize_many(urls, base=base, policy=self.policy)
+
+    def _canonicalize_each(
+        self, urls: Sequence[URL], base: Optional[URL], bases: Sequence[Optional[URL]]
+    ) -> Tuple[List[Optional[str]], Dict[int, InvalidURL]]:
+        """Canonicalize each URL against its own base: one call per distinct base (links of one page share it)."""
+        if base is not None:
+            raise ValueError("give base or bases, not both")
+        if isinstance(urls, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
+        urls, bases = list(urls), list(bases)
+        if len(bases) != len(urls):
+            raise ValueError(f"bases must hold one base per URL ({len(urls)}), got {len(bases)}")
+        by_base: Dict[Optional[URL], List[int]] = {}
+        for i, page in enumerate(bases):
+            by_base.setdefault(page, []).append(i)
+        canonical: List[Optional[str]] = [None] * len(urls)
+        errors: Dict[int, InvalidURL] = {}
+        for page, positions in by_base.items():
+            try:
+                found, refused = self._canonicalize([urls[i] for i in positions], page)
+            except InvalidURL as exc:  # the base itself: every link found on it is refused
+                errors.update((i, exc) for i in positions)
+                continue
+            for n, i in enumerate(positions):
+                canonical[i] = found[n]
+                if n in refused:
+                    errors[i] = refused[n]
+        return canonical, dict(sorted(errors.items()))
 
     def _settle(self, action: str, urls: Sequence[URL], lease: Optional[float]) -> List[bool]:
         """Done, release or renew: one store round trip; refusals are answers, not errors."""
