@@ -385,3 +385,25 @@ def test_bases_must_match_the_urls():
             d.claim_batch(["a", "b"], bases=["https://s.example/"])
         with pytest.raises(ValueError, match="give base or bases, not both"):
             d.claim_batch(["a"], base="https://s.example/", bases=["https://s.example/"])
+
+
+# --- precomputed keys -----------------------------------------------------------------------
+
+def test_keys_are_claimed_as_they_are_in_their_own_space(store_strategy, store_location):
+    with dedup(store_strategy, store_location) as first, dedup(store_strategy, store_location) as second:
+        assert first.claim_keys(["scrapy/0f3a", b"scrapy/0f3a", "scrapy/0F3A"]) == [True, False, True]
+        assert second.claim_keys([b"scrapy/0f3a", "post/77"]) == [False, True]
+        # A key spelled like a canonical URL is not that page.
+        assert first.claim_keys(["https://shop.example/"]) == [True]
+        assert first.claim("https://shop.example/") is True
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    ("one-key", TypeError, "not a single str"),
+    ([42], TypeError, "keys must be str or bytes, got int"),
+    ([""], ValueError, "keys must not be empty"),
+])
+def test_bad_keys_are_refused(bad, error, message):
+    with Deduplicator("local", capacity=100, error_rate=0.01) as d:
+        with pytest.raises(error, match=message):
+            d.claim_keys(bad)

@@ -45,6 +45,10 @@ DEFAULT_SAMPLE_RATE = 0.01
 DEFAULT_RAW_CACHE = 100_000
 
 URL = Union[str, bytes]
+#: Put before a precomputed key (:meth:`Deduplicator.claim_keys`) before it is hashed. A
+#: canonical URL never holds a control character (docs/canonical.md), so no key can ever share
+#: a fingerprint with a page through its spelling.
+KEY_DOMAIN = "\x00key\x00"
 PathArg = Union[str, "os.PathLike[str]"]
 
 
@@ -400,6 +404,38 @@ class Deduplicator:
             s = self._stats
             self._stats = replace(s, urls=s.urls + len(canonical), invalid=s.invalid + len(errors))
         return ClaimBatch(won, canonical, errors)
+
+    def claim_keys(self, keys: Sequence[URL]) -> List[bool]:
+        """Claim precomputed keys (a request fingerprint, a digest of a POST body...) as they are.
+
+        No canonicalization: equal keys (``str``, or its UTF-8 ``bytes``) are one claim, in
+        their own space (:data:`KEY_DOMAIN`), so a key never meets a page's URL. The local
+        filter, the store and the statistics are the same as for URLs.
+
+        :returns: per key, True when this caller won it.
+        :raises TypeError: for a single string, or a key that is not ``str`` or ``bytes``.
+        :raises ValueError: for an empty key.
+        :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
+        """
+        if isinstance(keys, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"keys must be an iterable of keys, not a single {type(keys).__name__}")
+        domained: List[URL] = []
+        for key in keys:
+            if isinstance(key, str):
+                domained.append(KEY_DOMAIN + key)
+            elif isinstance(key, bytes):
+                domained.append(KEY_DOMAIN.encode("ascii") + key)
+            else:
+                raise TypeError(f"keys must be str or bytes, got {type(key).__name__}")
+            if len(domained[-1]) == len(KEY_DOMAIN):
+                raise ValueError("keys must not be empty, got an empty key")
+        won = [False] * len(domained)
+        if domained:
+            for row in self._claim_hashes(hash_many(domained), [], None):
+                won[row] = True
+        with self._lock:
+            self._stats = replace(self._stats, urls=self._stats.urls + len(domained))
+        return won
 
     def done(self, urls: Sequence[URL]) -> List[bool]:
         """Make URLs this worker leased visited for good (the store's TTL); per URL, True when done.
