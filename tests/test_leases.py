@@ -31,7 +31,7 @@ def pages(n: int, prefix: str = "p") -> List[str]:
     return [f"https://site.example/{prefix}/{i}?b=2&a=1" for i in range(n)]
 
 
-@pytest.fixture(params=["redis", "cluster"])
+@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), pytest.param("cluster", marks=pytest.mark.redis)])
 def redis_location(request: pytest.FixtureRequest) -> str:
     """A flushed single Redis, then a flushed 3-master Redis Cluster."""
     return request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
