@@ -19,6 +19,7 @@ to the same answers.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stdint cimport uint64_t
 from libc.stdlib cimport qsort
 from libc.string cimport memcmp, memcpy, memmove
 
@@ -102,11 +103,19 @@ cdef class _Plan:
     cdef object policy
     cdef bint usable, accept_http, accept_https, strip_trailing_slash, semicolon_separator
     cdef bint keep_fragment, keep_userinfo, strip_www, filters, has_keep
-    cdef Py_ssize_t max_length, max_drop_len
+    cdef Py_ssize_t max_length, prefix_count
     cdef frozenset drop_keys, keep_keys
     cdef bytes prefix_blob
-    cdef list prefix_bounds
-    cdef unsigned char drop_first[256]
+    cdef Py_ssize_t* prefix_bounds  # (start in prefix_blob, length) per prefix
+    # By first byte, the lengths of the drop keys starting with it (bit 63: 63 or longer), so
+    # that a key reaches the set lookup only when it could be in the set.
+    cdef uint64_t drop_lengths[256]
+
+    def __cinit__(self):
+        self.prefix_bounds = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self.prefix_bounds)
 
     def __init__(self, policy):
         self.policy = policy
@@ -124,16 +133,20 @@ cdef class _Plan:
         self.drop_keys = policy._drop_keys
         self.keep_keys = policy._keep_keys
         self.has_keep = bool(self.keep_keys)
-        self.max_drop_len = max([len(k) for k in self.drop_keys], default=0)
         for first in range(256):
-            self.drop_first[first] = 0
+            self.drop_lengths[first] = 0
         for key in self.drop_keys:
-            self.drop_first[ord(key[0])] = 1
-        self.prefix_blob = "".join(policy._drop_starts).encode("latin-1")
-        self.prefix_bounds = []
+            self.drop_lengths[ord(key[0])] |= _length_bit(len(key))
+        prefixes = policy._drop_starts
+        self.prefix_blob = "".join(prefixes).encode("latin-1")
+        self.prefix_count = len(prefixes)
+        self.prefix_bounds = <Py_ssize_t*>PyMem_Malloc((2 * len(prefixes) + 1) * sizeof(Py_ssize_t))
+        if self.prefix_bounds == NULL:
+            raise MemoryError()
         start = 0
-        for prefix in policy._drop_starts:
-            self.prefix_bounds.append((start, len(prefix)))
+        for index, prefix in enumerate(prefixes):
+            self.prefix_bounds[2 * index] = start
+            self.prefix_bounds[2 * index + 1] = len(prefix)
             start += len(prefix)
 
 
@@ -348,17 +361,22 @@ cdef void _sort_pairs(Pair* pairs, Py_ssize_t count) noexcept nogil:
         pairs[j] = item
 
 
+cdef inline uint64_t _length_bit(Py_ssize_t length) noexcept nogil:
+    return (<uint64_t>1) << (length if length < 63 else 63)
+
+
 cdef bint _is_tracking_key(_Plan plan, unsigned char* folded, Py_ssize_t length) except -1:
     """Rule 8's filter on a decoded key folded to ASCII lowercase: drop lists, then keep_params."""
     cdef const unsigned char* blob = <const unsigned char*>PyBytes_AS_STRING(plan.prefix_blob)
-    cdef Py_ssize_t start, prefix_len
+    cdef Py_ssize_t index, prefix_len
     cdef bint dropped = False
     cdef object key = None
-    for start, prefix_len in plan.prefix_bounds:
-        if length >= prefix_len and memcmp(folded, blob + start, prefix_len) == 0:
+    for index in range(plan.prefix_count):
+        prefix_len = plan.prefix_bounds[2 * index + 1]
+        if length >= prefix_len and memcmp(folded, blob + plan.prefix_bounds[2 * index], prefix_len) == 0:
             dropped = True
             break
-    if not dropped and 0 < length <= plan.max_drop_len and plan.drop_first[folded[0]]:
+    if not dropped and length > 0 and plan.drop_lengths[folded[0]] & _length_bit(length):
         key = PyUnicode_DecodeLatin1(<const char*>folded, length, NULL)
         dropped = key in plan.drop_keys
     if dropped and plan.has_keep:
@@ -709,17 +727,21 @@ cdef object _fast(object url, _Plan plan, object base_parts):
             PyMem_Free(work)
 
 
-def fast_canonicalize(url, policy=None):
+def fast_canonicalize(url, policy=None, base=None):
     """The fast path alone: the canonical string, or None where the reference must decide.
 
     For tests and measurements; :func:`canonicalize` is the API.
 
-    :param url: a URL (``str`` or ``bytes``), absolute.
+    :param url: a URL (``str`` or ``bytes``).
     :param policy: a :class:`CanonicalPolicy`, or None for the default.
+    :param base: as for :func:`canonicalize`.
     :returns: what :func:`crawldedup._canonical.canonicalize` returns, or None.
+    :raises InvalidURL: the base is not accepted.
     """
-    plan = _plan_for(policy)
-    return None if plan is None else _fast(url, plan, None)
+    cdef _Plan plan = _plan_for(policy)
+    if plan is None:
+        return None
+    return _fast(url, plan, None if base is None else _canonical._check_base(base, plan.policy))
 
 
 def canonicalize(url, base=None, policy=None):
