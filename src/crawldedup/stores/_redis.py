@@ -7,6 +7,7 @@ import abc
 import bisect
 import itertools
 import random
+import re
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,15 +49,21 @@ end
 return redis.call('HGETALL', KEYS[1])
 """
 
+#: A ``password=`` argument in a URL's query string (up to the next ``&``).
+_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
+
 
 def redact_url(url: str) -> str:
-    """The URL with its password (if any) replaced by ``***``."""
+    """The URL with its password replaced by ``***``: in the user info, and in a ``password=``
+    query argument (redis-py reads one there too)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{netloc.rsplit('@', 1)[1]}"
+    query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
+    if (netloc, query) == (parts.netloc, parts.query):
         return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
