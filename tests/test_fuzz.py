@@ -1,7 +1,9 @@
 """Fuzzing: canonicalize on hostile text, bytes and mangled real URLs; BloomFilter.open on mangled files.
 
 Only the documented exceptions may come out (``InvalidURL`` from the canonicalizer,
-``FilterFileError`` from opening a file), never a crash, another exception or a hang.
+``FilterFileError`` from opening a file), never a crash, another exception or a hang. Both
+builds of each are fuzzed: the canonicalizer's reference and its compiled fast path (which
+must also agree with the reference on every input), and both Bloom filter twins.
 
 Budget: each test tries ``CRAWLDEDUP_FUZZ_EXAMPLES`` inputs (default 150, the CI budget). A
 long run by hand, with Hypothesis' own count of what it tried (docs/hardening.md)::
@@ -37,7 +39,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawldedup import CanonicalPolicy, InvalidURL, bloom, canonicalize, canonicalize_many
+from crawldedup import CanonicalPolicy, InvalidURL, _canonical, bloom, canonical
 
 
 def _budget() -> int:
@@ -56,7 +58,8 @@ EXAMPLES = _budget()
 HANG_SECONDS = 60.0
 FUZZ = settings(
     max_examples=EXAMPLES, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
+                           HealthCheck.function_scoped_fixture],  # canonical_impl is a module: nothing to reset
 )
 
 TWINS = {"py": bloom.PyBloomFilter}
@@ -120,6 +123,11 @@ URL_PIECES = st.sampled_from(
 )
 
 
+def escape(text: str) -> str:
+    """Percent-encode every byte but the unreserved ones (a lone surrogate as its 3 bytes)."""
+    return quote(text.encode("utf-8", "surrogatepass"), safe="")
+
+
 @st.composite
 def mangled_urls(draw: st.DrawFn) -> str:
     """A real URL after a few edits a broken page or a careless crawler could make."""
@@ -140,11 +148,11 @@ def mangled_urls(draw: st.DrawFn) -> str:
             other = draw(st.sampled_from(REAL_URLS))
             url = url[:at] + other[draw(st.integers(0, len(other))):]
         elif edit == "wrap":  # the whole URL percent-encoded, as in a redirect parameter
-            url = quote(url, safe="")
+            url = escape(url)
         elif edit == "case":
             url = url[:at] + url[at:end].swapcase() + url[end:]
         else:
-            url = url[:at] + quote(url[at:end], safe="") + url[end:]
+            url = url[:at] + escape(url[at:end]) + url[end:]
     return url
 
 
@@ -166,11 +174,12 @@ def built_urls(draw: st.DrawFn) -> str:
     return f"{scheme}://{userinfo}{host}{port}/{path}?{query}#{fragment}"
 
 
-def check_canonical(url: object, base: Optional[str] = None, policy: Optional[CanonicalPolicy] = None) -> Optional[str]:
-    """Canonicalize ``url``; check every promise made about an accepted or a rejected input."""
+def check_canonical(impl, url: object, base: Optional[str] = None, policy: Optional[CanonicalPolicy] = None
+                    ) -> Optional[str]:
+    """Canonicalize ``url`` with build ``impl``; check every promise made about an accepted or a rejected input."""
     with watchdog():
         try:
-            out = canonicalize(url, base=base, policy=policy)
+            out = impl.canonicalize(url, base=base, policy=policy)
         except InvalidURL as exc:
             message = str(exc)
             assert message and len(message) < 1000, f"unhelpful or unbounded message: {message[:200]!r}..."
@@ -183,51 +192,71 @@ def check_canonical(url: object, base: Optional[str] = None, policy: Optional[Ca
     assert rest and "/" in rest, out
     if len(out) <= effective.max_length:  # idempotence is promised within max_length
         with watchdog():
-            assert canonicalize(out, policy=policy) == out
+            assert impl.canonicalize(out, policy=policy) == out
     return out
 
 
 @FUZZ
 @given(url=st.text(st.characters(codec=None, exclude_categories=()), max_size=200), policy=POLICIES)
-def test_arbitrary_text(url, policy):
-    check_canonical(url, policy=policy)
+def test_arbitrary_text(canonical_impl, url, policy):
+    check_canonical(canonical_impl, url, policy=policy)
 
 
 @FUZZ
 @given(data=st.binary(max_size=300), policy=POLICIES)
-def test_arbitrary_bytes(data, policy):
-    out = check_canonical(data, policy=policy)
+def test_arbitrary_bytes(canonical_impl, data, policy):
+    out = check_canonical(canonical_impl, data, policy=policy)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         assert out is None, "bytes that are not UTF-8 must be InvalidURL"
         return
     with watchdog():
-        assert canonicalize_many([text], policy=policy).urls == [out]
+        assert canonical_impl.canonicalize_many([text], policy=policy).urls == [out]
 
 
 @FUZZ
 @given(url=mangled_urls(), policy=POLICIES, base=st.sampled_from([None, "https://h.example/dir/page?q=1#f",
                                                                    "http://a/b/c/d;p?q"]))
-def test_mangled_real_urls(url, policy, base):
-    out = check_canonical(url, base=base, policy=policy)
+def test_mangled_real_urls(canonical_impl, url, policy, base):
+    out = check_canonical(canonical_impl, url, base=base, policy=policy)
     with watchdog():
-        batch = canonicalize_many([url], base=base, policy=policy)
+        batch = canonical_impl.canonicalize_many([url], base=base, policy=policy)
     assert batch.urls == [out]
     assert (0 in batch.errors) == (out is None)
     encoded = url.encode("utf-8", "surrogatepass")
     if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in url):
-        assert check_canonical(encoded, base=base, policy=policy) == out
+        assert check_canonical(canonical_impl, encoded, base=base, policy=policy) == out
 
 
 @FUZZ
 @given(url=built_urls(), policy=POLICIES)
-def test_built_urls(url, policy):
-    out = check_canonical(url, policy=policy)
+def test_built_urls(canonical_impl, url, policy):
+    out = check_canonical(canonical_impl, url, policy=policy)
     # Whitespace around a URL is stripped before anything else, max_length included.
-    assert check_canonical(" \t" + url + "\n\f", policy=policy) == out
+    assert check_canonical(canonical_impl, " \t" + url + "\n\f", policy=policy) == out
     if policy is None:  # the default policy drops the fragment, whatever it holds
-        assert check_canonical(url + "#more#{}", policy=policy) == out
+        assert check_canonical(canonical_impl, url + "#more#{}", policy=policy) == out
+
+
+def outcome(impl, url: object, base: Optional[str], policy: Optional[CanonicalPolicy]) -> tuple:
+    """What one build makes of an input: ("ok", canonical) or (exception type, message)."""
+    with watchdog():
+        try:
+            return "ok", impl.canonicalize(url, base=base, policy=policy)
+        except (InvalidURL, TypeError) as exc:
+            return type(exc).__name__, str(exc)
+
+
+@pytest.mark.skipif(not canonical.HAS_EXTENSION, reason="the compiled canonicalizer is not built")
+@pytest.mark.cython
+@FUZZ
+@given(url=st.one_of(mangled_urls(), built_urls(), st.text(max_size=120), st.binary(max_size=120)), policy=POLICIES,
+       base=st.sampled_from([None, "https://h.example/dir/page?q=1#f"]))
+def test_compiled_canonicalizer_agrees_with_the_reference(url, policy, base):
+    from crawldedup import _canonical_c
+
+    assert outcome(_canonical_c, url, base, policy) == outcome(_canonical, url, base, policy)
 
 
 # ----- BloomFilter.open on mangled files -----------------------------------------------------------
