@@ -581,8 +581,40 @@ cdef object _emit(_Plan plan, const Parts* parts, unsigned char* work, Py_ssize_
     return result
 
 
-cdef object _fast(object url, _Plan plan, object base_parts):
-    """The fast path for one URL: the canonical string, or None when the reference must decide."""
+cdef inline bint _is_wrapped(const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    """Rule 2: whether the scheme is followed by "%3A%2F%2F" (hex in either case)."""
+    return (n >= 9 and s[0] == 37 and s[1] == 51 and (s[2] | 32) == 97 and s[3] == 37 and s[4] == 50
+            and (s[5] | 32) == 102 and s[6] == 37 and s[7] == 50 and (s[8] | 32) == 102)
+
+
+cdef object _unwrap(const unsigned char* s, Py_ssize_t n):
+    """Rule 2: every escape decoded once ("+" stays "+"), as text; None when that is not UTF-8."""
+    cdef unsigned char* decoded = <unsigned char*>PyMem_Malloc(n + 1)
+    cdef Py_ssize_t i = 0, o = 0
+    if decoded == NULL:
+        raise MemoryError()
+    try:
+        while i < n:
+            if s[i] == 37 and i + 2 < n and HEX_VALUE[s[i + 1]] >= 0 and HEX_VALUE[s[i + 2]] >= 0:
+                decoded[o] = <unsigned char>(HEX_VALUE[s[i + 1]] * 16 + HEX_VALUE[s[i + 2]])
+                i += 3
+            else:
+                decoded[o] = s[i]
+                i += 1
+            o += 1
+        try:
+            return PyUnicode_DecodeUTF8(<const char*>decoded, o, NULL)
+        except UnicodeDecodeError:
+            return None
+    finally:
+        PyMem_Free(decoded)
+
+
+cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=True):
+    """The fast path for one URL: the canonical string, or None when the reference must decide.
+
+    ``may_unwrap`` is False for the text of an unwrapped URL: rule 2 applies once.
+    """
     cdef const unsigned char* s
     cdef Py_ssize_t n, chars, start = 0, end, i, scheme_end, authority_start, path_start, query_start
     cdef Py_ssize_t room, base_dir
@@ -636,8 +668,11 @@ cdef object _fast(object url, _Plan plan, object base_parts):
         while i < end and CHAR_CLASS[s[i]] & SCHEME_CHAR:
             i += 1
         if i == end or s[i] != 58:
-            if i < end and s[i] == 37:  # perhaps "scheme%3A%2F%2F": unwrapping is the reference's
-                return None
+            if i < end and s[i] == 37:
+                if may_unwrap and _is_wrapped(s + i, end - i):
+                    unwrapped = _unwrap(s + start, end - start)
+                    return None if unwrapped is None else _fast(unwrapped, plan, base_parts, False)
+                return None  # a first segment with an escape: left to the reference
             i = start
     if i > start:
         scheme_end = i
