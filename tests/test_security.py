@@ -208,8 +208,13 @@ class SecureRedis:
                 break
             except redis.ConnectionError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.process.kill()
+                    error = self.process.communicate(timeout=10)[1].decode(errors="replace")[-500:]
                     self.stop()
-                    pytest.fail(f"redis-server with TLS did not start (is it built with TLS?): {args}")
+                    message = f"redis-server with --tls-port did not start (built without TLS?): {error}"
+                    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+                        pytest.fail(message)
+                    pytest.skip(message)
                 time.sleep(0.05)
         admin.close()
 
