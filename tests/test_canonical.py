@@ -9,6 +9,8 @@ Expected values are what our spec says, which is not always what the peer says.
 from __future__ import annotations
 
 import dataclasses
+import os
+
 import pytest
 
 import crawldedup
@@ -833,3 +835,10 @@ def test_public_names():
         assert name in crawldedup.__all__
         assert getattr(crawldedup, name) is getattr(canonical, name)
     assert issubclass(InvalidURL, ValueError)
+
+
+def test_extension_loaded():
+    """Wheels must carry the compiled fast path: a silent fall back to pure Python fails here."""
+    if os.environ.get("CRAWLDEDUP_REQUIRE_EXTENSIONS") != "1":
+        pytest.skip("set CRAWLDEDUP_REQUIRE_EXTENSIONS=1 to require the compiled extension")
+    assert canonical.HAS_EXTENSION
