@@ -173,20 +173,21 @@ cdef class _BaseView:
 
 
 cdef dict _plans = {}
-cdef object _last_policy = None
-cdef _Plan _last_plan = None
-cdef object _last_base_parts = None
-cdef _BaseView _last_base_view = None
+# The last (policy, plan) and (base parts, view): one tuple each, replaced in one assignment,
+# so that another thread never sees a policy paired with another policy's plan.
+cdef tuple _last_plan = (None, None)
+cdef tuple _last_base = (None, None)
 
 
 cdef _Plan _plan_for(object policy):
     """The plan of ``policy`` (None for the default), or None when the fast path declines it."""
-    global _last_policy, _last_plan
+    global _last_plan
     cdef _Plan plan
+    cdef tuple last = _last_plan
     if policy is None:
         policy = DEFAULT_POLICY
-    if policy is _last_policy:
-        plan = _last_plan
+    if policy is last[0]:
+        plan = last[1]
     else:
         if type(policy) is not CanonicalPolicy:
             return None
@@ -198,17 +199,18 @@ cdef _Plan _plan_for(object policy):
             if len(_plans) >= MAX_PLANS:
                 _plans.clear()
             _plans[id(policy)] = (policy, plan)  # holds the policy, so its id stays its own
-        _last_policy = policy
-        _last_plan = plan
+        _last_plan = (policy, plan)
     return plan if plan.usable else None
 
 
 cdef _BaseView _base_view_for(object parts):
-    global _last_base_parts, _last_base_view
-    if parts is not _last_base_parts:
-        _last_base_view = _BaseView(parts)
-        _last_base_parts = parts
-    return _last_base_view
+    global _last_base
+    cdef tuple last = _last_base
+    if parts is last[0]:
+        return last[1]
+    view = _BaseView(parts)
+    _last_base = (parts, view)
+    return view
 
 
 cdef inline bint _is_strip(unsigned char c) noexcept nogil:
