@@ -365,7 +365,7 @@ CHECKSUM_AT = 4092
 FIELDS = [(8, "<I"), (12, "<I"), (16, "<I"), (20, "<I"), (24, "<I"), (28, "<I"), (32, "<Q"), (40, "<d"),
           (48, "<Q"), (56, "<I"), (60, "<I"), (64, "<Q"), (72, "<I"), (76, "<I")]
 EDGE_INTS = [0, 1, 2, 7, 63, 64, 65, 1023, 1024, 1025, 4096, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**53,
-             2**63 - 1, 2**63, 2**64 - 1]
+             2**62 - 1, 2**62, 2**62 + 1, 2**63 - 1, 2**63, 2**64 - 1]
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-300, 5e-324, 1 - 2**-53, math.inf, -math.inf, math.nan]
 
 
@@ -443,6 +443,25 @@ def test_mangled_filter_files(opener, workdir, writer, data, mode):
     # The twins share the header checks and the layout: the same verdict, reason and answers.
     first = next(iter(replies.values()))
     assert all(reply == first for reply in replies.values()), replies
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_count_at_its_limit_stays_readable(opener, workdir, writer):
+    """A header counting 2**62 keys (the most a file may say) opens, takes adds and reopens;
+    one more is refused. Found by the long fuzz: adds past the limit made the file unreadable."""
+    for count, verdict in ((2**62, "opened"), (2**62 + 1, "rejected")):
+        data = bytearray(valid_file(writer, workdir))
+        _set_field(data, 64, "<Q", count)
+        _fix_checksum(data)
+        for twin in TWINS:
+            path = workdir / f"count-{twin}.bloom"
+            path.write_bytes(bytes(data))
+            reply = opener.ask(twin, path, "r+")
+            assert reply["verdict"] == verdict, reply
+            if verdict == "opened":
+                assert reply["shape"][5] == 2**62
+                with TWINS[twin].open(path) as bf:
+                    assert bf.approx_items == 2**62  # saturated, not past the limit
 
 
 @pytest.mark.parametrize("writer", WRITERS)

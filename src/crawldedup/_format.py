@@ -31,8 +31,9 @@ PROBE_SHIFT = 55
 MAX_NUM_BLOCKS = 2**32 - 1
 MAX_NUM_HASHES = 64
 MAX_METADATA_BYTES = 1024
-#: The compiled filter keeps its count in a signed 64-bit integer.
-MAX_APPROX_ITEMS = 2**63 - 1
+#: approx_items saturates here: the compiled filter counts in a signed 64-bit integer, and
+#: opening at 2**62 leaves room for more adds than a process can make before it overflows.
+MAX_APPROX_ITEMS = 2**62
 #: flags bit 0: the last writer closed the file cleanly, so approx_items is up to date.
 FLAG_CLEAN = 1
 
@@ -69,7 +70,7 @@ class Header:
         fields = _FIELDS.pack(
             MAGIC, FORMAT_VERSION, HEADER_BYTES, LAYOUT_BLOCKED_512, HASH_MURMUR3_X64_128,
             HASH_SEED, BLOCK_BYTES, self.capacity, self.error_rate, self.num_blocks,
-            self.num_hashes, FLAG_CLEAN if self.clean else 0, self.approx_items,
+            self.num_hashes, FLAG_CLEAN if self.clean else 0, min(self.approx_items, MAX_APPROX_ITEMS),
             len(self.metadata), 0, self.metadata,
         )
         page = fields + bytes(CHECKSUM_OFFSET - len(fields))
