@@ -145,19 +145,12 @@ def test_creating_a_filter_larger_than_the_disk(small_fs, twin):
 
 
 @pytest.mark.parametrize("twin", TWINS)
-def test_creating_a_filter_on_an_almost_full_disk(small_fs, twin):
+@pytest.mark.parametrize("action", ["create", "copy"])
+def test_a_new_filter_on_an_almost_full_disk(small_fs, twin, action):
     """Room for the header page but not for the bits: an error at creation, not SIGBUS at the first add."""
     fill(small_fs, leave_bytes=64 * 1024)
-    path = small_fs / "almost.bloom"
-    assert_no_room(run_scenario(twin, "create", path), path, errno.ENOSPC)
-    assert_nothing_left(path)
-
-
-@pytest.mark.parametrize("twin", TWINS)
-def test_copying_a_filter_onto_a_full_disk(small_fs, twin):
-    fill(small_fs, leave_bytes=16 * 1024)
-    path = small_fs / "copy.bloom"
-    assert_no_room(run_scenario(twin, "copy", path), path, errno.ENOSPC)
+    path = small_fs / f"{action}.bloom"
+    assert_no_room(run_scenario(twin, action, path), path, errno.ENOSPC)
     assert_nothing_left(path)
 
 
