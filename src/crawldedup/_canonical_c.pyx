@@ -153,13 +153,11 @@ cdef class _Plan:
 cdef class _BaseView:
     """A validated base's raw parts (from the reference's cache), as UTF-8 bytes."""
 
-    cdef object parts
     cdef bint usable, https, has_query
     cdef bytes authority, path, query
 
     def __init__(self, parts):
         scheme, authority, path, query = parts
-        self.parts = parts
         scheme = scheme.lower()
         self.usable = scheme in ("http", "https") and authority is not None
         self.https = scheme == "https"
