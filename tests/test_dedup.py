@@ -323,46 +323,6 @@ def test_local_bytes_per_url_is_the_filter_size():
         assert d.store_bytes_per_url() == pytest.approx(expected)
 
 
-# --- the raw URL cache ---------------------------------------------------------------------
-
-MIXED = SPELLINGS + ["mailto:x@y.example", b"https://bytes.example/a", "https://ok.example/a", SPELLINGS[0],
-                     "mailto:x@y.example", 7]
-
-
-@pytest.mark.parametrize("size", [0, 3, 1_000])
-def test_raw_cache_never_changes_an_answer(size):
-    with Deduplicator("local", raw_cache=size) as cached, Deduplicator("local", raw_cache=0) as plain:
-        for _ in range(3):  # the cache fills, is emptied when full, and fills again
-            ours, theirs = cached.claim_batch(MIXED), plain.claim_batch(MIXED)  # type: ignore[arg-type]
-            assert (ours.won, ours.canonical) == (theirs.won, theirs.canonical)
-            assert {i: str(e) for i, e in ours.errors.items()} == {i: str(e) for i, e in theirs.errors.items()}
-        assert cached.stats == plain.stats
-
-
-def test_raw_cache_answers_repeats_without_canonicalizing(monkeypatch):
-    import crawldedup.dedup as dedup_module
-
-    canonicalized: list[int] = []
-    real = dedup_module.canonicalize_many
-
-    def counting(urls, **kwargs):
-        canonicalized.append(len(urls))
-        return real(urls, **kwargs)
-
-    monkeypatch.setattr(dedup_module, "canonicalize_many", counting)
-    with Deduplicator("local", raw_cache=1_000) as d:
-        d.claim_many(MIXED)
-        d.claim_many(MIXED)
-    # Each distinct string once (in-batch repeats included); bytes and other types every time.
-    assert canonicalized == [len(MIXED) - 2, 2]
-
-
-@pytest.mark.parametrize("size", [-1, 1.5, True])
-def test_bad_raw_cache(size):
-    with pytest.raises(ValueError, match="raw_cache must be an integer in \\[0, 2\\*\\*30\\]"):
-        Deduplicator("local", raw_cache=size)
-
-
 # --- one base per URL -------------------------------------------------------------------------
 
 def test_each_url_resolved_against_its_own_base(store_strategy, store_location):

@@ -39,10 +39,6 @@ __all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "open_state"]
 STATE_STAMP = b"crawldedup-state/1"
 #: Default share of local hits checked against the store to measure the local filter's loss.
 DEFAULT_SAMPLE_RATE = 0.01
-#: Default number of raw URL strings whose canonical form is remembered. Crawl frontiers
-#: repeat the same hrefs (39% of the links of examples/frontier.py are exact repeats), and
-#: canonicalization is most of a batch's cost; 100,000 entries take about 25 MB.
-DEFAULT_RAW_CACHE = 100_000
 
 URL = Union[str, bytes]
 #: Put before a precomputed key (:meth:`Deduplicator.claim_keys`) before it is hashed. A
@@ -111,45 +107,6 @@ def open_state(
         bloom.close()
         raise
     return bloom
-
-
-class _CanonicalCache:
-    """Canonical forms of recently seen raw URL strings, so that exact repeats skip canonicalization.
-
-    Bounded: emptied when it reaches ``max_entries`` (cheaper than evicting one by one).
-    Only ``str`` inputs without a base are cached; the answer (canonical or InvalidURL) is
-    the same as :func:`canonicalize_many` gives.
-    """
-
-    def __init__(self, policy: CanonicalPolicy, max_entries: int) -> None:
-        self.policy = policy
-        self.max_entries = max_entries
-        self._known: Dict[str, Union[str, InvalidURL]] = {}
-
-    def canonicalize_many(self, urls: Sequence[URL]) -> Tuple[List[Optional[str]], Dict[int, InvalidURL]]:
-        if isinstance(urls, (str, bytes, bytearray, memoryview)):
-            raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
-        urls = urls if isinstance(urls, list) else list(urls)
-        known = self._known
-        answers: List[Any] = [known.get(u) if type(u) is str else None for u in urls]
-        # Unknown strings once each (in-batch repeats too), then the other inputs as they are.
-        pending: Dict[Any, List[int]] = {}
-        for i, answer in enumerate(answers):
-            if answer is None:
-                pending.setdefault(urls[i] if type(urls[i]) is str else i, []).append(i)
-        if pending:
-            fresh, fresh_errors = canonicalize_many([urls[p[0]] for p in pending.values()], policy=self.policy)
-            if len(known) + len(pending) > self.max_entries:
-                known.clear()
-            for n, (key, positions) in enumerate(pending.items()):
-                answer = fresh_errors[n] if fresh[n] is None else fresh[n]
-                for i in positions:
-                    answers[i] = answer
-                if type(key) is str:
-                    known[key] = answer
-        canonical = [a if type(a) is str else None for a in answers]
-        errors = {i: a for i, a in enumerate(answers) if type(a) is not str}
-        return canonical, errors
 
 
 class ClaimBatch(NamedTuple):
@@ -244,8 +201,6 @@ class Deduplicator:
         false positive never loses a page.
     :param sample_rate: share of local hits (chosen by fingerprint bits, so the same URLs every
         time) read from the store to measure the local filter's real loss; 0 turns it off.
-    :param raw_cache: raw URL strings whose canonical form is remembered, so that exact
-        repeats skip canonicalization (answers are unchanged); 0 turns it off.
     :param retry: retries of transient store errors.
     :param store: an open store to use instead of building one from ``strategy``.
     :param config: settings for the arguments left as None.
@@ -273,7 +228,6 @@ class Deduplicator:
         policy: Optional[CanonicalPolicy] = None,
         verify_hits: bool = False,
         sample_rate: float = DEFAULT_SAMPLE_RATE,
-        raw_cache: int = DEFAULT_RAW_CACHE,
         retry: Optional[RetryPolicy] = None,
         store: Optional[ClaimStore] = None,
         config: Optional[DedupConfig] = None,
@@ -291,9 +245,6 @@ class Deduplicator:
         if not isinstance(sample_rate, (int, float)) or isinstance(sample_rate, bool) or not 0 <= sample_rate <= 1:
             raise ValueError(f"sample_rate must be a number in [0, 1], got {sample_rate!r}")
         self.policy = policy or DEFAULT_POLICY
-        if not isinstance(raw_cache, int) or isinstance(raw_cache, bool) or not 0 <= raw_cache <= 1 << 30:
-            raise ValueError(f"raw_cache must be an integer in [0, 2**30], got {raw_cache!r}")
-        self._raw_cache = _CanonicalCache(self.policy, raw_cache) if raw_cache else None
         self.namespace = self.config.namespace
         if crawl_round is not None:
             self.namespace = f"{self.namespace}:{check_name('crawl_round', crawl_round)}"
@@ -501,8 +452,6 @@ class Deduplicator:
         return self.store
 
     def _canonicalize(self, urls: Sequence[URL], base: Optional[URL]) -> Tuple[List[Optional[str]], Dict[int, InvalidURL]]:
-        if base is None and self._raw_cache is not None:
-            return self._raw_cache.canonicalize_many(urls)
         return canonicalize_many(urls, base=base, policy=self.policy)
 
     def _canonicalize_each(
