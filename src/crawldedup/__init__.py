@@ -8,6 +8,7 @@ from .bloom import BloomFilter
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
 from .dedup import ClaimBatch, DedupStats, Deduplicator, open_state
 from .stores import (
+    LeasesUnsupported,
     NamespaceConflict,
     RedisBloomStore,
     RedisKeyStore,
@@ -28,6 +29,7 @@ __all__ = [
     "DedupStats",
     "Deduplicator",
     "InvalidURL",
+    "LeasesUnsupported",
     "NamespaceConflict",
     "RedisBloomStore",
     "RedisKeyStore",

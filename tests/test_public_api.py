@@ -1,0 +1,46 @@
+"""The public API is exactly this list: changing it is a deliberate act."""
+
+import crawldedup
+
+PUBLIC = {
+    "BloomFilter",
+    "CanonicalPolicy",
+    "Canonicalized",
+    "ClaimBatch",
+    "DEFAULT_POLICY",
+    "DedupStats",
+    "Deduplicator",
+    "FilterFileError",
+    "InvalidURL",
+    "LeasesUnsupported",
+    "NamespaceConflict",
+    "RedisBloomStore",
+    "RedisKeyStore",
+    "RedisShardedSetStore",
+    "RetryPolicy",
+    "SQLiteStore",
+    "StoreUnavailable",
+    "__version__",
+    "canonicalize",
+    "canonicalize_many",
+    "fingerprint",
+    "open_state",
+}
+
+
+def test_all_is_pinned():
+    assert set(crawldedup.__all__) == PUBLIC
+    assert len(crawldedup.__all__) == len(PUBLIC), "a name is listed twice in __all__"
+
+
+def test_every_public_name_resolves():
+    missing = [name for name in crawldedup.__all__ if not hasattr(crawldedup, name)]
+    assert missing == []
+
+
+def test_exceptions_are_the_documented_kinds():
+    assert issubclass(crawldedup.InvalidURL, ValueError)
+    assert issubclass(crawldedup.FilterFileError, ValueError)
+    assert issubclass(crawldedup.LeasesUnsupported, ValueError)
+    assert issubclass(crawldedup.StoreUnavailable, ConnectionError)
+
