@@ -23,6 +23,7 @@ else:
     scrapy = pytest.importorskip("scrapy", reason="Scrapy is not installed: pip install crawldedup[scrapy]")
 
 from scrapy.core.scheduler import Scheduler  # noqa: E402
+from scrapy.utils.reactor import install_reactor  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, FilterFileError  # noqa: E402
@@ -35,6 +36,8 @@ CRAWL_TIMEOUT_SECONDS = 60
 #: Pages of the test shop: each links to three others, three spellings per link.
 PAGES = 200
 DUPEFILTER = {"DUPEFILTER_CLASS": "crawldedup.scrapy.DupeFilter"}
+#: Scrapy's default TWISTED_REACTOR since 2.13 (and in every project `scrapy startproject` made since 2.7).
+ASYNCIO_REACTOR = "twisted.internet.asyncioreactor.AsyncioSelectorReactor"
 
 
 def _load_site_module() -> Any:
@@ -51,8 +54,20 @@ class ShopSpider(scrapy.Spider):
     name = "shop"
 
 
+def make_crawler(spidercls: type, settings: Dict[str, Any]) -> Any:
+    """A crawler of this process, from Scrapy's own test helper.
+
+    ``get_crawler`` of Scrapy 2.13 (the newest release for Python 3.9) refuses to work without
+    an installed reactor; later releases work with or without one. Installing Scrapy's default
+    reactor first, as Scrapy's own test suite does, suits every release pip picks.
+    """
+    if "twisted.internet.reactor" not in sys.modules:  # Scrapy's is_reactor_installed() test
+        install_reactor(ASYNCIO_REACTOR)
+    return get_crawler(spidercls, settings)
+
+
 def make_filter(settings: Optional[Dict[str, Any]] = None) -> DupeFilter:
-    crawler = get_crawler(ShopSpider, {"CRAWLDEDUP_CAPACITY": 10_000, **(settings or {})})
+    crawler = make_crawler(ShopSpider, {"CRAWLDEDUP_CAPACITY": 10_000, **(settings or {})})
     return DupeFilter.from_crawler(crawler)
 
 
@@ -122,7 +137,7 @@ def test_verbatim_url_requests_are_keyed_by_scrapy_fingerprint():
 def test_scheduler_never_asks_about_dont_filter_requests():
     # The default priority queue of recent Scrapy needs a running engine; this one does not.
     queue = {"SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"}
-    crawler = get_crawler(ShopSpider, {**DUPEFILTER, **queue, "CRAWLDEDUP_CAPACITY": 10_000})
+    crawler = make_crawler(ShopSpider, {**DUPEFILTER, **queue, "CRAWLDEDUP_CAPACITY": 10_000})
     scheduler = Scheduler.from_crawler(crawler)
     assert isinstance(scheduler.df, DupeFilter)
     scheduler.open(ShopSpider.from_crawler(crawler))
@@ -140,7 +155,7 @@ def test_scheduler_never_asks_about_dont_filter_requests():
 
 @pytest.mark.parametrize("debug", [False, True], ids=["first-only", "DUPEFILTER_DEBUG"])
 def test_filtered_requests_are_logged_like_scrapy_does(debug, caplog):
-    crawler = get_crawler(ShopSpider, {"CRAWLDEDUP_CAPACITY": 10_000, "DUPEFILTER_DEBUG": debug})
+    crawler = make_crawler(ShopSpider, {"CRAWLDEDUP_CAPACITY": 10_000, "DUPEFILTER_DEBUG": debug})
     df = DupeFilter.from_crawler(crawler)
     spider = ShopSpider.from_crawler(crawler)
     referer = {"Referer": "http://shop.example/"}
@@ -271,7 +286,7 @@ def test_a_spider_name_that_cannot_be_a_namespace_asks_for_one():
         name = "my shop"
 
     with pytest.raises(ValueError, match="CRAWLDEDUP_NAMESPACE"):
-        DupeFilter.from_crawler(get_crawler(Spaced, {"CRAWLDEDUP_CAPACITY": 10_000}))
+        DupeFilter.from_crawler(make_crawler(Spaced, {"CRAWLDEDUP_CAPACITY": 10_000}))
 
 
 def test_settings_given_as_text_are_parsed(tmp_path):
