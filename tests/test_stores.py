@@ -19,6 +19,7 @@ from crawldedup.stores import (
     StoreUnavailable,
 )
 from crawldedup.stores.factory import open_store
+from crawldedup.stores.redisbloom import bf_info
 from crawldedup.stores.sharded_set import MEMBERS_PER_SHARD, shards_for
 
 DIGEST = "0123456789abcdef"
@@ -201,24 +202,33 @@ def test_sharded_sets_stay_intsets_and_small_at_capacity(redis_url):
     assert bytes_per_url is not None and 4 <= bytes_per_url <= 16
 
 
-def test_bloom_layout_and_size(redisbloom_url):
+# BF.INFO is a map over RESP3 (redis-py 8's default) and a flat list over RESP2 (redis-py 7's).
+RESP_VERSIONS = pytest.mark.parametrize("protocol", [2, 3], ids=["resp2", "resp3"])
+
+
+@RESP_VERSIONS
+def test_bloom_layout_and_size(redisbloom_url, protocol):
     fps = fingerprints(1_000, seed=14)
-    with RedisBloomStore(redisbloom_url, namespace="crawl", policy_digest=DIGEST, capacity=10_000, error_rate=0.01) as store:
+    client = redis.Redis.from_url(redisbloom_url, protocol=protocol)
+    with RedisBloomStore(client=client, namespace="crawl", policy_digest=DIGEST, capacity=10_000, error_rate=0.01) as store:
         store.claim_many(fps)
         per_url = store.bytes_per_url()
-    client = redis.Redis.from_url(redisbloom_url)
-    info = client.execute_command("BF.INFO", "crawl:bf")
-    assert info[b"Capacity"] == 10_000
-    assert per_url == info[b"Size"] / 1_000
+    client = redis.Redis.from_url(redisbloom_url, protocol=protocol)
+    info = bf_info(client.execute_command("BF.INFO", "crawl:bf"))
+    assert info["Capacity"] == 10_000
+    assert per_url == info["Size"] / 1_000
     assert client.execute_command("BF.EXISTS", "crawl:bf", fps[0])
+    client.close()
 
 
-def test_bloom_reserve_is_done_once(redisbloom_url):
+@RESP_VERSIONS
+def test_bloom_reserve_is_done_once(redisbloom_url, protocol):
     for _ in range(2):  # the second open meets "item exists" and keeps the first filter
         with RedisBloomStore(redisbloom_url, namespace="crawl", policy_digest=DIGEST, capacity=5_000, error_rate=0.01) as store:
             store.claim_many(fingerprints(10, seed=15))
-    info = redis.Redis.from_url(redisbloom_url).execute_command("BF.INFO", "crawl:bf")
-    assert info[b"Number of items inserted"] == 10
+    client = redis.Redis.from_url(redisbloom_url, protocol=protocol)
+    assert bf_info(client.execute_command("BF.INFO", "crawl:bf"))["Number of items inserted"] == 10
+    client.close()
 
 
 def test_keys_store_cannot_measure_its_share_of_memory(redis_url):

@@ -13,12 +13,23 @@ at most one winner per URL, sometimes none. Past capacity, RedisBloom adds sub-f
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import redis
 
 from .base import ClaimAnswers, Lease, check_capacity
 from ._redis import RedisStore
+
+
+def bf_info(reply: Any) -> Dict[str, Any]:
+    """A ``BF.INFO`` reply as a dict from field name (``str``) to value, whatever its wire form.
+
+    Over RESP3 (redis-py 8's default protocol) the reply is a map, which redis-py returns as a
+    dict; over RESP2 (the default before redis-py 8, as in 7.0.1, the newest for Python 3.9) it
+    is a flat list of names and values. ``execute_command`` applies no RedisBloom callback.
+    """
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[0::2], reply[1::2])
+    return {(k.decode() if isinstance(k, bytes) else k): v for k, v in pairs}
 
 
 class RedisBloomStore(RedisStore):
@@ -72,9 +83,6 @@ class RedisBloomStore(RedisStore):
 
         :raises StoreUnavailable: when Redis cannot be reached.
         """
-        reply = self._with_retries(lambda: self.client.execute_command("BF.INFO", self.key))
-        # redis-py 5+ turns the reply into a dict; older clients return the flat list.
-        pairs = reply.items() if isinstance(reply, dict) else zip(reply[0::2], reply[1::2])
-        info = {(k.decode() if isinstance(k, bytes) else k): v for k, v in pairs}
+        info = bf_info(self._with_retries(lambda: self.client.execute_command("BF.INFO", self.key)))
         items = int(info["Number of items inserted"])
         return int(info["Size"]) / items if items else None
