@@ -153,7 +153,12 @@ def test_key_layout_of_keys_store(redis_url):
     key = b"{crawl:%d}" % group + fp
     assert client.get(key) == b"1"
     assert 3500 < client.ttl(key) <= 3600
-    assert client.dbsize() == 2  # the key and the namespace record
+    # The key, the namespace record, and the call's receipt (one answer: won) for a few minutes.
+    receipts = client.keys(b"{crawl:%d}:receipt:*" % group)
+    assert client.dbsize() == 3 and len(receipts) == 1
+    assert len(receipts[0]) == len(b"{crawl:%d}:receipt:" % group) + 16
+    assert client.get(receipts[0]) == b"1"
+    assert 0 < client.ttl(receipts[0]) <= store.receipt_seconds
 
 
 def test_keys_without_ttl_never_expire(redis_url):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import bisect
 import itertools
+import math
 import random
 import re
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -40,6 +41,35 @@ DEFAULT_GROUPS = 16
 #: Default socket timeouts (seconds): a hung server becomes an error, then a retry.
 SOCKET_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 5.0
+#: Shortest life of a receipt. It must outlast every attempt of its call: with the default
+#: retry policy that is 4 attempts of at most 15 s (connect and socket timeouts) plus 0.35 s of
+#: waits, 61 s; 5 minutes also covers a caller that retries the same batch after
+#: StoreUnavailable, as long as Redis is back within them.
+MIN_RECEIPT_SECONDS = 300
+
+# Receipts: what a call's claims were answered, kept a few minutes under a key named by the
+# call's token, so that an attempt repeated after its reply was lost gets the same answers.
+# A receipt is one character per claim ('0' + answer), written only when some claim was won
+# (answer 1): a call that won nothing gets the same answers again anyway.
+_RECEIPTS = """
+local function read_receipt(key, seconds)
+  if seconds == 0 then return nil end
+  local stored = redis.call('GET', key)
+  if not stored then return nil end
+  local answers = {}
+  for i = 1, #stored do answers[i] = string.byte(stored, i) - 48 end
+  return answers
+end
+local function keep_receipt(key, seconds, answers, count)
+  if seconds == 0 then return end
+  local codes, won = {}, false
+  for i = 1, count do
+    codes[i] = string.char(48 + answers[i])
+    won = won or answers[i] == 1
+  end
+  if won then redis.call('SET', key, table.concat(codes), 'EX', seconds) end
+end
+"""
 
 # Creates the namespace record when absent, then returns it (one atomic step, one key).
 _OPEN_NAMESPACE = """
@@ -101,6 +131,13 @@ def hash_tag(namespace: str, group: int) -> bytes:
     return b"{%s:%d}" % (namespace.encode("ascii"), group)
 
 
+def receipt_seconds(retry: RetryPolicy) -> int:
+    """Seconds a receipt lives: twice the longest time the attempts of one call can take, and
+    at least :data:`MIN_RECEIPT_SECONDS`."""
+    bound = retry.attempts * (SOCKET_TIMEOUT_SECONDS + CONNECT_TIMEOUT_SECONDS) + retry.max_total_delay()
+    return max(MIN_RECEIPT_SECONDS, math.ceil(2 * bound))
+
+
 class RedisStore(ClaimStore):
     """A store in Redis: records its namespace once, then one pipeline per batch.
 
@@ -135,6 +172,8 @@ class RedisStore(ClaimStore):
         super().__init__(retry)
         if (url is None) == (client is None):
             raise ValueError("give exactly one of url and client")
+        #: Seconds the receipt of a call that won something is kept (see docs/stores.md, "Faults").
+        self.receipt_seconds = receipt_seconds(self.retry)
         self.namespace = check_name("namespace", namespace)
         self.policy_digest = check_policy_digest(policy_digest)
         self._password = urlsplit(url).password if url is not None else None
@@ -188,13 +227,17 @@ class RedisStore(ClaimStore):
 
 
 # Shared by every script of a grouped store. KEYS[1] and KEYS[2] are the group's lease records,
-# KEYS[3..] the claim keys; ARGV[1] = how many head arguments (itself included) come before the
-# per-key members, ARGV[2] = how many of the keys are claims (the others are reads). A claim is
-# identified in the lease records by claim_id() of the store.
-_PRELUDE = """
-local LEASES, HOLDERS = KEYS[1], KEYS[2]
-local n = #KEYS - 2
-local HEAD = tonumber(ARGV[1])
+# KEYS[3] the call's receipt, KEYS[4..] the claim keys; ARGV[1] = how many head arguments (itself
+# included) come before the per-key members, ARGV[2] = how many of the keys are claims (the
+# others are reads), ARGV[3] = seconds a receipt lives (0: none). A claim is identified in the
+# lease records by claim_id() of the store. RECEIPT holds the claims' answers of an earlier
+# attempt of this call whose reply was lost, or nil.
+_PRELUDE = _RECEIPTS + """
+local LEASES, HOLDERS, RECEIPT_KEY = KEYS[1], KEYS[2], KEYS[3]
+local n = #KEYS - 3
+local HEAD, CLAIMS, RECEIPT_SECONDS = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local RECEIPT = read_receipt(RECEIPT_KEY, RECEIPT_SECONDS)
+local function key(i) return KEYS[i + 3] end
 local function member(i)
   if PER_KEY == 0 then return nil end
   return ARGV[HEAD + i]
@@ -205,18 +248,21 @@ local function now_ms()
 end
 """
 
-# ARGV: head, claims, ttl, owner, lease_ms, members..., then one URL per claim when leasing.
-# Per key: 1 won, 0 already claimed, 2 held by another worker's open lease (claims); 1/0 (reads).
-# A claim whose lease expired, or was handed back, is won again (and leased or made lasting).
+# ARGV: head, claims, receipt seconds, ttl, owner, lease_ms, members..., then one URL per claim
+# when leasing. Per key: 1 won, 0 already claimed, 2 held by another worker's open lease
+# (claims); 1/0 (reads). A claim whose lease expired, or was handed back, is won again (and
+# leased or made lasting).
 _CLAIM = """
-local claims, ttl, owner, lease = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local ttl, owner, lease = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 local urls = HEAD + PER_KEY * n
 local now = nil
 local answers = {}
 for i = 1, n do
-  local k, m = KEYS[i + 2], member(i)
-  if i > claims then
+  local k, m = key(i), member(i)
+  if i > CLAIMS then
     answers[i] = claimed(k, m)
+  elseif RECEIPT then
+    answers[i] = RECEIPT[i]
   else
     local won = claim_key(k, m, lease > 0 and 0 or ttl)
     local id = nil
@@ -246,19 +292,22 @@ for i = 1, n do
     answers[i] = won
   end
 end
+if not RECEIPT then keep_receipt(RECEIPT_KEY, RECEIPT_SECONDS, answers, CLAIMS) end
 return answers
 """
 
-# ARGV: head, claims (all keys), action (done, release or renew), ttl, owner, lease_ms, members...
-# Per key: 1 when the owner held the lease and the action was applied, 0 when refused.
+# ARGV: head, claims (all keys), receipt seconds, action (done, release or renew), ttl, owner,
+# lease_ms, members... Per key: 1 when the owner held the lease and the action was applied,
+# 0 when refused.
 _SETTLE = """
-local action, ttl, owner, lease = ARGV[3], tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+local action, ttl, owner, lease = ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+if RECEIPT then return RECEIPT end
 local prefix = owner .. ' '
 local now = 0
 if action == 'renew' then now = now_ms() end
 local answers = {}
 for i = 1, n do
-  local k, m = KEYS[i + 2], member(i)
+  local k, m = key(i), member(i)
   local id = claim_id(k, m)
   local held = redis.call('HGET', HOLDERS, id)
   if held and string.sub(held, 1, #prefix) == prefix then
@@ -274,6 +323,7 @@ for i = 1, n do
     answers[i] = 0
   end
 end
+keep_receipt(RECEIPT_KEY, RECEIPT_SECONDS, answers, n)
 return answers
 """
 
@@ -313,7 +363,9 @@ class GroupedScriptStore(RedisStore):
     Each group ``{<namespace>:<g>}`` holds the claim keys of its fingerprints and two lease
     records: ``{<namespace>:<g>}:leases`` (sorted set: claim id -> deadline in milliseconds of
     the Redis server's clock) and ``{<namespace>:<g>}:lease-urls`` (hash: claim id ->
-    ``"<owner> <canonical URL>"``, owner empty once handed back). Subclasses give the Lua
+    ``"<owner> <canonical URL>"``, owner empty once handed back), and, for a few minutes,
+    ``{<namespace>:<g>}:receipt:<token>``: the answers of a call that won something, so that
+    a retry of that call after a lost reply gets them again. Subclasses give the Lua
     primitives on one claim (:attr:`_primitives`: ``PER_KEY``, ``claim_key``, ``claimed``,
     ``visit``, ``unclaim``, ``claim_id``) and where a fingerprint lives (:meth:`_locate`).
     """
@@ -344,13 +396,14 @@ class GroupedScriptStore(RedisStore):
 
     def _call_groups(
         self, script: str, fingerprints: Sequence[bytes], head: Tuple[Any, ...], claims: int,
-        tail: Optional[Sequence[Any]] = None,
+        token: Optional[bytes], tail: Optional[Sequence[Any]] = None,
     ) -> List[Any]:
         """One ``EVAL`` of ``script`` per group of ``fingerprints``, all in one pipeline.
 
-        A group's call gets its lease records and claim keys, then ``len(head) + 2``, how many
-        of its positions are below ``claims``, ``head``, its keys' members, and ``tail[p]`` for
-        each of its positions ``p`` that ``tail`` covers.
+        A group's call gets its lease records, its receipt key and its claim keys, then
+        ``len(head) + 3``, how many of its positions are below ``claims``, the receipt's life in
+        seconds (0, so no receipt, without ``token`` or claims), ``head``, its keys' members, and
+        ``tail[p]`` for each of its positions ``p`` that ``tail`` covers.
 
         :returns: the script's answer for each fingerprint, in order.
         """
@@ -367,9 +420,11 @@ class GroupedScriptStore(RedisStore):
         for group, (positions, keys, members) in by_group.items():
             extra = [tail[p] for p in positions if p < len(tail)] if tail is not None else []
             in_claims = bisect.bisect_left(positions, claims)
+            receipt = self._tags[group] + b":receipt:" + (token or b"")
             commands.append((
-                "EVAL", script, len(keys) + 2, *self._lease_keys[group], *keys,
-                len(head) + 2, in_claims, *head, *members, *extra,
+                "EVAL", script, len(keys) + 3, *self._lease_keys[group], receipt, *keys,
+                len(head) + 3, in_claims, self.receipt_seconds if token and in_claims else 0,
+                *head, *members, *extra,
             ))
         answers: List[Any] = [None] * len(fingerprints)
         for (positions, _, _), reply in zip(by_group.values(), self._pipeline(commands)):
@@ -377,19 +432,25 @@ class GroupedScriptStore(RedisStore):
                 answers[position] = value
         return answers
 
-    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease]) -> ClaimAnswers:
+    def _exchange(
+        self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease], token: bytes
+    ) -> ClaimAnswers:
         n_claims = len(claims)
         owner, lease_ms, urls = ("", 0, None) if lease is None else (lease.owner, check_lease_seconds(lease.seconds), lease.urls)
         answers = self._call_groups(
-            self._claim_script, list(itertools.chain(claims, reads)), (self._ttl(), owner, lease_ms), n_claims, urls
+            self._claim_script, list(itertools.chain(claims, reads)), (self._ttl(), owner, lease_ms), n_claims,
+            token, urls,
         )
         won = [a == 1 for a in answers[:n_claims]]
         held = tuple(i for i, a in enumerate(answers[:n_claims]) if a == 2)
         return ClaimAnswers(won, [a == 1 for a in answers[n_claims:]], held)
 
-    def _settle(self, action: str, fingerprints: Sequence[bytes], owner: str, lease_ms: int) -> List[bool]:
+    def _settle(self, action: str, fingerprints: Sequence[bytes], owner: str, lease_ms: int, token: bytes) -> List[bool]:
+        # A renew repeated gives the right answer by itself (the owner still holds the lease and
+        # its deadline moves again): no receipt. A done or release repeated would be refused.
         answers = self._call_groups(
-            self._settle_script, fingerprints, (action, self._ttl(), owner, lease_ms), len(fingerprints)
+            self._settle_script, fingerprints, (action, self._ttl(), owner, lease_ms), len(fingerprints),
+            None if action == "renew" else token,
         )
         return [a == 1 for a in answers]
 

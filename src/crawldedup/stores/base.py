@@ -9,13 +9,15 @@ those claims later: done, released, renewed, or handed back once expired.
 from __future__ import annotations
 
 import abc
+import hashlib
 import math
+import os
 import random
 import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, ClassVar, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar
 
 #: Bytes in a fingerprint (MurmurHash3 x64-128 of the canonical URL).
 FINGERPRINT_BYTES = 16
@@ -30,6 +32,10 @@ _DIGEST_PATTERN = re.compile(r"[0-9a-f]{16}")
 MAX_LEASE_SECONDS = 86_400
 #: Most expired leases handed back by one call.
 MAX_EXPIRED_LIMIT = 1_000_000
+#: Random bytes of a call's token (see :meth:`ClaimStore._resumable`).
+TOKEN_BYTES = 16
+#: Tokens of failed calls a store keeps for the same call made again; the oldest goes first.
+MAX_FAILED_CALLS = 64
 
 T = TypeVar("T")
 
@@ -37,8 +43,9 @@ T = TypeVar("T")
 class StoreUnavailable(ConnectionError):
     """A store could not answer a batch after the configured retries.
 
-    Nothing was confirmed for the batch, so retrying the same batch later is correct.
-    The message names the store (with any password removed), the attempts and the last error.
+    Nothing was confirmed for the batch, so retrying the same batch later is correct (a store
+    that may have applied it resumes it: see :meth:`ClaimStore._resumable`). The message names
+    the store (with any password removed), the attempts and the last error.
     """
 
     def __init__(self, store: str, attempts: int, reason: str) -> None:
@@ -206,6 +213,8 @@ class ClaimStore(abc.ABC):
         self.round_trips = 0
         self.failed_attempts = 0
         self._counter_lock = threading.Lock()
+        #: Request digest -> token of the calls that raised StoreUnavailable (oldest first).
+        self._failed_calls: Dict[bytes, bytes] = {}
 
     @property
     @abc.abstractmethod
@@ -213,11 +222,18 @@ class ClaimStore(abc.ABC):
         """Where the store lives, safe to print (no password)."""
 
     @abc.abstractmethod
-    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease]) -> ClaimAnswers:
-        """Claim ``claims`` (leased when ``lease`` is given) and read ``reads`` in one round trip."""
+    def _exchange(
+        self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease], token: bytes
+    ) -> ClaimAnswers:
+        """Claim ``claims`` (leased when ``lease`` is given) and read ``reads`` in one round trip.
 
-    def _settle(self, action: str, fingerprints: Sequence[bytes], owner: str, lease_ms: int) -> List[bool]:
-        """Settle the leases ``owner`` holds (``done``, ``release`` or ``renew``), one round trip."""
+        ``token`` is the same for every attempt of one call: a store whose attempt can be applied
+        without its reply arriving answers a repeated attempt from what the first one recorded.
+        """
+
+    def _settle(self, action: str, fingerprints: Sequence[bytes], owner: str, lease_ms: int, token: bytes) -> List[bool]:
+        """Settle the leases ``owner`` holds (``done``, ``release`` or ``renew``), one round trip
+        (``token`` as in :meth:`_exchange`)."""
         raise self._no_leases()
 
     def _expired(self, limit: int, owner: str, lease_ms: int) -> List[str]:
@@ -276,7 +292,8 @@ class ClaimStore(abc.ABC):
                 raise ValueError(f"lease.urls must hold one non-empty str per claim ({len(claims)}), got {len(lease.urls)}")
         if not claims and not reads:
             return ClaimAnswers([], [])
-        return self._with_retries(lambda: self._exchange(claims, reads, lease))
+        request = ("claim", lease.owner if lease else "", repr(lease.seconds) if lease else "", claims)
+        return self._resumable(request, lambda token: self._exchange(claims, reads, lease, token))
 
     def finish_leases(self, fingerprints: Sequence[bytes], owner: str) -> List[bool]:
         """Turn leases held by ``owner`` into lasting claims (visited for the store's TTL).
@@ -337,7 +354,8 @@ class ClaimStore(abc.ABC):
         lease_ms = check_lease_seconds(seconds) if seconds is not None else 0
         if not fingerprints:
             return []
-        return self._with_retries(lambda: self._settle(action, fingerprints, owner, lease_ms))
+        request = (action, owner, str(lease_ms), fingerprints)
+        return self._resumable(request, lambda token: self._settle(action, fingerprints, owner, lease_ms, token))
 
     def claim_many(self, fingerprints: Sequence[bytes]) -> List[bool]:
         """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""
@@ -346,6 +364,30 @@ class ClaimStore(abc.ABC):
     def contains_many(self, fingerprints: Sequence[bytes]) -> List[bool]:
         """Read fingerprints; True where already claimed (see :meth:`claim_and_read`)."""
         return self.claim_and_read((), fingerprints).present
+
+    def _resumable(self, request: Tuple[str, str, str, Sequence[bytes]], call: Callable[[bytes], T]) -> T:
+        """Run ``call(token)`` under the retry policy, with one token for all its attempts.
+
+        The token is random, unless the same request (the same step, owner, terms and claimed
+        fingerprints) raised :class:`StoreUnavailable` before: then the new call takes that
+        call's token and resumes it, so a claim the store applied without its reply arriving is
+        answered as it was applied (won), not as already taken by someone else.
+        """
+        digest = hashlib.blake2b(digest_size=16)
+        for text in request[:3]:
+            digest.update(text.encode("utf-8") + b"\0")
+        digest.update(b"".join(request[3]))
+        key = digest.digest()
+        with self._counter_lock:
+            token = self._failed_calls.pop(key, None) or os.urandom(TOKEN_BYTES)
+        try:
+            return self._with_retries(lambda: call(token))
+        except StoreUnavailable:
+            with self._counter_lock:
+                self._failed_calls[key] = token
+                if len(self._failed_calls) > MAX_FAILED_CALLS:
+                    del self._failed_calls[next(iter(self._failed_calls))]
+            raise
 
     def _with_retries(self, call: Callable[[], T]) -> T:
         """Run ``call`` under the retry policy; count round trips and failures."""

@@ -4,8 +4,11 @@ Key layout (part of the documented format, see docs/stores.md)::
 
     <namespace>:meta    hash: layout, store=bloom, fingerprint, policy, capacity, error_rate
     <namespace>:bf      RedisBloom filter, BF.RESERVE <error_rate> <capacity>, items = 16 raw fingerprint bytes
+    {<namespace>:bf}:receipt:<token>   for a few minutes: the answers of a call that won something
 
-A batch is one ``BF.MADD`` (claims) and one ``BF.MEXISTS`` (reads) in one pipeline.
+A batch is one script running ``BF.MADD`` (claims, and the receipt in the same atomic step) and
+one ``BF.MEXISTS`` (reads) in one pipeline. The receipt's hash tag is the filter's whole key
+name, so both share a Redis Cluster slot.
 A new URL that the filter takes for a seen one (its false-positive rate) is won by nobody:
 at most one winner per URL, sometimes none. Past capacity, RedisBloom adds sub-filters
 (expansion 2), so memory grows and the false-positive rate creeps up.
@@ -18,7 +21,22 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import redis
 
 from .base import ClaimAnswers, Lease, check_capacity
-from ._redis import RedisStore
+from ._redis import _RECEIPTS, RedisStore
+
+# KEYS: the filter, the call's receipt. ARGV: receipt seconds, the claimed items. Per item: 1 won
+# (added), 0 already there. BF.MADD takes 1,000 items at a time: Lua's unpack stops near 8,000.
+_CLAIM = _RECEIPTS + """
+local seconds = tonumber(ARGV[1])
+local answers = read_receipt(KEYS[2], seconds)
+if answers then return answers end
+answers = {}
+for first = 2, #ARGV, 1000 do
+  local added = redis.call('BF.MADD', KEYS[1], unpack(ARGV, first, math.min(first + 999, #ARGV)))
+  for _, a in ipairs(added) do answers[#answers + 1] = a end
+end
+keep_receipt(KEYS[2], seconds, answers, #answers)
+return answers
+"""
 
 
 def bf_info(reply: Any) -> Dict[str, Any]:
@@ -57,6 +75,7 @@ class RedisBloomStore(RedisStore):
         self.capacity = int(self.meta["capacity"])
         self.error_rate = float(self.meta["error_rate"])
         self.key = f"{self.namespace}:bf".encode("ascii")
+        self._receipt_prefix = b"{%s}:receipt:" % self.key
         self._with_retries(self._reserve)
 
     def _reserve(self) -> None:
@@ -66,15 +85,17 @@ class RedisBloomStore(RedisStore):
             if "exists" not in str(exc).lower():  # "ERR item exists": another worker reserved it
                 raise
 
-    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease]) -> ClaimAnswers:
+    def _exchange(
+        self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease], token: bytes
+    ) -> ClaimAnswers:
         commands: List[Tuple[Any, ...]] = []
         if claims:
-            commands.append(("BF.MADD", self.key, *claims))
+            commands.append(("EVAL", _CLAIM, 2, self.key, self._receipt_prefix + token, self.receipt_seconds, *claims))
         if reads:
             commands.append(("BF.MEXISTS", self.key, *reads))
         replies = self._pipeline(commands)
         # 1/0, or True/False where redis-py applies its RedisBloom reply callbacks.
-        won = [bool(v) for v in replies[0]] if claims else []
+        won = [v == 1 for v in replies[0]] if claims else []
         present = [bool(v) for v in replies[-1]] if reads else []
         return ClaimAnswers(won, present)
 

