@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import sqlite3
 import threading
+import time
+from contextlib import closing
 
 import pytest
 import redis
@@ -90,6 +92,48 @@ def test_namespace_of_another_policy_is_refused(store_strategy, store_location):
     make(store_strategy, store_location).close()
     with pytest.raises(NamespaceConflict, match=f"policy='{DIGEST}'.*policy='{OTHER_DIGEST}'"):
         make(store_strategy, store_location, digest=OTHER_DIGEST)
+
+
+def test_a_refused_sqlite_store_closes_its_connection(tmp_path, monkeypatch):
+    path = tmp_path / "claims.sqlite"
+    SQLiteStore(path, namespace="crawl", policy_digest=DIGEST).close()
+    opened: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+
+    def recording_connect(*args, **kwargs):
+        opened.append(connect(*args, **kwargs))
+        return opened[-1]
+
+    monkeypatch.setattr(sqlite3, "connect", recording_connect)
+    with pytest.raises(NamespaceConflict):
+        SQLiteStore(path, namespace="crawl", policy_digest=OTHER_DIGEST)
+    assert len(opened) == 1
+    with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+        opened[0].execute("SELECT 1")
+
+
+def server_clients_settle_at(monitor: redis.Redis, expected: int) -> bool:
+    """Whether the server counts ``expected`` clients within 5 s (it sees a close a little later)."""
+    for _ in range(500):
+        if len(monitor.client_list()) == expected:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.parametrize("strategy", ["set", "sharded-set", "bloom"])
+def test_a_refused_redis_store_closes_its_connection(strategy, redis_server, request):
+    url = request.getfixturevalue("redisbloom_url" if strategy == "bloom" else "redis_url")
+    monitor = redis.Redis.from_url(url)
+    alone = len(monitor.client_list())
+    make(strategy, {"redis_url": url}).close()
+    assert server_clients_settle_at(monitor, alone)
+    with pytest.raises(NamespaceConflict) as refused:
+        make(strategy, {"redis_url": url}, digest=OTHER_DIGEST)
+    # `refused` keeps the traceback, so the half-made store and its client are still referenced:
+    # only an explicit close frees the connection.
+    assert server_clients_settle_at(monitor, alone), f"{refused.value!r} left its connection open"
+    monitor.close()
 
 
 @pytest.mark.parametrize("bad", ["", "a{b}", "has space", "x" * 201, "tab\t"])
@@ -334,7 +378,8 @@ def test_sqlite_file_is_wal_and_outlives_the_process_state(tmp_path):
         store.claim_many(fps)
         per_url = store.bytes_per_url()
     assert per_url is not None and 16 < per_url < 100
-    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    with closing(sqlite3.connect(path)) as db:  # a connection left to the GC is a ResourceWarning on 3.13
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     with SQLiteStore(path, namespace="crawl", policy_digest=DIGEST) as reopened:
         assert reopened.claim_many(fps) == [False] * 1_000
 

@@ -187,7 +187,13 @@ class RedisStore(ClaimStore):
             "policy": self.policy_digest,
             **(layout or {}),
         }
-        self.meta = self._open_namespace(wanted)
+        try:
+            self.meta = self._open_namespace(wanted)
+            self._adopt_namespace()
+        except BaseException:  # no store, so no open connection (a client given to us stays open)
+            if url is not None:
+                self.client.close()
+            raise
 
     @property
     def description(self) -> str:
@@ -214,6 +220,9 @@ class RedisStore(ClaimStore):
                     f"this store uses {field}={wanted[field]!r}: pick another namespace (or round)"
                 )
         return stored
+
+    def _adopt_namespace(self) -> None:
+        """Set up what the namespace record (``self.meta``) decides; a failure closes the client."""
 
     def _pipeline(self, commands: Sequence[Tuple[Any, ...]]) -> List[Any]:
         """Send ``commands`` in one pipeline (a cluster client sends one per node) and read the replies."""
@@ -379,6 +388,9 @@ class GroupedScriptStore(RedisStore):
             raise ValueError(f"groups must be an integer in [1, 16384], got {groups!r}")
         layout = {"groups": str(groups), **kwargs.pop("layout", {})}
         super().__init__(url, layout=layout, **kwargs)
+
+    def _adopt_namespace(self) -> None:
+        super()._adopt_namespace()
         #: Adopted from the namespace record: every worker must split keys the same way.
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]

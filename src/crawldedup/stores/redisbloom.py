@@ -72,6 +72,9 @@ class RedisBloomStore(RedisStore):
         if not isinstance(error_rate, float) or not 0 < error_rate < 1:
             raise ValueError(f"error_rate must be a float in (0, 1), got {error_rate!r}")
         super().__init__(url, layout={"capacity": str(capacity), "error_rate": repr(error_rate)}, **kwargs)
+
+    def _adopt_namespace(self) -> None:
+        super()._adopt_namespace()
         self.capacity = int(self.meta["capacity"])
         self.error_rate = float(self.meta["error_rate"])
         self.key = f"{self.namespace}:bf".encode("ascii")

@@ -80,6 +80,9 @@ class RedisShardedSetStore(GroupedScriptStore):
         check_capacity(capacity)
         layout = {"shards": str(shards_for(capacity, kwargs.get("groups", DEFAULT_GROUPS))), "capacity": str(capacity)}
         super().__init__(url, layout=layout, **kwargs)
+
+    def _adopt_namespace(self) -> None:
+        super()._adopt_namespace()
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
         self.capacity = int(self.meta["capacity"])

@@ -81,7 +81,11 @@ class SQLiteStore(ClaimStore):
         self.policy_digest = check_policy_digest(policy_digest)
         self._lock = threading.Lock()
         self._db = self._with_retries(lambda: self._connect(busy_timeout_seconds))
-        self._namespace_id = self._with_retries(self._open_namespace)
+        try:
+            self._namespace_id = self._with_retries(self._open_namespace)
+        except BaseException:  # NamespaceConflict, StoreUnavailable: no store, so no open connection
+            self._db.close()
+            raise
 
     @property
     def description(self) -> str:
