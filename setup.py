@@ -1,12 +1,14 @@
 """Declares the optional compiled extensions; all metadata lives in pyproject.toml."""
 
 import os
+import platform
 import sys
 
 from setuptools import Extension, setup
 
-# Pure-Python install: nothing is compiled, the typed twins serve.
-if os.environ.get("CRAWLDEDUP_NO_EXTENSIONS"):
+# Pure-Python install: nothing is compiled, the typed twins serve. Interpreters other than
+# CPython (PyPy, GraalPy) never load the extensions (crawldedup/_env.py), so none are built.
+if os.environ.get("CRAWLDEDUP_NO_EXTENSIONS") or platform.python_implementation() != "CPython":
     ext_modules = []
 else:
     from Cython.Build import cythonize

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import re
+import subprocess
 import sys
 from importlib import metadata, resources
 from pathlib import Path
@@ -60,3 +63,36 @@ def test_wheels_are_built_for_every_classified_python() -> None:
     built = config["tool"]["cibuildwheel"]["build"]
     expected = [f"cp{v.major}{v.minor}-*" for v in _supported_minor_versions()]
     assert built == expected
+
+
+SETUP_PY = PYPROJECT.with_name("setup.py")
+# Runs setup.py with setup() and cythonize() replaced, so it only reports which extensions it declares.
+DECLARED_EXTENSIONS = """
+import platform, runpy, sys, types
+import setuptools
+build = types.ModuleType("Cython.Build")
+build.cythonize = lambda modules, **options: modules
+sys.modules.update({"Cython": types.ModuleType("Cython"), "Cython.Build": build})
+platform.python_implementation = lambda: sys.argv[1]
+setuptools.setup = lambda **kwargs: print(sorted(e.name for e in kwargs["ext_modules"]))
+runpy.run_path(sys.argv[2], run_name="__main__")
+"""
+
+
+@pytest.mark.skipif(not SETUP_PY.is_file(), reason="setup.py is not next to these tests (a copy of tests/ runs)")
+@pytest.mark.parametrize("implementation, no_extensions, compiled", [
+    ("CPython", None, True),
+    ("CPython", "1", False),
+    ("PyPy", None, False),
+    ("GraalVM", None, False),
+])
+def test_setup_py_compiles_extensions_only_for_cpython(implementation, no_extensions, compiled) -> None:
+    """An interpreter that never loads the extensions (crawldedup._env) does not build them either."""
+    env = {k: v for k, v in os.environ.items() if k != "CRAWLDEDUP_NO_EXTENSIONS"}
+    if no_extensions:
+        env["CRAWLDEDUP_NO_EXTENSIONS"] = no_extensions
+    args = [sys.executable, "-c", DECLARED_EXTENSIONS, implementation, str(SETUP_PY)]
+    out = subprocess.run(args, cwd=SETUP_PY.parent, env=env, capture_output=True, text=True, timeout=60, check=True)
+    declared = ast.literal_eval(out.stdout.strip().splitlines()[-1])
+    every_pyx = sorted(f"crawldedup.{pyx.stem}" for pyx in SETUP_PY.parent.glob("src/crawldedup/*.pyx"))
+    assert every_pyx and declared == (every_pyx if compiled else []), out.stdout
