@@ -6,6 +6,7 @@ that counts fetches per page) and are bounded by CRAWL_TIMEOUT_SECONDS each.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import logging
@@ -26,7 +27,7 @@ from scrapy.core.scheduler import Scheduler  # noqa: E402
 from scrapy.utils.reactor import install_reactor  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
-from crawldedup import DEFAULT_POLICY, CanonicalPolicy, FilterFileError  # noqa: E402
+from crawldedup import DEFAULT_POLICY, CanonicalPolicy, FilterFileError, canonicalize  # noqa: E402
 from crawldedup.scrapy import STATE_FILE_NAME, STATS_SYNC_EVERY, DupeFilter  # noqa: E402
 
 HERE = Path(__file__).parent
@@ -123,6 +124,18 @@ def test_a_url_the_policy_refuses_is_keyed_by_scrapy_fingerprint(url):
     df.close("finished")
     assert df.stats.get_value("crawldedup/invalid") == 5
     assert df.stats.get_value("crawldedup/seen") == 5
+
+
+def test_requests_not_keyed_by_their_url_are_claimed_as_keys():
+    """Their documented keys (docs/scrapy.md) go through claim_keys: another program finds them there."""
+    df = make_filter()
+    post = scrapy.Request("http://Shop.Example:80/search?q=1#r", method="POST", body=b"page=1")
+    refused = scrapy.Request("data:text/plain,hello")
+    assert seen(df, post, refused) == [False, False]
+    digest = hashlib.sha256(f"POST\0{canonicalize(post.url)}\0page=1".encode()).hexdigest()[:32]
+    keys = [f"method-body:{digest}", f"scrapy:{df.fingerprinter.fingerprint(refused).hex()}", "scrapy:" + "0" * 40]
+    assert df.deduplicator.claim_keys(keys) == [False, False, True]
+    df.close("finished")
 
 
 def test_verbatim_url_requests_are_keyed_by_scrapy_fingerprint():

@@ -6,15 +6,17 @@ settings are described in docs/scrapy.md. This is the only module that imports S
 
 What a request is keyed by:
 
-- a GET request without a body: its URL, canonicalized by the Deduplicator's policy;
+- a GET request without a body: its URL, canonicalized by the Deduplicator's policy
+  (:meth:`~crawldedup.Deduplicator.claim_batch`);
 - any other request (another method, or a body): a digest of the method, the canonical URL
-  and the body, spelled as ``https://request.crawldedup.invalid/method-body/<32 hex>``;
+  and the body, the key ``method-body:<32 hex>``;
 - a request whose URL the policy refuses (``data:``, ``mailto:``...) or that carries
   ``meta["verbatim_url"]``: Scrapy's own request fingerprint (the crawler's
-  ``REQUEST_FINGERPRINTER_CLASS``), spelled ``https://request.crawldedup.invalid/scrapy/<hex>``.
+  ``REQUEST_FINGERPRINTER_CLASS``), the key ``scrapy:<hex>``.
 
-The ``.invalid`` top-level domain is reserved (RFC 2606), so these keys never meet a real
-page, and they go through the same Deduplicator (local filter, store, state file) as URLs.
+Keys are claimed with :meth:`~crawldedup.Deduplicator.claim_keys`: not canonicalized, in a
+fingerprint space of their own, so they never meet a page's URL; the local filter, the store
+and the state file are the same as for URLs.
 """
 
 from __future__ import annotations
@@ -48,8 +50,6 @@ logger = logging.getLogger(__name__)
 
 #: Name of the local filter's file inside ``JOBDIR`` when ``CRAWLDEDUP_STATE`` is not set.
 STATE_FILE_NAME = "crawldedup.bloom"
-#: Host of the keys of requests that their canonical URL alone does not identify.
-KEY_HOST = "request.crawldedup.invalid"
 #: Hex digits of the method-and-body digest: 128 bits, as wide as the fingerprints.
 BODY_DIGEST_HEX = 32
 #: Scrapy setting -> Deduplicator setting (a :class:`~crawldedup._config.DedupConfig` field).
@@ -164,9 +164,6 @@ class DupeFilter(BaseDupeFilter):
         self.fingerprinter = fingerprinter if fingerprinter is not None else RequestFingerprinter()
         self.logdupes = True
         self._seen = 0
-        policy = deduplicator.policy
-        scheme = "https" if "https" in policy.schemes else min(policy.schemes)
-        self._key_prefix = f"{scheme}://{KEY_HOST}/"
 
     @classmethod
     def from_crawler(cls, crawler: "Crawler") -> "DupeFilter":
@@ -190,11 +187,7 @@ class DupeFilter(BaseDupeFilter):
         such request is logged at ERROR and counted as ``crawldedup/store_errors``.
         """
         try:
-            if request.method == "GET" and not request.body and not request.meta.get("verbatim_url"):
-                batch = self.deduplicator.claim_batch([request.url])
-                won = batch.won[0] if batch.canonical[0] is not None else self._claim_refused(request, batch.errors[0])
-            else:
-                won = self.deduplicator.claim(self._key(request))
+            won = self._claim(request)
         except StoreUnavailable as exc:
             # Raising here would make Scrapy drop the request (and the rest of its callback's output).
             logger.error("crawldedup: %s; %s goes through unclaimed and may be fetched twice", exc, request)
@@ -203,6 +196,18 @@ class DupeFilter(BaseDupeFilter):
             return False
         self._count(won)
         return not won
+
+    def _claim(self, request: "Request") -> bool:
+        """Plain GETs by canonical URL (``claim_batch``), every other request by its key (``claim_keys``)."""
+        if request.method == "GET" and not request.body and not request.meta.get("verbatim_url"):
+            batch = self.deduplicator.claim_batch([request.url])
+            if batch.canonical[0] is not None:
+                return batch.won[0]
+            self._note_refused(request, batch.errors[0])
+            key = self._fingerprint_key(request)
+        else:
+            key = self._key(request)
+        return self.deduplicator.claim_keys([key])[0]
 
     def _key(self, request: "Request") -> str:
         """The key of a request that is not a plain GET (see the module's docstring)."""
@@ -215,14 +220,10 @@ class DupeFilter(BaseDupeFilter):
             return self._fingerprint_key(request)
         digest = hashlib.sha256(f"{request.method}\0{canonical}\0".encode("utf-8"))
         digest.update(request.body)
-        return f"{self._key_prefix}method-body/{digest.hexdigest()[:BODY_DIGEST_HEX]}"
+        return f"method-body:{digest.hexdigest()[:BODY_DIGEST_HEX]}"
 
     def _fingerprint_key(self, request: "Request") -> str:
-        return f"{self._key_prefix}scrapy/{self.fingerprinter.fingerprint(request).hex()}"
-
-    def _claim_refused(self, request: "Request", reason: InvalidURL) -> bool:
-        self._note_refused(request, reason)
-        return self.deduplicator.claim(self._fingerprint_key(request))
+        return f"scrapy:{self.fingerprinter.fingerprint(request).hex()}"
 
     def _note_refused(self, request: "Request", reason: InvalidURL) -> None:
         if self.stats is not None:
