@@ -6,6 +6,7 @@ Key layout (part of the documented format, see docs/stores.md)::
     {<namespace>:<group>}<fingerprint>    string "1", expiring after ttl_seconds (no expiry while leased)
     {<namespace>:<group>}:leases          sorted set: fingerprint -> lease deadline (ms)
     {<namespace>:<group>}:lease-urls      hash: fingerprint -> "<owner> <canonical URL>"
+    {<namespace>:<group>}:receipt:<token> a call's answers, for a few minutes (optional)
 
 ``<fingerprint>`` is the 16 raw bytes (also the claim id of the lease records); ``<group>``
 (decimal) is the multiply-shift of the fingerprint's first 64 bits into ``groups``. A batch is

@@ -7,6 +7,7 @@ Key layout (part of the documented format, see docs/stores.md)::
     {<namespace>:<group>}:<shard>          set of signed 32-bit integers
     {<namespace>:<group>}:leases           sorted set: "<shard>:<member>" -> lease deadline (ms)
     {<namespace>:<group>}:lease-urls       hash: "<shard>:<member>" -> "<owner> <canonical URL>"
+    {<namespace>:<group>}:receipt:<token>  a call's answers, for a few minutes (optional)
 
 For a fingerprint whose first 64 bits (little-endian) are ``a``: ``shard = (a * shards) >> 64``,
 ``group = (a * groups) >> 64`` (= ``shard // (shards // groups)``), and the member is bytes
