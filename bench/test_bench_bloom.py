@@ -6,7 +6,7 @@ Run (group by function, so the twins and the peers of one operation sit in one t
         --benchmark-columns=min,median,ops
 
 Every timed step gets freshly built strings (setup, untimed): Python caches a str's hash in
-the object, which would flatter the peers that use ``hash()`` (PEERS.md). Each round handles
+the object, which would flatter the peers that use ``hash()``. Each round handles
 ``BATCH`` keys, so ns per key = median / BATCH. Each peer runs through its fastest API: batch
 insert where it has one (``update``, ``add_str_batch``), batch query where it has one
 (``contains_str_batch``), else a list comprehension over ``in``.

@@ -1,4 +1,4 @@
-"""Canonicalization to shared/CANONICAL.md, table-driven, against every build of the canonicalizer.
+"""Canonicalization to docs/canonical-policy.md, table-driven, against every build of the canonicalizer.
 
 Case ids name the rule (``r1-`` … ``r10-``), the spec's own examples (``spec-``), and cases
 adapted from peers' suites (``w3lib-``: scrapy/w3lib tests/test_url.py; ``urlnorm-``:
@@ -30,7 +30,7 @@ def case(raw, expected, id):
 
 # ----- default policy: input -> canonical ------------------------------------------------------
 CASES = [
-    # The examples of shared/CANONICAL.md, verbatim.
+    # The examples of docs/canonical-policy.md, verbatim.
     case("HTTPS://Example.com:443/Products/?utm_source=x&id=9", "https://example.com/Products?id=9", "spec-example-1"),
     case("https://example.com/products?id=9&utm_source=y", "https://example.com/products?id=9", "spec-example-2"),
     case("https%3A%2F%2Fmain.m.taobao.com%2Fdetail%2Findex.html%3Fid%3D123",

@@ -50,7 +50,7 @@ cdef Py_ssize_t HEADER_BYTES = _format.HEADER_BYTES
 cdef uint64_t BLOCK_BYTES = _format.BLOCK_BYTES
 
 # Blocks are prefetched this many keys ahead: 16 keys of probing (~10-20 ns each when the line
-# is in cache) cover one DRAM miss (~185-500 ns on the reference VM, PEERS.md). At capacity
+# is in cache) cover one DRAM miss (~185-500 ns measured on the reference VM). At capacity
 # 50,000,000, 16, 32 and 64 measured alike (add_many 50-57, contains_many 33-36 ns a key).
 cdef enum:
     PREFETCH_AHEAD = 16

@@ -1,9 +1,9 @@
-"""Canonicalizes URLs to shared/CANONICAL.md: the typed pure-Python reference.
+"""Canonicalizes URLs to docs/canonical-policy.md: the typed pure-Python reference.
 
 ``crawldedup._canonical_c`` (``_canonical_c.pyx``) is a compiled fast path in front of it: it
 answers the common URL in C and hands every other input to this module, which stays the one
 implementation of every rule; :mod:`crawldedup.canonical` picks the build. Rule numbers in
-comments refer to shared/CANONICAL.md.
+comments refer to docs/canonical-policy.md.
 
 Speed notes: the common URL is already clean ASCII, so each part is first checked with one
 precompiled regex and only rewritten when that check fails; hosts (and their ports) repeat

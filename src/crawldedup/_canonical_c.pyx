@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True, embedsignature=True
-"""The compiled fast path of URL canonicalization (shared/CANONICAL.md), for the common URL.
+"""The compiled fast path of URL canonicalization (docs/canonical-policy.md), for the common URL.
 
 It works on the input's UTF-8 bytes in one buffer: an ``http``/``https`` URL with a host, given
 absolute or resolved against a base, is split, its host lowercased and checked, its port
@@ -39,7 +39,7 @@ cdef extern from "Python.h":
     object PyUnicode_AsUTF8String(object o)
 
 
-# Character classes of one byte (shared/CANONICAL.md rules 4, 5, 7, 8).
+# Character classes of one byte (docs/canonical-policy.md rules 4, 5, 7, 8).
 cdef enum:
     UNRESERVED = 1   # A-Z a-z 0-9 - . _ ~ : raw in paths and queries, decoded from escapes
     PATH_RAW = 2     # pchar and "/" (RFC 3986 §3.3): may stay raw in a path

@@ -25,7 +25,7 @@ __all__ = [
 #: a way that makes equal policies produce different strings. It is part of every digest.
 POLICY_FORMAT_VERSION = 1
 
-#: Query keys that identify a visit, a campaign or a session rather than content (shared/CANONICAL.md, rule 8).
+#: Query keys that identify a visit, a campaign or a session rather than content (docs/canonical-policy.md, rule 8).
 DEFAULT_DROP_PARAMS: FrozenSet[str] = frozenset(
     {
         "gclid", "fbclid", "msclkid", "dclid", "yclid", "gbraid", "wbraid", "igshid",
@@ -73,7 +73,7 @@ def _names(value: Union[str, Iterable[str]], what: str) -> FrozenSet[str]:
 
 @dataclass(frozen=True)
 class CanonicalPolicy:
-    """What counts as the same page: every rule of shared/CANONICAL.md that can be switched.
+    """What counts as the same page: every rule of docs/canonical-policy.md that can be switched.
 
     Collections may be given as any iterable of ``str``; they are stored as frozensets folded
     to ASCII lowercase, because every comparison they drive is ASCII case-insensitive. To
@@ -161,5 +161,5 @@ def _policy_digest(policy: CanonicalPolicy) -> str:
     return hashlib.sha256(blob.encode("ascii")).hexdigest()[:16]
 
 
-#: The policy of shared/CANONICAL.md; its digest is pinned in the tests (a file format).
+#: The policy of docs/canonical-policy.md; its digest is pinned in the tests (a file format).
 DEFAULT_POLICY = CanonicalPolicy()

@@ -1,4 +1,4 @@
-"""URL canonicalization (shared/CANONICAL.md): every spelling of one page becomes one ASCII string.
+"""URL canonicalization (docs/canonical-policy.md): every spelling of one page becomes one ASCII string.
 
 The policy types live in :mod:`crawldedup._canonical_policy`, the typed reference in
 :mod:`crawldedup._canonical`. When the extension is built (and ``CRAWLDEDUP_NO_EXTENSIONS`` is
