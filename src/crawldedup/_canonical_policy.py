@@ -110,6 +110,8 @@ class CanonicalPolicy:
     max_length: int = 8192
 
     def __post_init__(self) -> None:
+        # Derived attributes (set below), declared for type checkers only.
+        self._digest: str
         set_ = object.__setattr__
         for flag in ("merge_schemes", "strip_www", "keep_userinfo", "lowercase_path",
                      "strip_trailing_slash", "semicolon_separator", "keep_fragment"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from .stores.base import check_capacity, check_name
 from .stores._redis import redact_url
@@ -16,8 +16,6 @@ STRATEGIES: Tuple[str, ...] = ("local",) + STORE_STRATEGIES
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 #: Seconds in a day, for VISITED_TTL_DAYS.
 DAY_SECONDS = 86_400
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -72,8 +70,10 @@ class DedupConfig:
         return cls(**values)  # type: ignore[arg-type]
 
 
-def _checker(field: str, ok: Callable[[T], bool]) -> Callable[[T], None]:
-    def check(value: T) -> None:
+def _checker(field: str, ok: Callable[[Any], object]) -> Callable[[object], None]:
+    # ``ok`` takes Any: it receives whatever the caller passed, and a value of the wrong type
+    # fails inside it (TypeError, caught below) rather than before it.
+    def check(value: object) -> None:
         try:
             good = ok(value)
         except (TypeError, ValueError):

@@ -8,7 +8,7 @@ The file format is described in ``docs/format.md``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional, cast
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from ._filterbase import FilterBase, as_hash_array, closed_error, read_only_erro
 from ._format import BLOCK_BITS, BLOCK_BYTES, PROBE_MULTIPLIER, PROBE_SHIFT, FilterFileError
 from ._hash import hash_many as _py_hash_many
 from ._hash import hash_one
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 __all__ = ["BloomFilter", "FilterFileError", "HAS_EXTENSION", "PyBloomFilter", "hash_many"]
 
@@ -100,7 +103,8 @@ class PyBloomFilter(FilterBase):
 
     def _map_bits(self, file: BloomFile) -> None:
         self._bits = file.blocks()
-        self._bytes = memoryview(self._bits)
+        # numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12.
+        self._bytes = memoryview(cast("Buffer", self._bits))
         self._num_blocks = file.header.num_blocks
         self._num_hashes = file.header.num_hashes
 

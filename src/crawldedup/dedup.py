@@ -23,7 +23,7 @@ import os
 import secrets
 import threading
 from dataclasses import dataclass, replace
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -235,7 +235,8 @@ class Deduplicator:
     ) -> None:
         #: Owner of this Deduplicator's leases.
         self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
-        overrides = {
+        # Mixed field types; DedupConfig checks each value it receives.
+        overrides: Dict[str, Any] = {
             "strategy": strategy, "redis_url": redis_url, "namespace": namespace, "capacity": capacity,
             "error_rate": error_rate, "ttl_days": ttl_days,
             "state_path": os.fspath(state) if state is not None else None,
@@ -348,7 +349,7 @@ class Deduplicator:
         won = [False] * len(canonical)
         positions = [i for i, c in enumerate(canonical) if c is not None]
         if positions:
-            valid = [canonical[i] for i in positions]
+            valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
             for row in self._claim_hashes(hash_many(valid), valid, lease):
                 won[positions[row]] = True
         with self._lock:
@@ -522,7 +523,7 @@ class Deduplicator:
             first_rows.setdefault(raw[16 * row:16 * row + 16], row)
         claim_rows = list(first_rows.values())
         if self.store is None:
-            new = self.local_filter.add_hashes(hashes[claim_rows]) if claim_rows else []
+            new: Union[np.ndarray, List[bool]] = self.local_filter.add_hashes(hashes[claim_rows]) if claim_rows else []
             won_rows = [row for row, is_new in zip(claim_rows, new) if is_new]
             self._count(len(hashes), hits, len(hashes), won_rows, claims=0, reads=0, checked=0, false_hits=0)
             return won_rows

@@ -9,7 +9,7 @@ import itertools
 import math
 import random
 import re
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -178,7 +178,8 @@ class RedisStore(ClaimStore):
         self.policy_digest = check_policy_digest(policy_digest)
         self._password = urlsplit(url).password if url is not None else None
         self._description = redact_url(url) if url is not None else repr(client)
-        self.client: Client = self._with_retries(lambda: connect(url)) if url is not None else client
+        # Exactly one of url and client was given (checked above), so client is set without url.
+        self.client: Client = self._with_retries(lambda: connect(url)) if url is not None else cast(Client, client)
         self.meta_key = f"{self.namespace}:meta".encode("ascii")
         wanted = {
             "layout": str(LAYOUT_VERSION),
@@ -428,15 +429,15 @@ class GroupedScriptStore(RedisStore):
             entry[0].append(position)
             entry[1].append(key)
             entry[2].extend(members)
-        commands = []
-        for group, (positions, keys, members) in by_group.items():
+        commands: List[Tuple[Any, ...]] = []
+        for group, (positions, keys, group_members) in by_group.items():
             extra = [tail[p] for p in positions if p < len(tail)] if tail is not None else []
             in_claims = bisect.bisect_left(positions, claims)
             receipt = self._tags[group] + b":receipt:" + (token or b"")
             commands.append((
                 "EVAL", script, len(keys) + 3, *self._lease_keys[group], receipt, *keys,
                 len(head) + 3, in_claims, self.receipt_seconds if token and in_claims else 0,
-                *head, *members, *extra,
+                *head, *group_members, *extra,
             ))
         answers: List[Any] = [None] * len(fingerprints)
         for (positions, _, _), reply in zip(by_group.values(), self._pipeline(commands)):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Optional, Union
+from typing import Optional, TypedDict, Union
 
 from .base import ClaimStore, RetryPolicy
 from .keys import RedisKeyStore
@@ -13,6 +13,14 @@ from .sqlite import SQLiteStore
 
 #: Strategies backed by a store (``local`` has none: the local filter decides alone).
 STORE_STRATEGIES = ("set", "sharded-set", "bloom", "sqlite")
+
+
+class _CommonArgs(TypedDict):
+    """Keyword arguments every store takes."""
+
+    namespace: str
+    policy_digest: str
+    retry: Optional[RetryPolicy]
 
 
 def open_store(
@@ -39,7 +47,7 @@ def open_store(
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when the store cannot be reached.
     """
-    common = {"namespace": namespace, "policy_digest": policy_digest, "retry": retry}
+    common: _CommonArgs = {"namespace": namespace, "policy_digest": policy_digest, "retry": retry}
     if strategy == "sqlite":
         if sqlite_path is None:
             raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")
