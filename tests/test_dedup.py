@@ -289,6 +289,13 @@ def test_bad_constructor_value_names_the_setting():
         Deduplicator("local", crawl_round="a b")
 
 
+@pytest.mark.parametrize("setting, value", [("redis_url", 5), ("redis_url", b"redis://x"), ("namespace", 7),
+                                            ("strategy", None), ("state_path", 3.5)])
+def test_a_value_of_the_wrong_type_is_a_value_error_naming_the_setting(setting, value):
+    with pytest.raises(ValueError, match=f"^{setting} "):
+        DedupConfig(**{setting: value})
+
+
 def test_ttl_zero_means_forever():
     assert DedupConfig(ttl_days=0).ttl_seconds is None
     assert DedupConfig(ttl_days=1).ttl_seconds == 86_400

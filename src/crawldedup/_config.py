@@ -124,7 +124,7 @@ ENVIRONMENT: Dict[str, Tuple[str, Callable[[str], object]]] = {
 
 _CHECKS: Dict[str, Callable[[object], None]] = {
     "strategy": _checker("strategy", lambda v: v in STRATEGIES),
-    "redis_url": _checker("redis_url", lambda v: v.startswith(_REDIS_SCHEMES)),
+    "redis_url": _checker("redis_url", lambda v: isinstance(v, str) and v.startswith(_REDIS_SCHEMES)),
     "ttl_days": _checker("ttl_days", lambda v: not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 36_500),
     "capacity": _checker("capacity", check_capacity),
     "error_rate": _checker("error_rate", lambda v: isinstance(v, float) and 0 < v < 1),
