@@ -842,3 +842,20 @@ def test_extension_loaded():
     if os.environ.get("CRAWLDEDUP_REQUIRE_EXTENSIONS") != "1":
         pytest.skip("set CRAWLDEDUP_REQUIRE_EXTENSIONS=1 to require the compiled extension")
     assert canonical.HAS_EXTENSION
+
+
+# --- one base per URL ----------------------------------------------------------------------
+
+def test_canonicalize_each_resolves_every_url_against_its_own_base():
+    urls = ["../b?y=2&x=1", "c#f", "https://other.example/d", "e", "f"]
+    bases = ["https://h.example/dir/a", "https://g.example/", None, "not a base", "https://h.example/dir/a"]
+    result = canonical.canonicalize_each(urls, bases)
+    assert result.urls == [
+        canonical.canonicalize(urls[0], base=bases[0]), "https://g.example/c", "https://other.example/d", None,
+        "https://h.example/dir/f",
+    ]
+    assert list(result.errors) == [3] and isinstance(result.errors[3], InvalidURL)
+    with pytest.raises(ValueError, match="bases must hold one base per URL"):
+        canonical.canonicalize_each(urls, bases[:2])
+    with pytest.raises(TypeError, match="not a single str"):
+        canonical.canonicalize_each("https://h.example/", [None])

@@ -9,7 +9,7 @@ else to the reference, with the same results and exceptions (see docs/canonical.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
 
 from ._canonical import canonicalize, canonicalize_many
 from ._canonical_policy import (
@@ -31,6 +31,7 @@ __all__ = [
     "Canonicalized",
     "InvalidURL",
     "canonicalize",
+    "canonicalize_each",
     "canonicalize_many",
 ]
 
@@ -42,3 +43,40 @@ if not TYPE_CHECKING and not NO_EXTENSIONS:
         HAS_EXTENSION = True
     except ImportError:  # pragma: no cover  (installed from an sdist without a compiler)
         pass
+
+
+def canonicalize_each(
+    urls: Sequence[Union[str, bytes]],
+    bases: Sequence[Optional[Union[str, bytes]]],
+    policy: Optional[CanonicalPolicy] = None,
+) -> Canonicalized:
+    """Canonicalize each URL against its own base, as links found on many pages arrive.
+
+    One :func:`canonicalize_many` call per distinct base (the links of one page share it). A
+    refused base is reported for each of its URLs in ``errors``, not raised.
+
+    :param bases: one base per URL; None for a URL that needs none.
+    :raises TypeError: when ``urls`` is a single string.
+    :raises ValueError: when ``bases`` does not hold one base per URL.
+    """
+    if isinstance(urls, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
+    urls, bases = list(urls), list(bases)
+    if len(bases) != len(urls):
+        raise ValueError(f"bases must hold one base per URL ({len(urls)}), got {len(bases)}")
+    by_base: Dict[Optional[Union[str, bytes]], List[int]] = {}
+    for i, page in enumerate(bases):
+        by_base.setdefault(page, []).append(i)
+    canonical: List[Optional[str]] = [None] * len(urls)
+    errors: Dict[int, InvalidURL] = {}
+    for page, positions in by_base.items():
+        try:
+            found, refused = canonicalize_many([urls[i] for i in positions], base=page, policy=policy)
+        except InvalidURL as exc:  # the base itself: every link found on it is refused
+            errors.update((i, exc) for i in positions)
+            continue
+        for n, i in enumerate(positions):
+            canonical[i] = found[n]
+            if n in refused:
+                errors[i] = refused[n]
+    return Canonicalized(canonical, dict(sorted(errors.items())))

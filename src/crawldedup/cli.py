@@ -39,7 +39,7 @@ from ._cli_io import (
 from ._config import STRATEGIES, DedupConfig
 from ._format import FORMAT_VERSION
 from .bloom import BloomFilter, FilterFileError
-from .canonical import InvalidURL, canonicalize, canonicalize_many
+from .canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
 from .dedup import Deduplicator
 from .stores.base import NamespaceConflict, StoreUnavailable
 
@@ -58,36 +58,16 @@ DEFAULT_SQLITE = "crawldedup.sqlite"
 # --------------------------------------------------------------------------- lines to URLs
 
 
-def _resolve_tabbed(lines: List[str]) -> Tuple[List[str], Optional[List[int]], Dict[int, Exception]]:
-    """Resolve ``BASE<TAB>LINK`` lines against their own base; other lines pass unchanged.
+def _split_bases(lines: List[str], base: Optional[str]) -> Tuple[List[str], Optional[List[Optional[str]]]]:
+    """Split ``BASE<TAB>LINK`` lines into links and their bases; None when no line has a tab.
 
-    A resolved line becomes its canonical form: the canonicalizer resolves and canonicalizes
-    in one step, and canonicalizing a canonical string again gives it back unchanged.
-
-    :returns: the URLs left to canonicalize or claim, the index of the line each came from
-        (None when they are all the lines, in order), and ``{line index: InvalidURL}`` for
-        the lines that failed here.
+    :returns: the links, and one base per link (``base`` for a line without a tab), or None
+        when every line takes ``base``, so the batch is canonicalized in one call.
     """
-    tabbed = [index for index, line in enumerate(lines) if BASE_SEPARATOR in line]
-    if not tabbed:
-        return lines, None, {}
-    urls = list(lines)
-    errors: Dict[int, Exception] = {}
-    for index in tabbed:
-        line_base, _, link = lines[index].partition(BASE_SEPARATOR)
-        try:
-            urls[index] = canonicalize(link, base=line_base)
-        except InvalidURL as exc:
-            errors[index] = exc
-    if not errors:
-        return urls, None, errors
-    kept = [index for index in range(len(lines)) if index not in errors]
-    return [urls[index] for index in kept], kept, errors
-
-
-def _line_of(kept: Optional[List[int]], position: int) -> int:
-    """The line index of the ``position``-th URL returned by :func:`_resolve_tabbed`."""
-    return position if kept is None else kept[position]
+    if BASE_SEPARATOR not in "".join(lines):  # one C scan instead of a test per line
+        return lines, None
+    split = [line.partition(BASE_SEPARATOR) if BASE_SEPARATOR in line else (base, "", line) for line in lines]
+    return [link for _, _, link in split], [page for page, _, _ in split]
 
 
 def _display(name: str) -> str:
@@ -138,9 +118,11 @@ class FilterRun:
         # claimed without being printed.
         with self.interruptions.deferred():
             # BASE<TAB>LINK lines carry their own base; the Deduplicator canonicalizes each link once.
-            split = [line.partition(BASE_SEPARATOR) if BASE_SEPARATOR in line else (self.args.base, "", line)
-                     for line in lines]
-            batch = self.dedup.claim_batch([link for _, _, link in split], bases=[base for base, _, _ in split])
+            links, bases = _split_bases(lines, self.args.base)
+            if bases is None:
+                batch = self.dedup.claim_batch(links, base=self.args.base)
+            else:
+                batch = self.dedup.claim_batch(links, bases=bases)
             errors: Dict[int, Exception] = dict(batch.errors)
             if self.args.output == "canonical":
                 winners = [url for url, won in zip(batch.canonical, batch.won) if won and url is not None]
@@ -287,13 +269,13 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     out = Output(_stdout(), "stdout")
     invalid = 0
     for name, first_line, lines in reader.blocks():
-        urls, kept, errors = _resolve_tabbed(lines)
-        result = canonicalize_many(urls, base=args.base)
-        canonical = [""] * len(lines)
-        for position, url in enumerate(result.urls):
-            canonical[_line_of(kept, position)] = url or ""
-        errors.update((_line_of(kept, position), error) for position, error in result.errors.items())
-        out.write_lines(canonical)
+        links, bases = _split_bases(lines, args.base)
+        if bases is None:
+            result = canonicalize_many(links, base=args.base)
+        else:
+            result = canonicalize_each(links, bases)
+        errors = result.errors
+        out.write_lines([url or "" for url in result.urls])
         for index in sorted(errors):
             print(f"{_display(name)}:{first_line + index}: {_reason(errors[index])}", file=sys.stderr)
         invalid += len(errors)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ._config import DedupConfig
 from .bloom import BloomFilter, FilterFileError, hash_many
-from .canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_many
+from .canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
 from .stores.base import ClaimStore, Lease, LeasesUnsupported, RetryPolicy, check_lease_seconds, check_name
 from .stores.factory import open_store
 
@@ -458,30 +458,9 @@ class Deduplicator:
     def _canonicalize_each(
         self, urls: Sequence[URL], base: Optional[URL], bases: Sequence[Optional[URL]]
     ) -> Tuple[List[Optional[str]], Dict[int, InvalidURL]]:
-        """Canonicalize each URL against its own base: one call per distinct base (links of one page share it)."""
         if base is not None:
             raise ValueError("give base or bases, not both")
-        if isinstance(urls, (str, bytes, bytearray, memoryview)):
-            raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
-        urls, bases = list(urls), list(bases)
-        if len(bases) != len(urls):
-            raise ValueError(f"bases must hold one base per URL ({len(urls)}), got {len(bases)}")
-        by_base: Dict[Optional[URL], List[int]] = {}
-        for i, page in enumerate(bases):
-            by_base.setdefault(page, []).append(i)
-        canonical: List[Optional[str]] = [None] * len(urls)
-        errors: Dict[int, InvalidURL] = {}
-        for page, positions in by_base.items():
-            try:
-                found, refused = self._canonicalize([urls[i] for i in positions], page)
-            except InvalidURL as exc:  # the base itself: every link found on it is refused
-                errors.update((i, exc) for i in positions)
-                continue
-            for n, i in enumerate(positions):
-                canonical[i] = found[n]
-                if n in refused:
-                    errors[i] = refused[n]
-        return canonical, dict(sorted(errors.items()))
+        return canonicalize_each(urls, bases, policy=self.policy)
 
     def _settle(self, action: str, urls: Sequence[URL], lease: Optional[float]) -> List[bool]:
         """Done, release or renew: one store round trip; refusals are answers, not errors."""
