@@ -7,6 +7,7 @@ never leaves a half-written file at the path.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import math
@@ -18,6 +19,7 @@ from typing import Iterator, Optional, Union
 
 import numpy as np
 
+from . import _writers
 from ._format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, FilterFileError, Header
 
 PathArg = Union[str, "os.PathLike[str]"]
@@ -27,6 +29,9 @@ _SCAN_BLOCKS = 1 << 20
 #: Transparent huge pages cut TLB misses on large mappings where the kernel offers them
 #: (anonymous memory; see docs/performance.md for what it measured). Below 2 MiB they cannot apply.
 _HUGEPAGE_MIN_BYTES = 2 << 20
+#: Anonymous mappings are private to the process where the platform can say so (not Windows,
+#: where no process forks).
+_PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 
 if hasattr(np, "bitwise_count"):  # numpy >= 2.0
 
@@ -110,37 +115,47 @@ class BloomFile:
     on ``flush`` and ``close``.
     """
 
-    def __init__(self, mm: mmap.mmap, header: Header, path: Optional[str], read_only: bool) -> None:
+    def __init__(self, mm: mmap.mmap, header: Header, path: Optional[str], read_only: bool,
+                 atomic_or: bool, writers: Optional[_writers.WriterLock] = None) -> None:
         self.mm = mm
         self.header = header
         self.path = path
         self.read_only = read_only
+        self.atomic_or = atomic_or
+        self.writers = writers
 
     @classmethod
-    def create(cls, header: Header, path: Optional[PathArg], overwrite: bool) -> BloomFile:
+    def create(cls, header: Header, path: Optional[PathArg], overwrite: bool, atomic_or: bool) -> BloomFile:
         """Create a new empty filter with ``header``'s shape, in memory when ``path`` is None.
 
+        :param atomic_or: whether the filter sets bits with atomic ORs when it shares the file.
         :raises FileExistsError: when ``path`` exists and ``overwrite`` is false.
         :raises OSError: when the disk cannot hold the file (nothing is left at ``path``).
         """
         if path is None:
-            mm = mmap.mmap(-1, header.file_bytes)
+            # Private: a forked child gets its own copy, as with any Python object, so the
+            # process that made the filter is its only writer.
+            mm = mmap.mmap(-1, header.file_bytes, **_PRIVATE)
             _advise_hugepages(mm, header.file_bytes)
             mm[:HEADER_BYTES] = header.pack()
-            return cls(mm, header, None, False)
+            return cls(mm, header, None, False, atomic_or)
         path = os.fspath(path)
         if not overwrite and os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "filter file exists (pass overwrite=True to replace it)", path)
         _write_new_file(dataclasses.replace(header, clean=True), path, overwrite)
-        return cls.open(path, "r+")
+        return cls.open(path, "r+", atomic_or)
 
     @classmethod
-    def open(cls, path: PathArg, mode: str = "r") -> BloomFile:
+    def open(cls, path: PathArg, mode: str = "r", atomic_or: bool = True) -> BloomFile:
         """Open an existing filter file after checking its whole header and its size.
 
+        With mode ``"r+"`` this process joins the file's writers (``crawldedup._writers``).
+
+        :param atomic_or: whether the filter sets bits with atomic ORs when it shares the file.
         :raises ValueError: for a mode other than ``"r"`` and ``"r+"``.
         :raises FilterFileError: for a missing path, a directory or a file that is not a valid filter.
         :raises OSError: with mode ``"r+"``, when the disk cannot hold the blocks of a sparse file.
+        :raises BlockingIOError: with mode ``"r+"``, when the file's other writers cannot share it.
         """
         if mode not in ("r", "r+"):
             raise ValueError(f"mode must be 'r' or 'r+', got {mode!r}")
@@ -159,8 +174,16 @@ class BloomFile:
             if mode == "r+":  # a sparse file (copied with cp --sparse, say) gets its blocks now
                 _reserve_space(file.fileno(), header.file_bytes, path)
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
-            mm = mmap.mmap(file.fileno(), header.file_bytes, access=access)
-        self = cls(mm, header, path, mode == "r")
+            writers = None
+            if mode == "r+" and _writers.SUPPORTED:
+                writers = _writers.WriterLock(path, atomic_or=atomic_or)
+            try:
+                mm = mmap.mmap(file.fileno(), header.file_bytes, access=access)
+            except BaseException:
+                if writers is not None:
+                    writers.close()
+                raise
+        self = cls(mm, header, path, mode == "r", atomic_or, writers)
         if not header.clean:
             # A writer did not close it (crash, kill, or still open): recount from the bits.
             self.header = dataclasses.replace(header, approx_items=self.estimate_items())
@@ -202,6 +225,20 @@ class BloomFile:
         total = sum(float(((counts / BLOCK_BITS) ** k).sum()) for counts in self.block_popcounts())
         return total / self.header.num_blocks
 
+    @contextlib.contextmanager
+    def plain_or(self) -> Iterator[bool]:
+        """Yield True while bits may be set with plain ORs: in memory, or while this is the
+        file's only writer; False while they must be atomic (other writers have it open).
+
+        :raises BlockingIOError: in a forked child that may not write a pure-Python writer's file.
+        """
+        if self.writers is None:
+            yield self.path is None or not self.atomic_or  # no locks here: atomic where it can
+            return
+        self.writers.check_writable()
+        with self.writers.plain_or() as alone:
+            yield alone or not self.atomic_or
+
     def write_state(self, approx_items: int, clean: bool) -> None:
         """Store the count and the clean-close flag in the header page (no-op when read-only)."""
         if self.read_only:
@@ -218,7 +255,14 @@ class BloomFile:
     def close(self, approx_items: int) -> None:
         """Mark the file cleanly closed with its final count and unmap it.
 
-        Every view from ``blocks()`` must be gone by now.
+        Every view from ``blocks()`` must be gone by now. While other writers have the file
+        open it stays marked in use: the last one to close marks it clean.
         """
-        self.write_state(approx_items, clean=True)
+        if self.writers is None:
+            self.write_state(approx_items, clean=True)
+        elif self.writers.writable:
+            with self.writers.plain_or() as alone:
+                self.write_state(approx_items, clean=alone or not self.atomic_or)
         self.mm.close()
+        if self.writers is not None:
+            self.writers.close()

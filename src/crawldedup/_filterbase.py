@@ -59,6 +59,8 @@ class FilterBase:
     _count: int
     _lock: threading.Lock
     _busy: int
+    #: Whether the twin can set bits with atomic ORs, and so share a file with other writers.
+    _ATOMIC_OR = False
 
     def __init__(
         self,
@@ -72,7 +74,7 @@ class FilterBase:
         check_parameters(capacity, error_rate, metadata)
         num_blocks, num_hashes = choose_shape(capacity, float(error_rate))
         header = Header(capacity, float(error_rate), num_blocks, num_hashes, metadata)
-        self._attach(BloomFile.create(header, path, overwrite))
+        self._attach(BloomFile.create(header, path, overwrite, self._ATOMIC_OR))
 
     @classmethod
     def open(cls: type[_Filter], path: PathArg, mode: str = "r") -> _Filter:
@@ -80,9 +82,11 @@ class FilterBase:
 
         :raises ValueError: for another mode.
         :raises FilterFileError: when the path is missing, a directory or not a valid filter.
+        :raises BlockingIOError: with ``"r+"``, when another process writes the file and one of
+            the two is the pure-Python filter, which cannot share it.
         """
         self = cls.__new__(cls)
-        self._attach(BloomFile.open(path, mode))
+        self._attach(BloomFile.open(path, mode, cls._ATOMIC_OR))
         return self
 
     def _attach(self, file: BloomFile) -> None:
@@ -241,7 +245,7 @@ class FilterBase:
         """Add every key of ``other`` to this filter (bitwise OR, in place) and return self.
 
         Both filters must have the same shape (blocks, probes; layout, hash and seed are fixed
-        by the format). Not atomic against another process writing this file at the same time.
+        by the format). Other processes writing this file at the same time lose no bit.
 
         :raises TypeError: when ``other`` is not a Bloom filter.
         :raises ValueError: when the shapes differ or either filter is closed.
@@ -261,10 +265,18 @@ class FilterBase:
                     f"{mine_shape[0]} blocks x {mine_shape[1]} probes vs "
                     f"{their_shape[0]} blocks x {their_shape[1]} probes"
                 )
-            blocks = file.blocks()
-            np.bitwise_or(blocks, theirs.blocks(), out=blocks)
+            with file.plain_or() as alone:
+                if alone:
+                    blocks = file.blocks()
+                    np.bitwise_or(blocks, theirs.blocks(), out=blocks)
+                else:
+                    self._or_blocks_atomically(theirs.blocks())
             self._count = file.estimate_items()
         return self
+
+    def _or_blocks_atomically(self, blocks: np.ndarray) -> None:
+        """OR ``blocks`` into this filter's with atomic ORs (the twins that have them)."""
+        raise NotImplementedError
 
     def __ior__(self: _Filter, other: FilterBase) -> _Filter:
         return self.union(other)
@@ -278,7 +290,7 @@ class FilterBase:
         with self._exclusive() as file:
             header = dataclasses.replace(file.header, approx_items=self._count, clean=True)
             duplicate = type(self).__new__(type(self))
-            duplicate._attach(BloomFile.create(header, path, overwrite))
+            duplicate._attach(BloomFile.create(header, path, overwrite, self._ATOMIC_OR))
             np.copyto(duplicate._open_file().blocks(), file.blocks())
             duplicate._count = self._count
         return duplicate

@@ -226,10 +226,12 @@ class PyBloomFilter(FilterBase):
         return found
 
     def _writable_bytes(self) -> memoryview:
-        if self._bytes is None:
+        if self._bytes is None or self._file is None:
             raise closed_error()
         if self._bytes.readonly:
             raise read_only_error()
+        if self._file.writers is not None:
+            self._file.writers.check_writable()
         return self._bytes
 
     def _writable_array(self) -> np.ndarray:

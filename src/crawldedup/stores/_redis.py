@@ -9,7 +9,7 @@ import itertools
 import math
 import random
 import re
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import redis

@@ -1,0 +1,173 @@
+"""Who writes a filter file: the lock that lets a lone writer set bits without atomic instructions.
+
+Every process writing a file holds an open-file-description lock on it (Linux ``fcntl``
+``F_OFD_SETLK``; such a lock belongs to one ``open()``, so two filters of one process on one
+file are two writers, and a failed upgrade keeps the lock already held, unlike ``flock``):
+
+- the compiled filter holds a read lock on byte 0 while it is open for writing. A batch of
+  adds upgrades it to a write lock when it can (no other writer has the file open): then it
+  sets bits with plain ORs, otherwise with atomic ORs, so no bit is ever lost either way.
+- the pure-Python filter has no atomic OR: it holds a write lock on bytes 0 and 1 for as long
+  as it is open, and a file another writer has open cannot be opened by it, nor it by another
+  (``BlockingIOError``). Byte 1 tells a waiting opener that the holder will not let go.
+
+Readers take no lock. Where open-file-description locks are missing (macOS, Windows) nothing
+is locked: the compiled filter always uses atomic ORs and the pure-Python filter shares
+unguarded. After ``os.fork`` parent and child each lock the file anew, so each sees the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import struct
+import threading
+import time
+import weakref
+from typing import Iterator, Optional
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover  (Windows)
+    fcntl = None  # type: ignore[assignment]
+
+_SETLK: Optional[int] = getattr(fcntl, "F_OFD_SETLK", None)
+_GETLK: Optional[int] = getattr(fcntl, "F_OFD_GETLK", None)
+#: True where writers of one file can see each other.
+SUPPORTED = _SETLK is not None and _GETLK is not None and hasattr(os, "register_at_fork")
+#: struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for these locks), padding.
+_FLOCK = struct.Struct("@hhqqi4x")
+#: An opener waits at most this long for other writers' batches to end before it gives up.
+JOIN_TIMEOUT = 60.0
+
+
+def _lock(fd: int, kind: int, start: int, length: int) -> bool:
+    """Take (or convert to) a lock of ``kind`` on ``length`` bytes from ``start``; False on conflict."""
+    assert _SETLK is not None
+    try:
+        fcntl.fcntl(fd, _SETLK, _FLOCK.pack(kind, os.SEEK_SET, start, length, 0))
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def _held_by_other(fd: int, start: int) -> bool:
+    """True when another writer holds a lock on byte ``start``."""
+    assert _GETLK is not None
+    reply = fcntl.fcntl(fd, _GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, start, 1, 0))
+    return _FLOCK.unpack(reply)[0] != fcntl.F_UNLCK
+
+
+def _busy_error(path: str, why: str) -> BlockingIOError:
+    return BlockingIOError(errno.EAGAIN, f"filter file is open for writing by another process ({why})", path)
+
+
+class WriterLock:
+    """This process's lock as one writer of a filter file (see the module docstring)."""
+
+    def __init__(self, path: str, *, atomic_or: bool) -> None:
+        """Join the file's writers.
+
+        :param atomic_or: True for a filter that can share the file (it has atomic OR).
+        :raises BlockingIOError: when the file cannot be shared with the writers it has.
+        """
+        self.path = path
+        self.atomic_or = atomic_or
+        self.writable = True  # False in a forked child of a pure-Python writer
+        self.may_be_alone = atomic_or  # False once a forked process could not lock anew
+        self._mutex = threading.Lock()  # the descriptor, and a batch's plain-OR window
+        self._fd = self._join()
+        _LOCKS.add(self)
+
+    def _join(self, source: Optional[str] = None) -> int:
+        fd = os.open(source or self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if not self.atomic_or:
+                if not _lock(fd, fcntl.F_WRLCK, 0, 2):
+                    raise _busy_error(self.path, "a pure-Python filter needs the file to itself; "
+                                                 "the compiled extension shares it")
+                return fd
+            deadline = time.monotonic() + JOIN_TIMEOUT
+            while not _lock(fd, fcntl.F_RDLCK, 0, 1):
+                if _held_by_other(fd, 1):
+                    raise _busy_error(self.path, "a pure-Python filter, which cannot share it")
+                if time.monotonic() > deadline:
+                    raise _busy_error(self.path, f"one batch held it for over {JOIN_TIMEOUT:g} s")
+                time.sleep(0.001)  # another writer's batch is running alone: it ends soon
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @contextlib.contextmanager
+    def plain_or(self) -> Iterator[bool]:
+        """Yield True when no other writer has the file open: bits may be set with plain ORs
+        until the block ends (others wait to join). Yield False when they must be atomic."""
+        with self._mutex:
+            alone = self.may_be_alone and _lock(self._fd, fcntl.F_WRLCK, 0, 1)
+            try:
+                yield alone
+            finally:
+                if alone:
+                    _lock(self._fd, fcntl.F_RDLCK, 0, 1)  # a downgrade never conflicts
+
+    def check_writable(self) -> None:
+        """:raises BlockingIOError: in a forked child that shares a pure-Python writer's lock."""
+        if not self.writable:
+            raise _busy_error(self.path, "the parent of this forked process: reopen the filter here")
+
+    def close(self) -> None:
+        _LOCKS.discard(self)
+        with self._mutex:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def _after_fork(self) -> None:
+        """Lock the file through a descriptor of this process's own, so that parent and child
+        are two writers; a pure-Python child cannot, and may no longer write."""
+        if self._fd < 0:
+            return
+        if not self.atomic_or:
+            self.writable = False  # only the child runs this for pure-Python writers
+            return
+        try:
+            fd = self._join(f"/proc/self/fd/{self._fd}")  # the same file even if renamed since
+        except OSError:
+            self.may_be_alone = False  # keeps the shared lock, and atomic ORs from now on
+            return
+        os.close(self._fd)
+        self._fd = fd
+
+
+_LOCKS: "weakref.WeakSet[WriterLock]" = weakref.WeakSet()
+_forking: list[WriterLock] = []
+
+
+def _before_fork() -> None:
+    _forking[:] = list(_LOCKS)
+    for lock in _forking:
+        lock._mutex.acquire()  # no plain-OR window is open while the process forks
+
+
+def _after_fork_in_parent() -> None:
+    for lock in _forking:
+        if lock.atomic_or:
+            lock._after_fork()
+        lock._mutex.release()
+    _forking.clear()
+
+
+def _after_fork_in_child() -> None:
+    for lock in _forking:
+        lock._after_fork()
+        lock._mutex.release()
+    _forking.clear()
+
+
+if SUPPORTED:
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
