@@ -176,7 +176,7 @@ class BloomFile:
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
             writers = None
             if mode == "r+" and _writers.SUPPORTED:
-                writers = _writers.WriterLock(path, atomic_or=atomic_or)
+                writers = _writers.WriterLock(path, file.fileno(), atomic_or=atomic_or)
             try:
                 mm = mmap.mmap(file.fileno(), header.file_bytes, access=access)
             except BaseException:

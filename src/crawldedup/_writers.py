@@ -61,6 +61,23 @@ def _held_by_other(fd: int, start: int) -> bool:
     return _FLOCK.unpack(reply)[0] != fcntl.F_UNLCK
 
 
+def _open_again(fd: int, path: str) -> int:
+    """Return a new descriptor, with an open file description of its own, of the file open as
+    ``fd``: through /proc, so a file renamed or replaced at ``path`` since is no matter.
+
+    :raises OSError: when neither /proc nor ``path`` leads to that file any more.
+    """
+    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(f"/proc/self/fd/{fd}", flags)
+    except OSError:
+        again = os.open(path, flags)
+    if os.path.samestat(os.fstat(again), os.fstat(fd)):
+        return again
+    os.close(again)
+    raise FileNotFoundError(errno.ENOENT, "the filter file was replaced while it was being opened", path)
+
+
 def _busy_error(path: str, why: str) -> BlockingIOError:
     return BlockingIOError(errno.EAGAIN, f"filter file is open for writing by another process ({why})", path)
 
@@ -68,8 +85,8 @@ def _busy_error(path: str, why: str) -> BlockingIOError:
 class WriterLock:
     """This process's lock as one writer of a filter file (see the module docstring)."""
 
-    def __init__(self, path: str, *, atomic_or: bool) -> None:
-        """Join the file's writers.
+    def __init__(self, path: str, fd: int, *, atomic_or: bool) -> None:
+        """Join the writers of the file open as ``fd`` (at ``path``).
 
         :param atomic_or: True for a filter that can share the file (it has atomic OR).
         :raises BlockingIOError: when the file cannot be shared with the writers it has.
@@ -79,11 +96,11 @@ class WriterLock:
         self.writable = True  # False in a forked child of a pure-Python writer
         self.may_be_alone = atomic_or  # False once a forked process could not lock anew
         self._mutex = threading.Lock()  # the descriptor, and a batch's plain-OR window
-        self._fd = self._join()
+        self._fd = self._join(fd)
         _LOCKS.add(self)
 
-    def _join(self, source: Optional[str] = None) -> int:
-        fd = os.open(source or self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    def _join(self, same_file_as: int) -> int:
+        fd = _open_again(same_file_as, self.path)
         try:
             if not self.atomic_or:
                 if not _lock(fd, fcntl.F_WRLCK, 0, 2):
@@ -135,7 +152,7 @@ class WriterLock:
             self.writable = False  # only the child runs this for pure-Python writers
             return
         try:
-            fd = self._join(f"/proc/self/fd/{self._fd}")  # the same file even if renamed since
+            fd = self._join(self._fd)
         except OSError:
             self.may_be_alone = False  # keeps the shared lock, and atomic ORs from now on
             return
