@@ -222,10 +222,13 @@ def test_a_forked_child_may_not_write_a_pure_python_writers_file(tmp_path):
     if pid == 0:
         status = 1
         try:
-            try:
-                bf.add("child")
-            except BlockingIOError as exc:
-                status = 0 if "reopen the filter" in str(exc) else 2
+            refused = []
+            for write in (lambda: bf.add("child"), lambda: bf.add_many(["child"]), bf.flush):
+                try:
+                    write()
+                except BlockingIOError as exc:
+                    refused.append("reopen the filter" in str(exc))
+            status = 0 if refused == [True, True, True] else 2
             bf.close()
         finally:
             os._exit(status)
@@ -242,3 +245,59 @@ def test_a_filter_in_memory_belongs_to_its_process(bloom_cls):
         os._exit(0 if bf.add("child") else 1)
     assert os.waitpid(pid, 0)[1] == 0
     assert "child" not in bf and bf.add("parent")
+
+
+@pytest.mark.parametrize("implementation", [PURE, COMPILED], ids=["py", "cy"])
+def test_a_header_is_never_read_or_written_half_way(tmp_path, implementation):
+    """Writers store the count and flags in the header page at times of their own (open, flush,
+    close) while readers open the file: no one may see a page that fails its checksum."""
+    if implementation == COMPILED and not bloom.HAS_EXTENSION:
+        pytest.skip("the compiled extension is not built")
+    path, go, done = str(tmp_path / "header.bloom"), tmp_path / "go", tmp_path / "done"
+    bloom.PyBloomFilter(100_000, 0.01, path).close()
+    writer = textwrap.dedent("""
+        import os, sys, time
+        module, _, name = sys.argv[1].partition(":")
+        Filter = getattr(__import__(module, fromlist=[name]), name)
+        path, go, step = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        bf = Filter.open(path, "r+")
+        print("ready", flush=True)
+        while not os.path.exists(go):
+            time.sleep(0.001)
+        for i in range(60_000):
+            bf._file.write_state(i * step, clean=False)  # what flush() stores, without the msync
+        bf.close()
+    """)
+    reader = textwrap.dedent("""
+        import os, sys, time
+        from crawldedup import FilterFileError, bloom
+        path, go, done = sys.argv[1:4]
+        print("ready", flush=True)
+        while not os.path.exists(go):
+            time.sleep(0.001)
+        opened, torn = 0, []
+        while not os.path.exists(done) or opened < 100:
+            try:
+                bloom.PyBloomFilter.open(path).close()
+                opened += 1
+            except FilterFileError as exc:
+                torn.append(str(exc))
+        print(opened, len(torn), torn[:1])
+    """)
+    steps = [1, 7] if implementation == COMPILED else [1]  # the twin writes alone
+    writers = [subprocess.Popen([sys.executable, "-c", writer, implementation, path, str(go), str(step)],
+                                stdout=subprocess.PIPE, text=True) for step in steps]
+    readers = [subprocess.Popen([sys.executable, "-c", reader, path, str(go), str(done)],
+                                stdout=subprocess.PIPE, text=True)]
+    for process in writers + readers:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+    go.touch()
+    for process in writers:
+        process.communicate(timeout=120)
+        assert process.returncode == 0
+    done.touch()
+    output, _ = readers[0].communicate(timeout=120)
+    opened, torn, first = output.split(maxsplit=2)
+    assert int(opened) >= 100 and int(torn) == 0, first
+    with bloom.PyBloomFilter.open(path) as bf:  # and the last writer left a whole, clean header
+        assert bf._file is not None and bf._file.header.clean

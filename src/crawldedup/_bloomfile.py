@@ -170,7 +170,8 @@ class BloomFile:
             status = os.fstat(file.fileno())
             if not stat.S_ISREG(status.st_mode):
                 raise FilterFileError(f"{path}: not a regular file")
-            header = Header.unpack(file.read(HEADER_BYTES), path, status.st_size)
+            with _writers.header_access(file.fileno(), write=False):
+                header = Header.unpack(file.read(HEADER_BYTES), path, status.st_size)
             if mode == "r+":  # a sparse file (copied with cp --sparse, say) gets its blocks now
                 _reserve_space(file.fileno(), header.file_bytes, path)
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
@@ -243,8 +244,11 @@ class BloomFile:
         """Store the count and the clean-close flag in the header page (no-op when read-only)."""
         if self.read_only:
             return
+        if self.writers is not None:
+            self.writers.check_writable()
         self.header = dataclasses.replace(self.header, approx_items=approx_items, clean=clean)
-        self.mm[:HEADER_BYTES] = self.header.pack()
+        with self.writers.header_written() if self.writers is not None else contextlib.nullcontext():
+            self.mm[:HEADER_BYTES] = self.header.pack()
 
     def flush(self, approx_items: int) -> None:
         """Write the count to the header and the mapped pages to disk (msync)."""

@@ -11,9 +11,11 @@ file are two writers, and a failed upgrade keeps the lock already held, unlike `
   as it is open, and a file another writer has open cannot be opened by it, nor it by another
   (``BlockingIOError``). Byte 1 tells a waiting opener that the holder will not let go.
 
-Readers take no lock. Where open-file-description locks are missing (macOS, Windows) nothing
-is locked: the compiled filter always uses atomic ORs and the pure-Python filter shares
-unguarded. After ``os.fork`` parent and child each lock the file anew, so each sees the other.
+Byte 2 is held while the header page is written (exclusively) or read (shared), so that no
+one reads or writes half of another's header. Readers take no other lock. Where
+open-file-description locks are missing (macOS, Windows) nothing is locked: the compiled
+filter always uses atomic ORs and the pure-Python filter shares unguarded. After ``os.fork``
+parent and child each lock the file anew, so each sees the other.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ except ImportError:  # pragma: no cover  (Windows)
     fcntl = None  # type: ignore[assignment]
 
 _SETLK: Optional[int] = getattr(fcntl, "F_OFD_SETLK", None)
+_SETLKW: Optional[int] = getattr(fcntl, "F_OFD_SETLKW", None)
 _GETLK: Optional[int] = getattr(fcntl, "F_OFD_GETLK", None)
 #: True where writers of one file can see each other.
-SUPPORTED = _SETLK is not None and _GETLK is not None and hasattr(os, "register_at_fork")
+SUPPORTED = None not in (_SETLK, _SETLKW, _GETLK) and hasattr(os, "register_at_fork")
 #: struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for these locks), padding.
 _FLOCK = struct.Struct("@hhqqi4x")
 #: An opener waits at most this long for other writers' batches to end before it gives up.
@@ -52,6 +55,22 @@ def _lock(fd: int, kind: int, start: int, length: int) -> bool:
             return False
         raise
     return True
+
+
+@contextlib.contextmanager
+def header_access(fd: int, *, write: bool) -> Iterator[None]:
+    """Hold byte 2 of the file open as ``fd`` while its header page is read (shared lock) or
+    written (exclusive): the writers of one file store their counts and flags at times of
+    their own, and a page read or written half-way by two would fail its checksum."""
+    if not SUPPORTED:
+        yield
+        return
+    assert _SETLKW is not None
+    fcntl.fcntl(fd, _SETLKW, _FLOCK.pack(fcntl.F_WRLCK if write else fcntl.F_RDLCK, os.SEEK_SET, 2, 1, 0))
+    try:
+        yield
+    finally:
+        fcntl.fcntl(fd, _SETLKW, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, 2, 1, 0))
 
 
 def _held_by_other(fd: int, start: int) -> bool:
@@ -130,6 +149,10 @@ class WriterLock:
             finally:
                 if alone:
                     _lock(self._fd, fcntl.F_RDLCK, 0, 1)  # a downgrade never conflicts
+
+    def header_written(self) -> "contextlib.AbstractContextManager[None]":
+        """Hold the header lock (``header_access``) while this writer stores the header page."""
+        return header_access(self._fd, write=True)
 
     def check_writable(self) -> None:
         """:raises BlockingIOError: in a forked child that shares a pure-Python writer's lock."""
