@@ -15,11 +15,13 @@ insert where it has one (``update``, ``add_str_batch``), batch query where it ha
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from typing import Callable
 
 import pytest
 
-from crawldedup import bloom
+from crawldedup import _writers, bloom
 
 pybloomfilter = pytest.importorskip("pybloomfilter")
 rbloom = pytest.importorskip("rbloom")
@@ -145,6 +147,29 @@ def test_pure_python_add_batch(benchmark, filters, peer):
 @pytest.mark.parametrize("peer", PURE_PYTHON)
 def test_pure_python_contains_batch(benchmark, filters, peer):
     run_fresh(benchmark, filters(peer, 1_000_000).contains_batch, 10_000)
+
+
+@pytest.mark.skipif(not (_writers.SUPPORTED and bloom.HAS_EXTENSION),
+                    reason="writers see each other on Linux, and share a file with the extension")
+@pytest.mark.parametrize("writers", ["alone", "shared"])
+def test_add_batch_in_a_shared_file(benchmark, tmp_path, writers):
+    """What sharing a file costs: with another process holding it open for writing, batch adds
+    set bits with atomic ORs instead of plain ones (same keys, same filter size, 1M)."""
+    path = str(tmp_path / "shared.bloom")
+    bf = bloom.BloomFilter(1_000_000, ERROR_RATE, path)
+    holder = None
+    if writers == "shared":
+        code = "import sys; from crawldedup import bloom; f = bloom.BloomFilter.open(sys.argv[1], 'r+'); " \
+               "print('ready', flush=True); sys.stdin.readline()"
+        holder = subprocess.Popen([sys.executable, "-c", code, path], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+    try:
+        run_fresh(benchmark, bf.add_many)
+    finally:
+        if holder is not None:
+            holder.communicate("done\n", timeout=60)
+        bf.close()
 
 
 @pytest.mark.parametrize("operation", ["add_hashes", "contains_hashes"])
