@@ -301,3 +301,26 @@ def test_a_header_is_never_read_or_written_half_way(tmp_path, implementation):
     assert int(opened) >= 100 and int(torn) == 0, first
     with bloom.PyBloomFilter.open(path) as bf:  # and the last writer left a whole, clean header
         assert bf._file is not None and bf._file.header.clean
+
+
+def test_a_file_system_without_locks_is_used_unlocked(bloom_cls, tmp_path, monkeypatch):
+    """Some network and FUSE file systems keep no locks (ENOLCK): such a file opens and takes
+    adds as where the locks are missing, with atomic ORs for the compiled filter."""
+    import errno
+    import fcntl
+
+    real = fcntl.fcntl
+
+    def no_locks(fd, command, *args):
+        if command in (fcntl.F_OFD_SETLK, fcntl.F_OFD_SETLKW, fcntl.F_OFD_GETLK):
+            raise OSError(errno.ENOLCK, "No locks available")
+        return real(fd, command, *args)
+
+    monkeypatch.setattr(fcntl, "fcntl", no_locks)
+    path = str(tmp_path / "nolocks.bloom")
+    with bloom_cls(10_000, 0.01, path) as bf:
+        assert bf._file.writers is None
+        assert plain_or(bf) == (bloom_cls is bloom.PyBloomFilter)
+        assert bf.add_many(keys("nolocks", 2_000)).all()
+    with bloom_cls.open(path, "r+") as bf, bloom_cls.open(path) as reader:
+        assert reader.contains_many(keys("nolocks", 2_000)).all() and bf.add("one more")

@@ -175,9 +175,7 @@ class BloomFile:
             if mode == "r+":  # a sparse file (copied with cp --sparse, say) gets its blocks now
                 _reserve_space(file.fileno(), header.file_bytes, path)
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
-            writers = None
-            if mode == "r+" and _writers.SUPPORTED:
-                writers = _writers.WriterLock(path, file.fileno(), atomic_or=atomic_or)
+            writers = _writers.join(path, file.fileno(), atomic_or=atomic_or) if mode == "r+" else None
             try:
                 mm = mmap.mmap(file.fileno(), header.file_bytes, access=access)
             except BaseException:

@@ -43,6 +43,9 @@ SUPPORTED = None not in (_SETLK, _SETLKW, _GETLK) and hasattr(os, "register_at_f
 _FLOCK = struct.Struct("@hhqqi4x")
 #: An opener waits at most this long for other writers' batches to end before it gives up.
 JOIN_TIMEOUT = 60.0
+#: What a file system that keeps no such locks answers (some network and FUSE ones): the file
+#: is then used as where they are missing.
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS})
 
 
 def _lock(fd: int, kind: int, start: int, length: int) -> bool:
@@ -62,15 +65,25 @@ def header_access(fd: int, *, write: bool) -> Iterator[None]:
     """Hold byte 2 of the file open as ``fd`` while its header page is read (shared lock) or
     written (exclusive): the writers of one file store their counts and flags at times of
     their own, and a page read or written half-way by two would fail its checksum."""
-    if not SUPPORTED:
+    if not SUPPORTED or not _wait_for_lock(fd, fcntl.F_WRLCK if write else fcntl.F_RDLCK):
         yield
         return
-    assert _SETLKW is not None
-    fcntl.fcntl(fd, _SETLKW, _FLOCK.pack(fcntl.F_WRLCK if write else fcntl.F_RDLCK, os.SEEK_SET, 2, 1, 0))
     try:
         yield
     finally:
-        fcntl.fcntl(fd, _SETLKW, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, 2, 1, 0))
+        _wait_for_lock(fd, fcntl.F_UNLCK)
+
+
+def _wait_for_lock(fd: int, kind: int) -> bool:
+    """Lock (or unlock) byte 2, waiting for others; False where the file system keeps no locks."""
+    assert _SETLKW is not None
+    try:
+        fcntl.fcntl(fd, _SETLKW, _FLOCK.pack(kind, os.SEEK_SET, 2, 1, 0))
+    except OSError as exc:
+        if exc.errno in _NO_LOCKS:
+            return False
+        raise
+    return True
 
 
 def _held_by_other(fd: int, start: int) -> bool:
@@ -99,6 +112,23 @@ def _open_again(fd: int, path: str) -> int:
 
 def _busy_error(path: str, why: str) -> BlockingIOError:
     return BlockingIOError(errno.EAGAIN, f"filter file is open for writing by another process ({why})", path)
+
+
+def join(path: str, fd: int, *, atomic_or: bool) -> Optional[WriterLock]:
+    """Join the writers of the file open as ``fd`` (at ``path``); None where writers cannot see
+    each other (no such locks on this platform or this file system).
+
+    :param atomic_or: True for a filter that can share the file (it has atomic OR).
+    :raises BlockingIOError: when the file cannot be shared with the writers it has.
+    """
+    if not SUPPORTED:
+        return None
+    try:
+        return WriterLock(path, fd, atomic_or=atomic_or)
+    except OSError as exc:
+        if exc.errno in _NO_LOCKS:
+            return None
+        raise
 
 
 class WriterLock:
