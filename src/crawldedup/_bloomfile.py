@@ -146,7 +146,7 @@ class BloomFile:
         return cls.open(path, "r+", atomic_or)
 
     @classmethod
-    def open(cls, path: PathArg, mode: str = "r", atomic_or: bool = True) -> BloomFile:
+    def open(cls, path: PathArg, mode: str, atomic_or: bool) -> BloomFile:
         """Open an existing filter file after checking its whole header and its size.
 
         With mode ``"r+"`` this process joins the file's writers (``crawldedup._writers``).
