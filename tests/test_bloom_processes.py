@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from crawldedup import bloom
+from crawldedup._format import HEADER_BYTES
 
 IMPLEMENTATIONS = [pytest.param("crawldedup.bloom:PyBloomFilter", id="py")]
 if bloom.HAS_EXTENSION:
@@ -100,20 +101,40 @@ def test_sigkill_mid_insert_keeps_every_returned_add(implementation, batch, tmp_
 
 @pytest.mark.cython
 @pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="atomic OR across processes is the extension's")
-def test_processes_sharing_a_file_never_lose_a_bit(tmp_path):
-    path = str(tmp_path / "shared.bloom")
-    # A small, crowded file: both writers keep hitting the same blocks at the same time.
-    bloom.BloomFilter(20_000, 0.01, path).close()
+@pytest.mark.parametrize("batch", [500, 10_000], ids=["atomic-batches", "batches-that-ask"])
+def test_processes_sharing_a_file_never_lose_a_bit(tmp_path, batch):
+    """Two writers start together and set bits in the same words for a while: the file must
+    hold exactly the bits of both key sets (a lost OR shows as a missing bit). Batches of
+    10,000 ask to write alone (plain ORs) where the platform's locks say who writes."""
+    path, go = str(tmp_path / "shared.bloom"), tmp_path / "go"
+    count = 400_000
+    bloom.BloomFilter(count, 0.01, path).close()
     code = PRELUDE + textwrap.dedent("""
-        offset = int(sys.argv[3])
+        import os, time
+        go, tag, batch, count = sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+        todo = [[f"https://shared.example/{tag}/{i}" for i in range(start, start + batch)]
+                for start in range(0, count, batch)]
         with Filter.open(path, "r+") as bf:
-            for start in range(0, 20_000, 500):
-                bf.add_many([f"https://shared.example/{offset + i}" for i in range(start, start + 500)])
+            print("ready", flush=True)
+            while not os.path.exists(go):
+                time.sleep(0.001)
+            for keys in todo:
+                bf.add_many(keys)
     """)
-    writers = [subprocess.Popen([sys.executable, "-c", code, "crawldedup._bloom:CBloomFilter", path, str(offset)])
-               for offset in (0, 1_000_000)]
+    writers = [subprocess.Popen([sys.executable, "-c", code, "crawldedup._bloom:CBloomFilter", path, str(go), tag,
+                                 str(batch), str(count)], stdout=subprocess.PIPE, text=True) for tag in ("a", "b")]
     for writer in writers:
-        assert writer.wait(timeout=120) == 0
+        assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+    go.touch()
+    for writer in writers:
+        writer.communicate(timeout=120)
+        assert writer.returncode == 0
+    expected = bloom.BloomFilter(count, 0.01, str(tmp_path / "expected.bloom"))
+    for tag in ("a", "b"):
+        expected.add_many([f"https://shared.example/{tag}/{i}" for i in range(count)])
+    expected.close()
+    with open(path, "rb") as shared, open(tmp_path / "expected.bloom", "rb") as alone:
+        assert shared.read()[HEADER_BYTES:] == alone.read()[HEADER_BYTES:]
     with bloom.BloomFilter.open(path) as bf:
-        for offset in (0, 1_000_000):
-            assert bf.contains_many([f"https://shared.example/{offset + i}" for i in range(20_000)]).all()
+        for tag in ("a", "b"):
+            assert bf.contains_many([f"https://shared.example/{tag}/{i}" for i in range(count)]).all()

@@ -19,6 +19,8 @@ pytestmark = pytest.mark.skipif(not _writers.SUPPORTED, reason="needs open-file-
 COMPILED = "crawldedup._bloom:CBloomFilter"
 PURE = "crawldedup.bloom:PyBloomFilter"
 needs_extension = pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="atomic OR is the extension's")
+#: Either twin, by the name a child process imports it by.
+TWINS = [pytest.param(PURE, id="py"), pytest.param(COMPILED, id="cy", marks=[pytest.mark.cython, needs_extension])]
 
 HOLDER = textwrap.dedent("""
     import sys
@@ -122,53 +124,15 @@ def test_plain_and_atomic_paths_write_the_same_bytes(tmp_path):
     assert blocks(alone) == blocks(shared)
 
 
-@needs_extension
-@pytest.mark.parametrize("batch", [500, 10_000], ids=["atomic-batches", "batches-that-ask"])
-def test_two_writers_adding_at_once_lose_no_bit(tmp_path, batch):
-    """Both start together and set bits in the same words for a while: the file must hold
-    exactly the bits of both key sets (a lost plain OR shows as a missing bit)."""
-    path, go = str(tmp_path / "crowded.bloom"), tmp_path / "go"
-    count = 400_000
-    bloom.BloomFilter(count, 0.01, path).close()
-    code = textwrap.dedent("""
-        import os, sys, time
-        from crawldedup._bloom import CBloomFilter
-        path, go, tag, batch, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-        todo = [[f"https://writers.example/{tag}/{i}" for i in range(start, start + batch)]
-                for start in range(0, count, batch)]
-        with CBloomFilter.open(path, "r+") as bf:
-            print("ready", flush=True)
-            while not os.path.exists(go):
-                time.sleep(0.001)
-            for keys in todo:
-                bf.add_many(keys)
-    """)
-    writers = [subprocess.Popen([sys.executable, "-c", code, path, str(go), tag, str(batch), str(count)],
-                                stdout=subprocess.PIPE, text=True) for tag in ("a", "b")]
-    for writer in writers:
-        assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
-    go.touch()
-    for writer in writers:
-        writer.communicate(timeout=120)
-        assert writer.returncode == 0
-    expected = bloom.BloomFilter(count, 0.01, str(tmp_path / "expected.bloom"))
-    for tag in ("a", "b"):
-        expected.add_many(keys(tag, count))
-    expected.close()
-    assert blocks(path) == blocks(str(tmp_path / "expected.bloom"))
-
-
-@pytest.mark.parametrize("holder_impl", [PURE, COMPILED], ids=["py-holds", "cy-holds"])
-@pytest.mark.parametrize("opener", ["py", "cy"])
+@pytest.mark.parametrize("holder_impl", TWINS)
+@pytest.mark.parametrize("opener", TWINS)
 def test_the_pure_python_filter_keeps_its_file_to_itself(tmp_path, holder_impl, opener):
-    if (COMPILED in (holder_impl,) or opener == "cy") and not bloom.HAS_EXTENSION:
-        pytest.skip("the compiled extension is not built")
-    cls = bloom.PyBloomFilter if opener == "py" else bloom.BloomFilter
+    cls = bloom.PyBloomFilter if opener == PURE else bloom.BloomFilter
     path = str(tmp_path / "own.bloom")
     bloom.PyBloomFilter(1_000, 0.01, path).close()
     holder = Holder(holder_impl, path)
     try:
-        if holder_impl == COMPILED and opener == "cy":
+        if holder_impl == COMPILED and opener == COMPILED:
             cls.open(path, "r+").close()  # two compiled writers share
         else:
             with pytest.raises(BlockingIOError, match="open for writing by another process") as caught:
@@ -260,12 +224,10 @@ def test_a_filter_in_memory_belongs_to_its_process(bloom_cls):
     assert "child" not in bf and bf.add("parent")
 
 
-@pytest.mark.parametrize("implementation", [PURE, COMPILED], ids=["py", "cy"])
+@pytest.mark.parametrize("implementation", TWINS)
 def test_a_header_is_never_read_or_written_half_way(tmp_path, implementation):
     """Writers store the count and flags in the header page at times of their own (open, flush,
     close) while readers open the file: no one may see a page that fails its checksum."""
-    if implementation == COMPILED and not bloom.HAS_EXTENSION:
-        pytest.skip("the compiled extension is not built")
     path, go, done = str(tmp_path / "header.bloom"), tmp_path / "go", tmp_path / "done"
     bloom.PyBloomFilter(100_000, 0.01, path).close()
     writer = textwrap.dedent("""

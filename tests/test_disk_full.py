@@ -204,8 +204,7 @@ def test_merge_onto_a_full_disk(small_fs, tmp_path):
 
 # ----- a file size limit (RLIMIT_FSIZE), for any POSIX user -------------------------------------------
 
-needs_rlimit = pytest.mark.skipif(not hasattr(os, "setrlimit") and sys.platform == "win32",
-                                  reason="RLIMIT_FSIZE is POSIX")
+needs_rlimit = pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 
 
 @needs_rlimit

@@ -18,7 +18,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 import traceback
 from pathlib import Path
@@ -28,16 +27,10 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from crawldedup import DEFAULT_POLICY, BloomFilter, Deduplicator, StoreUnavailable, bloom, canonicalize
+from crawldedup import DEFAULT_POLICY, BloomFilter, Deduplicator, StoreUnavailable, canonicalize
 from crawldedup.dedup import open_state
 from crawldedup.stores import RedisKeyStore, RedisShardedSetStore, RetryPolicy
 from crawldedup.stores._redis import redact_url
-
-TWINS = [pytest.param(bloom.PyBloomFilter, id="py")]
-if bloom.HAS_EXTENSION:
-    from crawldedup._bloom import CBloomFilter
-
-    TWINS.append(pytest.param(CBloomFilter, id="cy", marks=pytest.mark.cython))
 
 #: A password with characters that URLs must escape; it appears percent-encoded in URLs.
 SECRET = "Sup3r:s3cret@pass/word"
@@ -82,14 +75,13 @@ def mode_of(path: Path) -> int:
 
 
 @posix_only
-@pytest.mark.parametrize("cls", TWINS)
-def test_new_filter_files_follow_the_umask(cls, umask, tmp_path):
+def test_new_filter_files_follow_the_umask(bloom_cls, umask, tmp_path):
     expected = 0o666 & ~umask
-    with cls(1000, 0.01, tmp_path / "new.bloom") as bf:
+    with bloom_cls(1000, 0.01, tmp_path / "new.bloom") as bf:
         assert mode_of(tmp_path / "new.bloom") == expected
         bf.copy(tmp_path / "copy.bloom").close()
     assert mode_of(tmp_path / "copy.bloom") == expected
-    cls(1000, 0.01, tmp_path / "new.bloom", overwrite=True).close()
+    bloom_cls(1000, 0.01, tmp_path / "new.bloom", overwrite=True).close()
     assert mode_of(tmp_path / "new.bloom") == expected
     open_state(tmp_path / "state.bloom", 1000, 0.01).close()
     assert mode_of(tmp_path / "state.bloom") == expected

@@ -291,6 +291,5 @@ class FilterBase:
             header = dataclasses.replace(file.header, approx_items=self._count, clean=True)
             duplicate = type(self).__new__(type(self))
             duplicate._attach(BloomFile.create(header, path, overwrite, self._ATOMIC_OR))
-            np.copyto(duplicate._open_file().blocks(), file.blocks())
-            duplicate._count = self._count
+            np.copyto(duplicate._open_file().blocks(), file.blocks())  # _attach took the count
         return duplicate
