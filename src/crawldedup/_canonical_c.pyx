@@ -5,11 +5,11 @@ It works on the input's UTF-8 bytes in one buffer: an ``http``/``https`` URL wit
 absolute or resolved against a base, is split, its host lowercased and checked, its port
 normalized, its path percent-normalized with dot segments and trailing slashes removed, its
 query form-decoded, filtered by the policy's tracking keys, re-encoded and sorted, and its
-fragment dropped, all in C. An authority that is not a plain ASCII host name (IDNA, IPv6,
+fragment dropped, all in C; a wrapped share link is unwrapped first. An authority that is not a plain ASCII host name (IDNA, IPv6,
 ``strip_www``, kept user info) goes through the reference's own cached function.
 
 Everything else it declines, and :mod:`crawldedup._canonical` (the typed reference) does the
-work: control characters, wrapped URLs, other schemes, a missing host, an invalid host or port,
+work: control characters, other schemes, a missing host, an invalid host or port,
 non-ASCII ``bytes``, ``str`` subclasses, and the policies ``merge_schemes``,
 ``lowercase_path``, ``keep_fragment`` (with a fragment) and ``semicolon_separator`` (with a
 ``;`` in the query). It never raises ``InvalidURL`` itself: an input it cannot prove valid goes

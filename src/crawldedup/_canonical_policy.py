@@ -112,6 +112,7 @@ class CanonicalPolicy:
     def __post_init__(self) -> None:
         # Derived attributes (set below), declared for type checkers only.
         self._digest: str
+        self._hash: int
         set_ = object.__setattr__
         for flag in ("merge_schemes", "strip_www", "keep_userinfo", "lowercase_path",
                      "strip_trailing_slash", "semicolon_separator", "keep_fragment"):
@@ -133,12 +134,18 @@ class CanonicalPolicy:
         # Derived once; plain attributes rather than fields, so they never take part in
         # equality, repr or the digest.
         set_(self, "_digest", _policy_digest(self))
+        # Hashed once: the reference caches parsed bases keyed on (base, policy), so every
+        # call with a base hashes the policy, and the generated hash rebuilds a 12-field tuple.
+        set_(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self))))
         # Query keys are compared as bytes decoded from form data, held as latin-1 text so
         # that one str lookup serves both clean ASCII keys and arbitrary decoded bytes.
         set_(self, "_drop_keys", frozenset(_as_latin1(k) for k in self.drop_params))
         set_(self, "_drop_starts", tuple(sorted(_as_latin1(k) for k in self.drop_prefixes)))
         set_(self, "_keep_keys", frozenset(_as_latin1(k) for k in self.keep_params))
         set_(self, "_filters_query", bool(self.drop_params or self.drop_prefixes))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def digest(self) -> str:
