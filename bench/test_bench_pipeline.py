@@ -10,7 +10,7 @@ round trip, the plain design's payload).
 Round trips are counted by the client itself (a connection that counts what it sends), so
 they do not depend on timing. Run (one run, three rounds per case)::
 
-    pytest bench/test_bench_pipeline.py --benchmark-only --benchmark-group-by=group \\
+    pytest bench/test_bench_pipeline.py --benchmark-group-by=group \\
         --benchmark-columns=median,ops,rounds -s
 
 ``test_summary`` prints claims/s, round trips and the ratios to the plain design.

@@ -5,7 +5,7 @@ Keys are hashed in C (MurmurHash3 x64-128, ``_murmur3.h``); batch calls collect 
 the keys' bytes, then hash and probe with the GIL released, prefetching blocks ahead of use.
 While other processes write the same file bits are set with atomic ORs, so none is ever lost;
 a filter alone with its bits (``crawldedup._writers``) sets them with plain ORs, which cost
-half as much.
+about half as much in the probe loop (docs/performance.md).
 """
 
 from contextlib import nullcontext
