@@ -46,6 +46,7 @@ from conftest import find_redis_server, find_redisbloom  # noqa: E402  (the bina
 
 from crawldedup import Deduplicator, StoreUnavailable  # noqa: E402
 from crawldedup.stores import RetryPolicy  # noqa: E402
+from crawldedup.stores import _redis  # noqa: E402
 
 BATCH = 1_000
 #: Pages of the frontier generated and shuffled at a time, so that no worker holds its whole stream.
@@ -102,6 +103,8 @@ def rss_mib() -> float:
 
 def worker_main(worker: int, args: argparse.Namespace, redis_url: str, out_dir: str, progress) -> None:
     """Claim this worker's stream in batches; retry a batch until Redis answers it."""
+    if args.no_receipts:  # the control run: a retried call whose reply was lost loses its pages
+        _redis.receipt_seconds = lambda retry: 0
     won_path = Path(out_dir) / f"won-{worker}.txt"
     samples: List[float] = []
     urls = failures = 0
@@ -202,6 +205,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--strategy", default="set", choices=["set", "sharded-set", "bloom"])
     parser.add_argument("--error-rate", type=float, default=0.001, help="of the workers' local filters")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-receipts", action="store_true",
+                        help="control run: the stores keep no receipts, so retries after lost replies lose pages")
     args = parser.parse_args(argv)
     if args.workers < 2:
         parser.error("--workers must be at least 2 (every page reaches two workers)")
