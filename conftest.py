@@ -58,11 +58,13 @@ class RedisServer:
     """A real ``redis-server`` on a free loopback port, with RedisBloom loaded when available.
 
     ``stop()`` and ``start()`` let fault tests take it away and bring it back on the same port.
+    ``durable`` keeps every acknowledged write across SIGKILL (AOF, fsync always), for the soak.
     """
 
-    def __init__(self, binary: str, module: Optional[str]) -> None:
+    def __init__(self, binary: str, module: Optional[str], durable: bool = False) -> None:
         self.binary = binary
         self.module = module
+        self.durable = durable
         self.port = _free_port()
         self.workdir = tempfile.mkdtemp(prefix="crawldedup-redis-")
         self.process: Optional[subprocess.Popen] = None
@@ -78,8 +80,8 @@ class RedisServer:
     def start(self, timeout: float = 10.0) -> None:
         args = [
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--appendonly", "no", "--dir", self.workdir,
-            "--protected-mode", "no",
+            "--save", "", "--dir", self.workdir, "--protected-mode", "no",
+            *(("--appendonly", "yes", "--appendfsync", "always") if self.durable else ("--appendonly", "no")),
         ]
         if self.module:
             args += ["--loadmodule", self.module]

