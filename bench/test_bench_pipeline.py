@@ -177,8 +177,8 @@ def _claim_with_pipelined_set(store: RedisKeyStore) -> int:
     won = 0
     for start in range(0, len(FINGERPRINTS), KEYS_BATCH):
         pipe = store.client.pipeline(transaction=False)
-        for fp in FINGERPRINTS[start:start + KEYS_BATCH]:
-            pipe.set(store._locate(fp)[1], 1, nx=True, ex=TTL_SECONDS)
+        for key in store._locate_many(FINGERPRINTS[start:start + KEYS_BATCH])[1]:
+            pipe.set(key, 1, nx=True, ex=TTL_SECONDS)
         won += sum(1 for ok in pipe.execute() if ok)
     return won
 

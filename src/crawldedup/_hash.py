@@ -72,3 +72,17 @@ def hash_many(items: Iterable[object]) -> np.ndarray:
     else:
         joined = b"".join([digest(key_bytes(item)) for item in items])
     return np.frombuffer(joined, dtype="<u8").reshape(-1, 2).astype(np.uint64)
+
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+_32 = np.uint64(32)
+
+
+def multiply_shift(h: np.ndarray, n: int) -> np.ndarray:
+    """``(h * n) >> 64`` for each uint64 of ``h`` and ``0 < n < 2**64``: the range reduction that
+    picks a filter's block and a store's group or shard. Exact, from 32-bit halves (no product
+    of two of them overflows 64 bits)."""
+    n_low, n_high = np.uint64(n & 0xFFFFFFFF), np.uint64(n >> 32)
+    h_low, h_high = h & _LOW32, h >> _32
+    middle = h_high * n_low + ((h_low * n_low) >> _32)
+    return h_high * n_high + (middle >> _32) + (((middle & _LOW32) + h_low * n_high) >> _32)

@@ -17,7 +17,7 @@ from ._env import NO_EXTENSIONS
 from ._filterbase import FilterBase, as_hash_array, closed_error, read_only_error
 from ._format import BLOCK_BITS, BLOCK_BYTES, PROBE_MULTIPLIER, PROBE_SHIFT, FilterFileError
 from ._hash import hash_many as _py_hash_many
-from ._hash import hash_one
+from ._hash import hash_one, multiply_shift
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -35,13 +35,6 @@ _CHUNK = 1 << 11
 #: bit numbers need at most 41 bits (MAX_NUM_BLOCKS x 512).
 _INDEX_BITS = 22
 _INDEX_MASK = (1 << _INDEX_BITS) - 1
-
-
-def _block_index(h1: np.ndarray, num_blocks: int) -> np.ndarray:
-    """``(h1 * num_blocks) >> 64`` per row, exact in 64-bit halves since num_blocks < 2**32."""
-    blocks = np.uint64(num_blocks)
-    low, high = h1 & np.uint64(0xFFFFFFFF), h1 >> np.uint64(32)
-    return (high * blocks + ((low * blocks) >> np.uint64(32))) >> np.uint64(32)
 
 
 def _set_bits(bits: np.ndarray, bit_numbers: np.ndarray) -> None:
@@ -124,7 +117,7 @@ class PyBloomFilter(FilterBase):
 
     def _probe_bits(self, hashes: np.ndarray) -> np.ndarray:
         """Return the ``(n, k)`` bit numbers (from the first block's first bit) probed by each key."""
-        first_bit = (_block_index(hashes[:, 0], self._num_blocks) * np.uint64(BLOCK_BITS)).astype(np.int64)
+        first_bit = (multiply_shift(hashes[:, 0], self._num_blocks) * np.uint64(BLOCK_BITS)).astype(np.int64)
         x = hashes[:, 1].copy()
         bit_numbers = np.empty((len(hashes), self._num_hashes), dtype=np.int64)
         for probe in range(self._num_hashes):

@@ -12,6 +12,7 @@ import re
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 from urllib.parse import urlsplit, urlunsplit
 
+import numpy as np
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
@@ -367,6 +368,11 @@ return urls
 """
 
 
+def first_halves(fingerprints: Sequence[bytes]) -> np.ndarray:
+    """The first 64 bits (little-endian) of each 16-byte fingerprint: what places it in a group."""
+    return np.frombuffer(b"".join(fingerprints), dtype="<u8")[::2]
+
+
 class GroupedScriptStore(RedisStore):
     """A Redis store answered by one script call per hash-tag group per batch, with leases.
 
@@ -377,7 +383,7 @@ class GroupedScriptStore(RedisStore):
     ``{<namespace>:<g>}:receipt:<token>``: the answers of a call that won something, so that
     a retry of that call after a lost reply gets them again. Subclasses give the Lua
     primitives on one claim (:attr:`_primitives`: ``PER_KEY``, ``claim_key``, ``claimed``,
-    ``visit``, ``unclaim``, ``claim_id``) and where a fingerprint lives (:meth:`_locate`).
+    ``visit``, ``unclaim``, ``claim_id``) and where fingerprints live (:meth:`_locate_many`).
     """
 
     supports_leases = True
@@ -400,8 +406,9 @@ class GroupedScriptStore(RedisStore):
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
 
     @abc.abstractmethod
-    def _locate(self, fingerprint: bytes) -> Tuple[int, bytes, Tuple[Any, ...]]:
-        """The group of a fingerprint, its key (prefixed by the group's tag) and its members (0 or 1)."""
+    def _locate_many(self, fingerprints: Sequence[bytes]) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
+        """The group of each fingerprint, its key (prefixed by the group's tag), and its member
+        in that key (None for stores whose keys have none)."""
 
     def _ttl(self) -> int:
         """Seconds a lasting claim lives (0: forever)."""
@@ -420,17 +427,16 @@ class GroupedScriptStore(RedisStore):
 
         :returns: the script's answer for each fingerprint, in order.
         """
-        by_group: Dict[int, Tuple[List[int], List[bytes], List[Any]]] = {}
-        for position, fp in enumerate(fingerprints):
-            group, key, members = self._locate(fp)
-            entry = by_group.get(group)
-            if entry is None:
-                entry = by_group[group] = ([], [], [])
-            entry[0].append(position)
-            entry[1].append(key)
-            entry[2].extend(members)
+        groups, all_keys, all_members = self._locate_many(fingerprints)
+        # Positions by group, ascending within each (a stable sort), as ``bisect`` needs.
+        order = np.argsort(groups, kind="stable")
+        by_group = [positions.tolist() for positions in np.split(order, np.flatnonzero(np.diff(groups[order])) + 1)
+                    if len(positions)]
         commands: List[Tuple[Any, ...]] = []
-        for group, (positions, keys, group_members) in by_group.items():
+        for positions in by_group:
+            group = int(groups[positions[0]])
+            keys = [all_keys[p] for p in positions]
+            group_members = [all_members[p] for p in positions] if all_members is not None else []
             extra = [tail[p] for p in positions if p < len(tail)] if tail is not None else []
             in_claims = bisect.bisect_left(positions, claims)
             receipt = self._tags[group] + b":receipt:" + (token or b"")
@@ -440,7 +446,7 @@ class GroupedScriptStore(RedisStore):
                 *head, *group_members, *extra,
             ))
         answers: List[Any] = [None] * len(fingerprints)
-        for (positions, _, _), reply in zip(by_group.values(), self._pipeline(commands)):
+        for positions, reply in zip(by_group, self._pipeline(commands)):
             for position, value in zip(positions, reply):
                 answers[position] = value
         return answers

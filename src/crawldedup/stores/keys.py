@@ -17,9 +17,12 @@ docs/stores.md).
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
-from ._redis import GroupedScriptStore
+import numpy as np
+
+from .._hash import multiply_shift
+from ._redis import GroupedScriptStore, first_halves
 
 # A leased key has no expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.
 _PRIMITIVES = """
@@ -66,9 +69,10 @@ class RedisKeyStore(GroupedScriptStore):
     def _ttl(self) -> int:
         return self.ttl_seconds or 0
 
-    def _locate(self, fingerprint: bytes) -> Tuple[int, bytes, Tuple[Any, ...]]:
-        group = (int.from_bytes(fingerprint[:8], "little") * self.groups) >> 64
-        return group, self._tags[group] + fingerprint, ()
+    def _locate_many(self, fingerprints: Sequence[bytes]) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
+        groups = multiply_shift(first_halves(fingerprints), self.groups)
+        tags = self._tags
+        return groups, [tags[g] + fp for g, fp in zip(groups.tolist(), fingerprints)], None
 
     def bytes_per_url(self) -> Optional[float]:
         """None: a key's share of Redis's dictionaries cannot be read per namespace.

@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from .._hash import multiply_shift
 from .base import check_capacity
-from ._redis import DEFAULT_GROUPS, GroupedScriptStore
+from ._redis import DEFAULT_GROUPS, GroupedScriptStore, first_halves
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
 #: under Redis's 512-entry intset limit (P(Poisson(400) > 512) = 3.4e-8 per shard).
@@ -93,10 +96,11 @@ class RedisShardedSetStore(GroupedScriptStore):
         """``{<namespace>:<group>}:<shard>``; ``shard // (shards // groups)`` is ``(a * groups) >> 64``."""
         return b"%s:%d" % (self._tags[shard // self._shards_per_group], shard)
 
-    def _locate(self, fingerprint: bytes) -> Tuple[int, bytes, Tuple[Any, ...]]:
-        shard = (int.from_bytes(fingerprint[:8], "little") * self.shards) >> 64
-        member = int.from_bytes(fingerprint[8:12], "little", signed=True)
-        return shard // self._shards_per_group, self._shard_key(shard), (member,)
+    def _locate_many(self, fingerprints: Sequence[bytes]) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
+        shards = multiply_shift(first_halves(fingerprints), self.shards)
+        # The member: bytes 8-11 of each fingerprint, a signed little-endian int32.
+        members = np.frombuffer(b"".join(fingerprints), dtype="<i4").reshape(-1, 4)[:, 2]
+        return shards // np.uint64(self._shards_per_group), [self._shard_key(s) for s in shards.tolist()], members.tolist()
 
     def bytes_per_url(self) -> Optional[float]:
         """Redis memory per member over a random sample of shards (``MEMORY USAGE`` / ``SCARD``).
