@@ -20,18 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402  (the tests' server)
 
-from crawldedup.stores import RedisBloomStore, RedisKeyStore, RedisShardedSetStore  # noqa: E402
+from crawldedup.stores.factory import open_store  # noqa: E402
 
 DIGEST = "0123456789abcdef"
-
-
-def open_store(kind: str, url: str, capacity: int):
-    common = {"namespace": "receipts", "policy_digest": DIGEST}
-    if kind == "set":
-        return RedisKeyStore(url, ttl_seconds=3600, **common)
-    if kind == "sharded-set":
-        return RedisShardedSetStore(url, capacity=capacity, **common)
-    return RedisBloomStore(url, capacity=capacity, error_rate=0.01, **common)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -51,7 +42,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         for kind in ["set", "sharded-set"] + (["bloom"] if module else []):
             for batch in args.batch:
                 admin.flushall()
-                with open_store(kind, server.url, args.urls) as store:
+                with open_store(kind, namespace="receipts", policy_digest=DIGEST, redis_url=server.url,
+                                capacity=args.urls, error_rate=0.01, ttl_seconds=3600) as store:
                     for _ in range(args.urls // batch):
                         store.claim_many([rng.randbytes(16) for _ in range(batch)])
                     lifetime = store.receipt_seconds

@@ -20,20 +20,14 @@ from typing import Dict, List
 import pytest
 
 from crawldedup import DEFAULT_POLICY
-from crawldedup.stores import Lease, RedisKeyStore, RedisShardedSetStore
+from crawldedup.stores import Lease
+from crawldedup.stores.factory import open_store
 
 FINGERPRINTS = [hashlib.md5(b"cluster-%d" % i).digest() for i in range(100_000)]
 URLS = [f"https://site.example/p/{i}" for i in range(len(FINGERPRINTS))]
 BATCH = 1_000
 OWNER = "bench-worker"
 RESULTS: Dict[str, float] = {}
-
-
-def open_store(strategy: str, url: str):
-    common = {"namespace": "bench", "policy_digest": DEFAULT_POLICY.digest}
-    if strategy == "set":
-        return RedisKeyStore(url, ttl_seconds=30 * 86_400, **common)
-    return RedisShardedSetStore(url, capacity=1_000_000, **common)
 
 
 def claim_all(store, mode: str) -> int:
@@ -61,7 +55,8 @@ def test_claims(benchmark, request, where, strategy, mode):
             request.getfixturevalue("redis_server").client().flushall()
         else:
             request.getfixturevalue("redis_cluster").flush()
-        stores.append(open_store(strategy, url))
+        stores.append(open_store(strategy, namespace="bench", policy_digest=DEFAULT_POLICY.digest, redis_url=url,
+                                 capacity=1_000_000, error_rate=0.01, ttl_seconds=30 * 86_400))
         assert stores[-1].in_cluster == (where == "cluster")
         return (stores[-1],), {}
 
