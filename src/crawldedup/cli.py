@@ -20,7 +20,7 @@ import os
 import signal
 import sys
 import time
-from typing import IO, Dict, List, Optional, Sequence, Tuple
+from typing import IO, List, Optional, Sequence, Tuple
 
 from . import __version__
 from ._cli_io import (
@@ -123,7 +123,7 @@ class FilterRun:
                 batch = self.dedup.claim_batch(links, base=self.args.base)
             else:
                 batch = self.dedup.claim_batch(links, bases=bases)
-            errors: Dict[int, Exception] = dict(batch.errors)
+            errors = batch.errors
             if self.args.output == "canonical":
                 winners = [url for url, won in zip(batch.canonical, batch.won) if won and url is not None]
             else:

@@ -496,9 +496,10 @@ class Deduplicator:
         hits = int(hit.sum())
         hashes_le = hashes.astype("<u8", copy=False)
         raw = hashes_le.tobytes()  # fingerprint of row r: raw[16 r : 16 r + 16]
+        misses = np.flatnonzero(~hit)
         # The first row of each fingerprint to claim; later rows of the same page lose.
         first_rows: Dict[bytes, int] = {}
-        for row in (range(len(hashes)) if self.verify_hits else np.flatnonzero(~hit).tolist()):
+        for row in (range(len(hashes)) if self.verify_hits else misses.tolist()):
             first_rows.setdefault(raw[16 * row:16 * row + 16], row)
         claim_rows = list(first_rows.values())
         if self.store is None:
@@ -521,7 +522,6 @@ class Deduplicator:
         held_rows = [claim_rows[i] for i in answers.held]
         # Only now, with the store's answers in, does the local filter learn the claimed URLs:
         # the lasting ones. Leased pages (ours until done, or another worker's) stay out.
-        misses = np.flatnonzero(~hit)
         leased = set(won_rows) if lease is not None else set()
         if held_rows or leased:
             open_fps = {raw[16 * row:16 * row + 16] for row in itertools.chain(held_rows, leased)}
