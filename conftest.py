@@ -288,7 +288,7 @@ def _bloom_implementations() -> list:
 
     implementations = [pytest.param(bloom.PyBloomFilter, id="py")]
     if bloom.HAS_EXTENSION:
-        from crawldedup._bloom import CBloomFilter
+        from crawldedup.bloom._bloom_c import CBloomFilter
 
         implementations.append(pytest.param(CBloomFilter, id="cy", marks=pytest.mark.cython))
     return implementations
@@ -301,11 +301,12 @@ def bloom_cls(request: pytest.FixtureRequest) -> type:
 
 
 def _canonical_implementations() -> list:
-    from crawldedup import _canonical, canonical
+    from crawldedup import canonical
+    from crawldedup.canonical import _canonical_py as _canonical
 
     implementations = [pytest.param(_canonical, id="py")]
     if canonical.HAS_EXTENSION:
-        from crawldedup import _canonical_c
+        from crawldedup.canonical import _canonical_c
 
         implementations.append(pytest.param(_canonical_c, id="cy", marks=pytest.mark.cython))
     return implementations

@@ -16,16 +16,16 @@ else:
     ext_modules = cythonize(
         [
             Extension(
-                "crawldedup._bloom",
-                ["src/crawldedup/_bloom.pyx"],
-                include_dirs=["src/crawldedup"],
-                depends=["src/crawldedup/_murmur3.h", "src/crawldedup/_bloom_portable.h"],
+                "crawldedup.bloom._bloom_c",
+                ["src/crawldedup/bloom/_bloom_c.pyx"],
+                include_dirs=["src/crawldedup/bloom"],
+                depends=["src/crawldedup/bloom/_murmur3.h", "src/crawldedup/bloom/_bloom_portable.h"],
                 # -O3, never -march=native: wheels must run on any CPU of their platform.
                 extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
             ),
             Extension(
-                "crawldedup._canonical_c",
-                ["src/crawldedup/_canonical_c.pyx"],
+                "crawldedup.canonical._canonical_c",
+                ["src/crawldedup/canonical/_canonical_c.pyx"],
                 extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
             ),
         ],

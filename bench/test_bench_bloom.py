@@ -21,7 +21,8 @@ from typing import Callable
 
 import pytest
 
-from crawldedup import _writers, bloom
+from crawldedup import bloom
+from crawldedup.bloom import writer_lock
 
 pybloomfilter = pytest.importorskip("pybloomfilter")
 rbloom = pytest.importorskip("rbloom")
@@ -149,7 +150,7 @@ def test_pure_python_contains_batch(benchmark, filters, peer):
     run_fresh(benchmark, filters(peer, 1_000_000).contains_batch, 10_000)
 
 
-@pytest.mark.skipif(not (_writers.SUPPORTED and bloom.HAS_EXTENSION),
+@pytest.mark.skipif(not (writer_lock.SUPPORTED and bloom.HAS_EXTENSION),
                     reason="writers see each other on Linux, and share a file with the extension")
 @pytest.mark.parametrize("writers", ["alone", "shared", "memory"])
 @pytest.mark.parametrize("capacity", [1_000_000, 50_000_000], ids=["1M", "50M"])

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 import crawldedup
-from crawldedup import _bloomfile, _hash, bloom
-from crawldedup._sizing import choose_shape, expected_false_positive_rate
+from crawldedup import bloom, fingerprints
+from crawldedup.bloom import storage
+from crawldedup.bloom.sizing import choose_shape, expected_false_positive_rate
 
-HASH_FUNCTIONS = [pytest.param(_hash.hash_many, id="py")]
+HASH_FUNCTIONS = [pytest.param(fingerprints.hash_many, id="py")]
 if bloom.HAS_EXTENSION:
-    from crawldedup import _bloom
+    from crawldedup.bloom import _bloom_c as _bloom
 
     HASH_FUNCTIONS.append(pytest.param(_bloom.hash_many, id="cy", marks=pytest.mark.cython))
 
@@ -302,7 +303,7 @@ def test_a_failed_create_leaves_nothing_at_the_path(bloom_cls, tmp_path, monkeyp
     def crash(*args: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(_bloomfile, "_move_into_place", crash)
+    monkeypatch.setattr(storage, "_move_into_place", crash)
     with pytest.raises(OSError, match="disk full"):
         bloom_cls(1000, 0.01, tmp_path / "half.bloom")
     assert os.listdir(tmp_path) == []
@@ -419,7 +420,7 @@ def test_concurrent_adds_of_one_key_give_exactly_one_true(bloom_cls, batch):
 @pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="the compiled extension is not built")
 @pytest.mark.parametrize("method", ["contains_many", "add_many"])
 def test_batch_calls_release_the_gil(method):
-    from crawldedup._bloom import CBloomFilter
+    from crawldedup.bloom._bloom_c import CBloomFilter
 
     bf = CBloomFilter(2_000_000, 0.01)
     keys = urls("gil", 2_000_000)

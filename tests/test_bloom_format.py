@@ -23,7 +23,7 @@ FIELDS = struct.Struct("<8sIIIIIIQdQIIQII")
 WRITERS = READERS = [pytest.param("crawldedup.bloom:PyBloomFilter", id="py")]
 if bloom.HAS_EXTENSION:
     WRITERS = READERS = WRITERS + [
-        pytest.param("crawldedup._bloom:CBloomFilter", id="cy", marks=pytest.mark.cython)]
+        pytest.param("crawldedup.bloom._bloom_c:CBloomFilter", id="cy", marks=pytest.mark.cython)]
 
 
 def implementation(name: str) -> type:

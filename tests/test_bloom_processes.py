@@ -11,11 +11,11 @@ import textwrap
 import pytest
 
 from crawldedup import bloom
-from crawldedup._format import HEADER_BYTES
+from crawldedup.bloom.format import HEADER_BYTES
 
 IMPLEMENTATIONS = [pytest.param("crawldedup.bloom:PyBloomFilter", id="py")]
 if bloom.HAS_EXTENSION:
-    IMPLEMENTATIONS.append(pytest.param("crawldedup._bloom:CBloomFilter", id="cy", marks=pytest.mark.cython))
+    IMPLEMENTATIONS.append(pytest.param("crawldedup.bloom._bloom_c:CBloomFilter", id="cy", marks=pytest.mark.cython))
 
 PRELUDE = textwrap.dedent("""
     import sys
@@ -121,7 +121,7 @@ def test_processes_sharing_a_file_never_lose_a_bit(tmp_path, batch):
             for keys in todo:
                 bf.add_many(keys)
     """)
-    writers = [subprocess.Popen([sys.executable, "-c", code, "crawldedup._bloom:CBloomFilter", path, str(go), tag,
+    writers = [subprocess.Popen([sys.executable, "-c", code, "crawldedup.bloom._bloom_c:CBloomFilter", path, str(go), tag,
                                  str(batch), str(count)], stdout=subprocess.PIPE, text=True) for tag in ("a", "b")]
     for writer in writers:
         assert writer.stdout is not None and writer.stdout.readline() == "ready\n"

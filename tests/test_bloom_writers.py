@@ -11,12 +11,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from crawldedup import _writers, bloom
-from crawldedup._format import HEADER_BYTES, Header
+from crawldedup import bloom
+from crawldedup.bloom import writer_lock
+from crawldedup.bloom.format import HEADER_BYTES, Header
 
-pytestmark = pytest.mark.skipif(not _writers.SUPPORTED, reason="needs open-file-description locks (Linux)")
+pytestmark = pytest.mark.skipif(not writer_lock.SUPPORTED, reason="needs open-file-description locks (Linux)")
 
-COMPILED = "crawldedup._bloom:CBloomFilter"
+COMPILED = "crawldedup.bloom._bloom_c:CBloomFilter"
 PURE = "crawldedup.bloom:PyBloomFilter"
 needs_extension = pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="atomic OR is the extension's")
 #: Either twin, by the name a child process imports it by.
@@ -38,7 +39,7 @@ def _locks_work_here(tmp_path):
     probe = tmp_path / "probe"
     probe.write_bytes(b"probe")
     with open(probe, "r+b") as file:
-        lock = _writers.join(str(probe), file.fileno(), atomic_or=True)
+        lock = writer_lock.join(str(probe), file.fileno(), atomic_or=True)
     if lock is None:
         pytest.skip("this file system keeps no open-file-description locks")
     lock.close()

@@ -15,7 +15,8 @@ import pytest
 
 import crawldedup
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
-from crawldedup import _canonical, canonical
+from crawldedup import canonical
+from crawldedup.canonical import _canonical_py as _canonical
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The compiled fast path against the pure-Python reference: same string, or same InvalidURL, every time.
 
-``crawldedup._canonical_c`` answers the common URL in C and hands the rest to
-``crawldedup._canonical``. These tests generate URL-shaped inputs (and mutate real ones) and
+``crawldedup.canonical._canonical_c`` answers the common URL in C and hands the rest to
+``crawldedup.canonical._canonical_py``. These tests generate URL-shaped inputs (and mutate real ones) and
 require identical outcomes from both, error messages included; and they check that the fast
 path really answers the common forms, so that equality is not won by declining everything.
 """
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawldedup import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, _canonical, canonical
+from crawldedup import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonical
+from crawldedup.canonical import _canonical_py as _canonical
 
 pytestmark = [
     pytest.mark.cython,
@@ -23,7 +24,7 @@ pytestmark = [
 ]
 
 if canonical.HAS_EXTENSION:
-    from crawldedup import _canonical_c
+    from crawldedup.canonical import _canonical_c
 
 # Bounded so that the file runs in a few seconds.
 DIFF = settings(max_examples=400, deadline=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, NamespaceConflict, canonicalize
-from crawldedup._config import DedupConfig
+from crawldedup.config import DedupConfig
 from crawldedup.bloom import BloomFilter, FilterFileError, hash_many
 from crawldedup.dedup import Deduplicator, open_state
 

@@ -45,7 +45,7 @@ SCENARIO = textwrap.dedent("""
     twin, action, path, capacity = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     limit = int(sys.argv[5])
     if bloom.HAS_EXTENSION:
-        from crawldedup._bloom import CBloomFilter
+        from crawldedup.bloom._bloom_c import CBloomFilter
     cls = CBloomFilter if twin == "cy" else bloom.PyBloomFilter
     if limit:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death by SIGXFSZ

@@ -39,7 +39,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawldedup import CanonicalPolicy, InvalidURL, _canonical, bloom, canonical
+from crawldedup import CanonicalPolicy, InvalidURL, bloom, canonical
+from crawldedup.canonical import _canonical_py as _canonical
 
 
 def _budget() -> int:
@@ -64,7 +65,7 @@ FUZZ = settings(
 
 TWINS = {"py": bloom.PyBloomFilter}
 if bloom.HAS_EXTENSION:
-    from crawldedup._bloom import CBloomFilter
+    from crawldedup.bloom._bloom_c import CBloomFilter
 
     TWINS["cy"] = CBloomFilter
 WRITERS = [pytest.param(name, id=name, marks=[pytest.mark.cython] if name == "cy" else []) for name in TWINS]
@@ -254,7 +255,7 @@ def outcome(impl, url: object, base: Optional[str], policy: Optional[CanonicalPo
 @given(url=st.one_of(mangled_urls(), built_urls(), st.text(max_size=120), st.binary(max_size=120)), policy=POLICIES,
        base=st.sampled_from([None, "https://h.example/dir/page?q=1#f"]))
 def test_compiled_canonicalizer_agrees_with_the_reference(url, policy, base):
-    from crawldedup import _canonical_c
+    from crawldedup.canonical import _canonical_c
 
     assert outcome(_canonical_c, url, base, policy) == outcome(_canonical, url, base, policy)
 
@@ -267,7 +268,7 @@ OPENER = textwrap.dedent("""
     from crawldedup import FilterFileError, bloom
     twins = {"py": bloom.PyBloomFilter}
     if bloom.HAS_EXTENSION:
-        from crawldedup._bloom import CBloomFilter
+        from crawldedup.bloom._bloom_c import CBloomFilter
         twins["cy"] = CBloomFilter
     probes = [f"https://probe.example/{i}" for i in range(48)] + ["", "é", b"\\x00\\xff"]
     added = ["https://added.example/a", b"added-bytes"]

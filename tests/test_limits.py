@@ -27,7 +27,8 @@ from urllib.parse import quote
 
 import pytest
 
-from crawldedup import CanonicalPolicy, InvalidURL, _canonical
+from crawldedup import CanonicalPolicy, InvalidURL
+from crawldedup.canonical import _canonical_py as _canonical
 
 #: Cost per input character at 16 n over the same at n: about 1 when linear, about 16 when
 #: quadratic; the slack covers constant overheads only.

@@ -94,5 +94,8 @@ def test_setup_py_compiles_extensions_only_for_cpython(implementation, no_extens
     args = [sys.executable, "-c", DECLARED_EXTENSIONS, implementation, str(SETUP_PY)]
     out = subprocess.run(args, cwd=SETUP_PY.parent, env=env, capture_output=True, text=True, timeout=60, check=True)
     declared = ast.literal_eval(out.stdout.strip().splitlines()[-1])
-    every_pyx = sorted(f"crawldedup.{pyx.stem}" for pyx in SETUP_PY.parent.glob("src/crawldedup/*.pyx"))
+    every_pyx = sorted(
+        ".".join(pyx.relative_to(SETUP_PY.parent / "src").with_suffix("").parts)
+        for pyx in SETUP_PY.parent.glob("src/crawldedup/**/*.pyx")
+    )
     assert every_pyx and declared == (every_pyx if compiled else []), out.stdout

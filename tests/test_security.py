@@ -135,7 +135,7 @@ def test_unreachable_store_errors_and_logs_hide_the_password(url, strategy, capl
 
 
 def test_a_bad_redis_url_setting_hides_the_password():
-    from crawldedup._config import DedupConfig
+    from crawldedup.config import DedupConfig
 
     with pytest.raises(ValueError, match="REDIS_URL") as raised:
         DedupConfig.from_env({"REDIS_URL": f"http://crawler:{ENCODED}@cache.internal:6379/0"})

@@ -2,8 +2,8 @@
 
 __version__ = "0.1.0"
 
-from ._format import FilterFileError
-from ._hash import fingerprint
+from .bloom.format import FilterFileError
+from .fingerprints import fingerprint
 from .bloom import BloomFilter
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
 from .dedup import ClaimBatch, DedupStats, Deduplicator, open_state

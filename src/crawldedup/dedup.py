@@ -27,7 +27,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._config import DedupConfig
+from .config import DedupConfig
 from .bloom import BloomFilter, FilterFileError, hash_many
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
 from .stores.base import ClaimStore, Lease, LeasesUnsupported, RetryPolicy, check_lease_seconds, check_name

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from crawldedup._format import HEADER_BYTES
+from crawldedup.bloom.format import HEADER_BYTES
 from crawldedup.bloom import PyBloomFilter
 
 HERE = Path(__file__).parent

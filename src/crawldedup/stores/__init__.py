@@ -6,7 +6,7 @@ docs/stores.md and in each module.
 """
 
 from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreUnavailable
-from .keys import RedisKeyStore
+from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
 from .sqlite import SQLiteStore

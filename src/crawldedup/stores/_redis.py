@@ -19,8 +19,8 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from ..fingerprints import FINGERPRINT_ID
 from .base import (
-    FINGERPRINT_ID,
     LAYOUT_VERSION,
     ClaimAnswers,
     ClaimStore,

@@ -19,10 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar
 
-#: Bytes in a fingerprint (MurmurHash3 x64-128 of the canonical URL).
-FINGERPRINT_BYTES = 16
-#: Name of the fingerprint function, recorded with each namespace.
-FINGERPRINT_ID = "murmur3-x64-128"
+from ..fingerprints import FINGERPRINT_BYTES
+
 #: Version of the key/table layouts written by the stores (recorded with each namespace).
 LAYOUT_VERSION = 1
 #: Namespaces and rounds end up inside Redis hash tags and SQLite rows: keep them plain.

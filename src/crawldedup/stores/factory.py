@@ -6,7 +6,7 @@ import os
 from typing import Optional, TypedDict, Union
 
 from .base import ClaimStore, RetryPolicy
-from .keys import RedisKeyStore
+from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
 from .sqlite import SQLiteStore

@@ -36,7 +36,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._hash import multiply_shift
+from ..fingerprints import multiply_shift
 from .base import check_capacity
 from ._redis import DEFAULT_GROUPS, GroupedScriptStore, first_halves
 

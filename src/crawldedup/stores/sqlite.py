@@ -23,8 +23,8 @@ import threading
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from ..fingerprints import FINGERPRINT_ID
 from .base import (
-    FINGERPRINT_ID,
     LAYOUT_VERSION,
     ClaimAnswers,
     ClaimStore,

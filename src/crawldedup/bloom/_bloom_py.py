@@ -1,9 +1,8 @@
-"""The local Bloom filter: a blocked bit array in a memory-mapped file.
+"""The pure-Python twin of the local Bloom filter: the typed reference (mmh3 + numpy).
 
-``PyBloomFilter`` is the typed reference (mmh3 + numpy). ``crawldedup._bloom.CBloomFilter``
-implements the same layout in Cython and writes the same bytes; ``BloomFilter`` is the
-extension when it is built and allowed (see ``crawldedup._env``), else the Python twin.
-The file format is described in ``docs/format.md``.
+``_bloom_c.CBloomFilter`` implements the same layout in Cython and writes the same bytes; the
+selector (:mod:`crawldedup.bloom`) chooses between them. The file format is described in
+``docs/format.md``.
 """
 
 from __future__ import annotations
@@ -12,17 +11,15 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, cast
 
 import numpy as np
 
-from ._bloomfile import BloomFile
-from ._env import NO_EXTENSIONS
-from ._filterbase import FilterBase, as_hash_array, closed_error, read_only_error
-from ._format import BLOCK_BITS, BLOCK_BYTES, PROBE_MULTIPLIER, PROBE_SHIFT, FilterFileError
-from ._hash import hash_many as _py_hash_many
-from ._hash import hash_one, multiply_shift
+from .storage import BloomFile
+from ._base import FilterBase, as_hash_array, closed_error, read_only_error
+from .format import BLOCK_BITS, BLOCK_BYTES, PROBE_MULTIPLIER, PROBE_SHIFT
+from ..fingerprints import hash_many, hash_one, multiply_shift
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-__all__ = ["BloomFilter", "FilterFileError", "HAS_EXTENSION", "PyBloomFilter", "hash_many"]
+__all__ = ["PyBloomFilter"]
 
 _MASK64 = (1 << 64) - 1
 #: The Python batch paths work through 2,048 keys at a time, so that their scratch arrays stay
@@ -165,7 +162,7 @@ class PyBloomFilter(FilterBase):
         :raises io.UnsupportedOperation: when the filter is read-only.
         :raises ValueError: when the filter is closed.
         """
-        return self.add_hashes(_py_hash_many(items))
+        return self.add_hashes(hash_many(items))
 
     def contains_many(self, items: Iterable[Any]) -> np.ndarray:
         """Return a bool array, True where the key is probably in the filter.
@@ -173,7 +170,7 @@ class PyBloomFilter(FilterBase):
         :raises TypeError: for a key that is neither ``str`` nor bytes-like.
         :raises ValueError: when the filter is closed.
         """
-        return self.contains_hashes(_py_hash_many(items))
+        return self.contains_hashes(hash_many(items))
 
     def add_hashes(self, hashes: Any) -> np.ndarray:
         """Like ``add_many`` for keys already hashed by ``hash_many`` (an ``(n, 2)`` uint64 array).
@@ -233,13 +230,3 @@ class PyBloomFilter(FilterBase):
         return self._bits
 
 
-hash_many = _py_hash_many
-BloomFilter = PyBloomFilter
-HAS_EXTENSION = False
-if not TYPE_CHECKING and not NO_EXTENSIONS:
-    try:
-        from ._bloom import CBloomFilter as BloomFilter
-        from ._bloom import hash_many
-        HAS_EXTENSION = True
-    except ImportError:  # pragma: no cover  (installed from an sdist without a compiler)
-        pass

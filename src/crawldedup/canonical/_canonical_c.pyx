@@ -23,8 +23,8 @@ from libc.stdint cimport uint64_t
 from libc.stdlib cimport qsort
 from libc.string cimport memcmp, memcpy, memmove
 
-from . import _canonical
-from ._canonical_policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
+from . import _canonical_py as reference
+from .policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
 
 __all__ = ["canonicalize", "canonicalize_many", "fast_canonicalize"]
 
@@ -57,7 +57,7 @@ for _byte in range(256):
     HEX_VALUE[_byte] = -1
 for _byte in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz":
     CHAR_CLASS[_byte] |= ALPHA
-for _byte in _canonical._UNRESERVED.encode("ascii"):
+for _byte in reference.UNRESERVED.encode("ascii"):
     CHAR_CLASS[_byte] |= UNRESERVED | PATH_RAW
 for _byte in b"!$&'()*+,;=:@/":
     CHAR_CLASS[_byte] |= PATH_RAW
@@ -129,15 +129,15 @@ cdef class _Plan:
         self.strip_www = policy.strip_www
         self.max_length = policy.max_length
         # The reference's own derived lookups (latin-1 text of each name's UTF-8 bytes).
-        self.filters = policy._filters_query
-        self.drop_keys = policy._drop_keys
-        self.keep_keys = policy._keep_keys
+        self.filters = policy.filters_query
+        self.drop_keys = policy.query_drop_keys
+        self.keep_keys = policy.query_keep_keys
         self.has_keep = bool(self.keep_keys)
         for first in range(256):
             self.drop_lengths[first] = 0
         for key in self.drop_keys:
             self.drop_lengths[ord(key[0])] |= _length_bit(len(key))
-        prefixes = policy._drop_starts
+        prefixes = policy.query_drop_starts
         self.prefix_blob = "".join(prefixes).encode("latin-1")
         self.prefix_count = len(prefixes)
         self.prefix_bounds = <Py_ssize_t*>PyMem_Malloc((2 * len(prefixes) + 1) * sizeof(Py_ssize_t))
@@ -522,7 +522,7 @@ cdef Py_ssize_t _write_reference_authority(_Plan plan, const Parts* parts, unsig
     scheme = "https" if parts.https else "http"
     try:
         authority = PyUnicode_DecodeUTF8(<const char*>parts.authority, parts.authority_len, NULL)
-        text = _canonical._canonical_authority(authority, scheme, scheme, plan.strip_www, plan.keep_userinfo)
+        text = reference.canonical_authority(authority, scheme, scheme, plan.strip_www, plan.keep_userinfo)
     except (InvalidURL, UnicodeDecodeError):
         return -1
     # IDNA and RFC 5952 may write more than they read: keep within the room _emit reserves.
@@ -770,19 +770,19 @@ def fast_canonicalize(url, policy=None, base=None):
     :param url: a URL (``str`` or ``bytes``).
     :param policy: a :class:`CanonicalPolicy`, or None for the default.
     :param base: as for :func:`canonicalize`.
-    :returns: what :func:`crawldedup._canonical.canonicalize` returns, or None.
+    :returns: what :func:`crawldedup.reference.canonicalize` returns, or None.
     :raises InvalidURL: the base is not accepted.
     """
     cdef _Plan plan = _plan_for(policy)
     if plan is None:
         return None
-    return _fast(url, plan, None if base is None else _canonical._check_base(base, plan.policy))
+    return _fast(url, plan, None if base is None else reference.check_base(base, plan.policy))
 
 
 def canonicalize(url, base=None, policy=None):
     """Returns the one ASCII string that every spelling of ``url``'s page maps to.
 
-    The compiled twin of :func:`crawldedup._canonical.canonicalize`: same parameters, results
+    The compiled twin of :func:`crawldedup.reference.canonicalize`: same parameters, results
     and exceptions. The fast path answers the common URL; the reference answers the rest.
 
     :param url: the URL, as ``str`` or UTF-8 ``bytes``; may be relative when ``base`` is given.
@@ -795,16 +795,16 @@ def canonicalize(url, base=None, policy=None):
     cdef _Plan plan = _plan_for(policy)
     if plan is not None:
         # The base is checked first, as the reference does (its parts are cached there).
-        result = _fast(url, plan, None if base is None else _canonical._check_base(base, plan.policy))
+        result = _fast(url, plan, None if base is None else reference.check_base(base, plan.policy))
         if result is not None:
             return result
-    return _canonical.canonicalize(url, base, policy)
+    return reference.canonicalize(url, base, policy)
 
 
 def canonicalize_many(urls, base=None, policy=None):
     """Canonicalizes a batch without stopping at a bad URL.
 
-    The compiled twin of :func:`crawldedup._canonical.canonicalize_many`: the fast path takes
+    The compiled twin of :func:`crawldedup.reference.canonicalize_many`: the fast path takes
     what it can, then the reference takes the rest in one call, errors and all.
 
     :param urls: an iterable of URLs (``str`` or ``bytes``), not a single string.
@@ -817,12 +817,12 @@ def canonicalize_many(urls, base=None, policy=None):
     """
     cdef _Plan plan = _plan_for(policy)
     if plan is None or isinstance(urls, (str, bytes, bytearray, memoryview)):
-        return _canonical.canonicalize_many(urls, base, policy)
-    base_parts = None if base is None else _canonical._check_base(base, plan.policy)
+        return reference.canonicalize_many(urls, base, policy)
+    base_parts = None if base is None else reference.check_base(base, plan.policy)
     try:
         items = iter(urls)
     except TypeError:
-        return _canonical.canonicalize_many(urls, base, policy)
+        return reference.canonicalize_many(urls, base, policy)
     results = []
     declined = []
     positions = []
@@ -834,7 +834,7 @@ def canonicalize_many(urls, base=None, policy=None):
         results.append(result)
     errors = {}
     if declined:
-        answered = _canonical.canonicalize_many(declined, base, policy)
+        answered = reference.canonicalize_many(declined, base, policy)
         for index, position in enumerate(positions):
             results[position] = answered.urls[index]
             error = answered.errors.get(index)

@@ -22,7 +22,7 @@ from urllib.parse import unquote_to_bytes
 
 import idna
 
-from ._canonical_policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
+from .policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
 
 __all__ = ["canonicalize", "canonicalize_many"]
 
@@ -51,7 +51,7 @@ _HOST_CHARS_RE = re.compile(r"[a-z0-9_.\-]+\Z")
 _HOST_BAD_CHAR_RE = re.compile(r"[^a-z0-9_.\-]")
 _MAX_LABEL = 63
 
-_UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
+UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 _HEX_DIGITS = "0123456789ABCDEFabcdef"
 # Rule 7 (RFC 3986 §6.2.2): every two-hex-digit escape, mapped to its normal form: the
 # character itself when unreserved, else the escape with uppercase hex.
@@ -59,7 +59,7 @@ _ESCAPES: Dict[str, str] = {}
 for _hi in _HEX_DIGITS:
     for _lo in _HEX_DIGITS:
         _char = chr(int(_hi + _lo, 16))
-        _ESCAPES[_hi + _lo] = _char if _char in _UNRESERVED else "%" + (_hi + _lo).upper()
+        _ESCAPES[_hi + _lo] = _char if _char in UNRESERVED else "%" + (_hi + _lo).upper()
 del _hi, _lo, _char
 
 # Characters a path may hold raw: pchar and "/" (RFC 3986 §3.3). Everything else (space,
@@ -76,7 +76,7 @@ _CLEAN_QUERY_RE = re.compile(r"[A-Za-z0-9\-._~=&]*\Z")
 _QUERY_SEPARATORS_RE = re.compile(r"[&;]")
 # Form re-encoding of one byte (held as a latin-1 character): unreserved raw, space "+",
 # every other byte "%XX" with uppercase hex.
-_FORM_ENCODE = {b: "%{:02X}".format(b) for b in range(256) if chr(b) not in _UNRESERVED}
+_FORM_ENCODE = {b: "%{:02X}".format(b) for b in range(256) if chr(b) not in UNRESERVED}
 _FORM_ENCODE[0x20] = "+"
 
 
@@ -209,10 +209,10 @@ def _canonical_query(query: str, policy: CanonicalPolicy) -> str:
         parts = _QUERY_SEPARATORS_RE.split(query)
     else:
         parts = query.split("&")
-    filters = policy._filters_query  # type: ignore[attr-defined]
-    keep_keys = policy._keep_keys  # type: ignore[attr-defined]
-    drop_keys = policy._drop_keys  # type: ignore[attr-defined]
-    drop_starts = policy._drop_starts  # type: ignore[attr-defined]
+    filters = policy.filters_query
+    keep_keys = policy.query_keep_keys
+    drop_keys = policy.query_drop_keys
+    drop_starts = policy.query_drop_starts
     # One scan of the whole query usually proves every pair clean, sparing a check per pair.
     all_clean = _CLEAN_QUERY_RE.match(query) is not None
     # Pairs are held as "key\0value": no encoded key holds a byte below "%" (0x25), so sorting
@@ -239,7 +239,7 @@ def _canonical_query(query: str, policy: CanonicalPolicy) -> str:
 
 
 @lru_cache(maxsize=1 << 14)
-def _canonical_authority(authority: str, scheme: str, out_scheme: str, strip_www: bool, keep_userinfo: bool) -> str:
+def canonical_authority(authority: str, scheme: str, out_scheme: str, strip_www: bool, keep_userinfo: bool) -> str:
     """Rules 5 and 6 for one authority; cached because a crawl sees few hosts many times."""
     at = authority.rfind("@")
     userinfo = authority[:at] if at >= 0 else ""
@@ -364,7 +364,7 @@ def _canonicalize(url: object, base: Optional[_BaseParts], policy: CanonicalPoli
     if authority is None:
         raise InvalidURL(f"no host in {_show(text)} (expected {scheme}://host)")
     out_scheme = "https" if policy.merge_schemes and scheme == "http" else scheme
-    result = out_scheme + "://" + _canonical_authority(
+    result = out_scheme + "://" + canonical_authority(
         authority, scheme, out_scheme, policy.strip_www, policy.keep_userinfo
     ) + _canonical_path(path, policy)
     if query:
@@ -384,7 +384,7 @@ def _check_policy(policy: Optional[CanonicalPolicy]) -> CanonicalPolicy:
     return policy
 
 
-def _check_base(base: object, policy: CanonicalPolicy) -> Optional[_BaseParts]:
+def check_base(base: object, policy: CanonicalPolicy) -> Optional[_BaseParts]:
     if base is None:
         return None
     if not isinstance(base, (str, bytes)):
@@ -406,7 +406,7 @@ def canonicalize(url: URLInput, base: Optional[URLInput] = None, policy: Optiona
         policy = DEFAULT_POLICY
     else:
         policy = _check_policy(policy)
-    return _canonicalize(url, None if base is None else _check_base(base, policy), policy)
+    return _canonicalize(url, None if base is None else check_base(base, policy), policy)
 
 
 def canonicalize_many(
@@ -427,7 +427,7 @@ def canonicalize_many(
     policy = _check_policy(policy)
     if isinstance(urls, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
-    base_parts = _check_base(base, policy)
+    base_parts = check_base(base, policy)
     results: List[Optional[str]] = []
     errors: Dict[int, InvalidURL] = {}
     for index, url in enumerate(urls):

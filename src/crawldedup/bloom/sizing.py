@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ._format import BLOCK_BITS, MAX_NUM_BLOCKS, MAX_NUM_HASHES
+from .format import BLOCK_BITS, MAX_NUM_BLOCKS, MAX_NUM_HASHES
 
 #: Size for 0.9 x the requested rate: 1,000,000 absent probes at 0.1% have a standard
 #: deviation of ~3% of the count, so the measured rate stays under the target by > 3 sigma.

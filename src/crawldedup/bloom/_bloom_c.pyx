@@ -18,9 +18,9 @@ from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 
 import numpy as np
 
-from . import _format
-from ._filterbase import FilterBase, as_hash_array, closed_error, read_only_error
-from ._hash import key_bytes
+from . import format as _format
+from ._base import FilterBase, as_hash_array, closed_error, read_only_error
+from ..fingerprints import key_bytes
 
 
 cdef extern from "Python.h":

@@ -19,8 +19,8 @@ from typing import Iterator, Optional, Union
 
 import numpy as np
 
-from . import _writers
-from ._format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, FilterFileError, Header
+from . import writer_lock
+from .format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, FilterFileError, Header
 
 PathArg = Union[str, "os.PathLike[str]"]
 
@@ -116,7 +116,7 @@ class BloomFile:
     """
 
     def __init__(self, mm: mmap.mmap, header: Header, path: Optional[str], read_only: bool,
-                 atomic_or: bool, writers: Optional[_writers.WriterLock] = None) -> None:
+                 atomic_or: bool, writers: Optional[writer_lock.WriterLock] = None) -> None:
         self.mm = mm
         self.header = header
         self.path = path
@@ -170,12 +170,12 @@ class BloomFile:
             status = os.fstat(file.fileno())
             if not stat.S_ISREG(status.st_mode):
                 raise FilterFileError(f"{path}: not a regular file")
-            with _writers.header_access(file.fileno(), write=False):
+            with writer_lock.header_access(file.fileno(), write=False):
                 header = Header.unpack(file.read(HEADER_BYTES), path, status.st_size)
             if mode == "r+":  # a sparse file (copied with cp --sparse, say) gets its blocks now
                 _reserve_space(file.fileno(), header.file_bytes, path)
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
-            writers = _writers.join(path, file.fileno(), atomic_or=atomic_or) if mode == "r+" else None
+            writers = writer_lock.join(path, file.fileno(), atomic_or=atomic_or) if mode == "r+" else None
             try:
                 mm = mmap.mmap(file.fileno(), header.file_bytes, access=access)
             except BaseException:

@@ -13,6 +13,10 @@ import mmh3
 import numpy as np
 
 Key = Union[str, bytes, bytearray, memoryview]
+#: Bytes in a fingerprint (MurmurHash3 x64-128 of the canonical URL).
+FINGERPRINT_BYTES = 16
+#: Name of the fingerprint function, recorded with each namespace.
+FINGERPRINT_ID = "murmur3-x64-128"
 
 
 def key_bytes(item: object) -> bytes:

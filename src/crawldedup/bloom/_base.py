@@ -15,9 +15,9 @@ from typing import Any, Iterable, Iterator, Optional, TypeVar
 
 import numpy as np
 
-from ._bloomfile import BloomFile, PathArg
-from ._format import BLOCK_BITS, Header, check_parameters
-from ._sizing import choose_shape
+from .storage import BloomFile, PathArg
+from .format import BLOCK_BITS, Header, check_parameters
+from .sizing import choose_shape
 
 #: ``update`` feeds ``add_many`` in chunks of this many keys: large enough to amortise the
 #: call, small enough (~5 MB of hashes and pointers) that an endless iterable is fine.

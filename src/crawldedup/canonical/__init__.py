@@ -1,18 +1,19 @@
 """URL canonicalization (docs/canonical-policy.md): every spelling of one page becomes one ASCII string.
 
-The policy types live in :mod:`crawldedup._canonical_policy`, the typed reference in
-:mod:`crawldedup._canonical`. When the extension is built (and ``CRAWLDEDUP_NO_EXTENSIONS`` is
-not set), :func:`canonicalize` and :func:`canonicalize_many` are those of
-:mod:`crawldedup._canonical_c`: a compiled fast path for the common URL that hands everything
-else to the reference, with the same results and exceptions (see docs/canonical.md).
+The selector of the canonical layer: the policy types live in :mod:`.policy`, the typed
+reference in :mod:`._canonical_py`. When the extension is built (and
+``CRAWLDEDUP_NO_EXTENSIONS`` is not set), :func:`canonicalize` and :func:`canonicalize_many` are
+those of :mod:`._canonical_c`: a compiled fast path for the common URL that hands everything
+else to the reference, with the same results and exceptions (see docs/canonical.md). Nothing
+but this module imports a twin.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
 
-from ._canonical import canonicalize, canonicalize_many
-from ._canonical_policy import (
+from ._canonical_py import canonicalize, canonicalize_many
+from .policy import (
     DEFAULT_DROP_PARAMS,
     DEFAULT_POLICY,
     POLICY_FORMAT_VERSION,
@@ -20,7 +21,7 @@ from ._canonical_policy import (
     Canonicalized,
     InvalidURL,
 )
-from ._env import NO_EXTENSIONS
+from .._env import compiled
 
 __all__ = [
     "DEFAULT_DROP_PARAMS",
@@ -35,14 +36,12 @@ __all__ = [
     "canonicalize_many",
 ]
 
+_compiled = None if TYPE_CHECKING else compiled("crawldedup.canonical._canonical_c")
 #: True when canonicalize() and canonicalize_many() take the compiled fast path first.
-HAS_EXTENSION = False
-if not TYPE_CHECKING and not NO_EXTENSIONS:
-    try:
-        from ._canonical_c import canonicalize, canonicalize_many
-        HAS_EXTENSION = True
-    except ImportError:  # pragma: no cover  (installed from an sdist without a compiler)
-        pass
+HAS_EXTENSION = _compiled is not None
+if not TYPE_CHECKING and _compiled is not None:
+    canonicalize = _compiled.canonicalize
+    canonicalize_many = _compiled.canonicalize_many
 
 
 def canonicalize_each(

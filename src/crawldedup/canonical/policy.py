@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, fields
-from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Union
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 __all__ = [
     "Canonicalized",
@@ -113,6 +113,10 @@ class CanonicalPolicy:
         # Derived attributes (set below), declared for type checkers only.
         self._digest: str
         self._hash: int
+        self.query_drop_keys: FrozenSet[str]
+        self.query_drop_starts: Tuple[str, ...]
+        self.query_keep_keys: FrozenSet[str]
+        self.filters_query: bool
         set_ = object.__setattr__
         for flag in ("merge_schemes", "strip_www", "keep_userinfo", "lowercase_path",
                      "strip_trailing_slash", "semicolon_separator", "keep_fragment"):
@@ -139,10 +143,10 @@ class CanonicalPolicy:
         set_(self, "_hash", hash(tuple(getattr(self, f.name) for f in fields(self))))
         # Query keys are compared as bytes decoded from form data, held as latin-1 text so
         # that one str lookup serves both clean ASCII keys and arbitrary decoded bytes.
-        set_(self, "_drop_keys", frozenset(_as_latin1(k) for k in self.drop_params))
-        set_(self, "_drop_starts", tuple(sorted(_as_latin1(k) for k in self.drop_prefixes)))
-        set_(self, "_keep_keys", frozenset(_as_latin1(k) for k in self.keep_params))
-        set_(self, "_filters_query", bool(self.drop_params or self.drop_prefixes))
+        set_(self, "query_drop_keys", frozenset(_as_latin1(k) for k in self.drop_params))
+        set_(self, "query_drop_starts", tuple(sorted(_as_latin1(k) for k in self.drop_prefixes)))
+        set_(self, "query_keep_keys", frozenset(_as_latin1(k) for k in self.keep_params))
+        set_(self, "filters_query", bool(self.drop_params or self.drop_prefixes))
 
     def __hash__(self) -> int:
         return self._hash

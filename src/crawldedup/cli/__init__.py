@@ -22,8 +22,8 @@ import sys
 import time
 from typing import IO, List, Optional, Sequence, Tuple
 
-from . import __version__
-from ._cli_io import (
+from .. import __version__
+from ._io import (
     EXIT_INVALID,
     EXIT_IO,
     EXIT_OK,
@@ -36,12 +36,12 @@ from ._cli_io import (
     Output,
     Progress,
 )
-from ._config import STRATEGIES, DedupConfig
-from ._format import FORMAT_VERSION
-from .bloom import BloomFilter, FilterFileError
-from .canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
-from .dedup import Deduplicator
-from .stores.base import NamespaceConflict, StoreUnavailable
+from ..config import STRATEGIES, DedupConfig
+from ..bloom.format import FORMAT_VERSION
+from ..bloom import BloomFilter, FilterFileError
+from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
+from ..dedup import Deduplicator
+from ..stores.base import NamespaceConflict, StoreUnavailable
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.

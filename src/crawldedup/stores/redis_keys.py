@@ -21,7 +21,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._hash import multiply_shift
+from ..fingerprints import multiply_shift
 from ._redis import GroupedScriptStore, first_halves
 
 # A leased key has no expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.

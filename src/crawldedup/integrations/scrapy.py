@@ -1,0 +1,278 @@
+"""Scrapy integration: a dupefilter backed by the :class:`~crawldedup.Deduplicator`.
+
+Enable it in a Scrapy project with ``DUPEFILTER_CLASS = "crawldedup.scrapy.DupeFilter"``;
+settings are described in docs/scrapy.md. This is the only module that imports Scrapy
+(``pip install crawldedup[scrapy]``); ``import crawldedup`` never does.
+
+What a request is keyed by:
+
+- a GET request without a body: its URL, canonicalized by the Deduplicator's policy
+  (:meth:`~crawldedup.Deduplicator.claim_batch`);
+- any other request (another method, or a body): a digest of the method, the canonical URL
+  and the body, the key ``method-body:<32 hex>``;
+- a request whose URL the policy refuses (``data:``, ``mailto:``...) or that carries
+  ``meta["verbatim_url"]``: Scrapy's own request fingerprint (the crawler's
+  ``REQUEST_FINGERPRINTER_CLASS``), the key ``scrapy:<hex>``.
+
+Keys are claimed with :meth:`~crawldedup.Deduplicator.claim_keys`: not canonicalized, in a
+fingerprint space of their own, so they never meet a page's URL; the local filter, the store
+and the state file are the same as for URLs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.job import job_dir
+from scrapy.utils.request import RequestFingerprinter, referer_str
+
+from ..config import ENVIRONMENT, DedupConfig
+from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize
+from ..dedup import Deduplicator
+from ..stores.base import StoreUnavailable
+
+if TYPE_CHECKING:
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.request import RequestFingerprinterProtocol
+
+__all__ = ["DupeFilter", "SETTINGS", "STATE_FILE_NAME", "STATS_SYNC_EVERY", "deduplicator_from_settings"]
+
+# The documented logger name: the adapter moved into integrations/, its log did not.
+logger = logging.getLogger("crawldedup.scrapy")
+
+#: Name of the local filter's file inside ``JOBDIR`` when ``CRAWLDEDUP_STATE`` is not set.
+STATE_FILE_NAME = "crawldedup.bloom"
+#: Hex digits of the method-and-body digest: 128 bits, as wide as the fingerprints.
+BODY_DIGEST_HEX = 32
+#: Scrapy setting -> Deduplicator setting (a :class:`~crawldedup._config.DedupConfig` field).
+SETTINGS: Dict[str, str] = {
+    "CRAWLDEDUP_STRATEGY": "strategy",
+    "CRAWLDEDUP_REDIS_URL": "redis_url",
+    "CRAWLDEDUP_NAMESPACE": "namespace",
+    "CRAWLDEDUP_STATE": "state_path",
+    "CRAWLDEDUP_CAPACITY": "capacity",
+    "CRAWLDEDUP_ERROR_RATE": "error_rate",
+    "CRAWLDEDUP_TTL_DAYS": "ttl_days",
+    "CRAWLDEDUP_SQLITE": "sqlite_path",
+}
+#: Requests between two copies of the Deduplicator's counters into Scrapy's stats (the last
+#: copy is made at close): copying them on every request took about 20% of request_seen,
+#: as each call to Scrapy's stats collector goes through a wrapper.
+STATS_SYNC_EVERY = 1024
+#: Deduplicator counters copied into Scrapy's stats (``crawldedup/<name>``).
+_MIRRORED_STATS = ("answered_locally", "round_trips", "sampled_hits", "false_hits")
+
+
+def _policy_from_setting(value: Any, settings: "BaseSettings") -> CanonicalPolicy:
+    """``CRAWLDEDUP_POLICY``: a CanonicalPolicy, or a dict (or its JSON text) of fields to change."""
+    if value is None or value == "":
+        return DEFAULT_POLICY
+    if isinstance(value, CanonicalPolicy):
+        return value
+    try:
+        overrides = settings.getdict("CRAWLDEDUP_POLICY")
+    except ValueError as exc:
+        raise ValueError(f"CRAWLDEDUP_POLICY must be a CanonicalPolicy or a dict of its fields, got {value!r} ({exc})") from None
+    names = {f.name for f in dataclasses.fields(CanonicalPolicy)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ValueError(f"CRAWLDEDUP_POLICY: unknown field(s) {', '.join(unknown)}; the fields are {', '.join(sorted(names))}")
+    try:
+        return dataclasses.replace(DEFAULT_POLICY, **overrides)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"CRAWLDEDUP_POLICY: {exc}") from None
+
+
+def _config_from_settings(settings: "BaseSettings", spider_name: Optional[str]) -> DedupConfig:
+    """The Deduplicator's settings from Scrapy's, each checked by DedupConfig and named if wrong."""
+    values: Dict[str, Any] = {}
+    for setting, field in SETTINGS.items():
+        value = settings.get(setting)
+        if value is None or value == "":
+            continue
+        try:
+            if isinstance(value, str):
+                value = ENVIRONMENT[field][1](value)  # the parser of the matching environment variable
+            DedupConfig(**{field: value})
+        except ValueError as exc:
+            raise ValueError(f"{setting}: {exc}") from None
+        values[field] = value
+    if "namespace" not in values and spider_name:
+        values["namespace"] = f"scrapy:{spider_name}"
+    if "state_path" not in values:
+        jobdir = job_dir(settings)
+        if jobdir:
+            values["state_path"] = os.fspath(Path(jobdir) / STATE_FILE_NAME)
+    try:
+        return DedupConfig(**values)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (the default namespace is scrapy:<spider name>; set CRAWLDEDUP_NAMESPACE)") from None
+
+
+def deduplicator_from_settings(settings: "BaseSettings", spider_name: Optional[str] = None) -> Deduplicator:
+    """A Deduplicator configured by Scrapy settings (the ``CRAWLDEDUP_*`` ones, and ``JOBDIR``).
+
+    :param settings: the crawler's settings.
+    :param spider_name: gives the default namespace ``scrapy:<spider_name>``.
+    :raises ValueError: for a setting that cannot be parsed or is out of range, naming it.
+    :raises TypeError: for a ``CRAWLDEDUP_POLICY`` field of the wrong type.
+    :raises FilterFileError: for a state file of another policy or namespace.
+    :raises NamespaceConflict: for a store namespace of another policy or store kind.
+    :raises StoreUnavailable: when the store cannot be reached.
+    """
+    policy = _policy_from_setting(settings.get("CRAWLDEDUP_POLICY"), settings)
+    config = _config_from_settings(settings, spider_name)
+    try:
+        verify_hits = settings.getbool("CRAWLDEDUP_VERIFY_HITS")
+    except ValueError as exc:
+        raise ValueError(f"CRAWLDEDUP_VERIFY_HITS: {exc}, got {settings.get('CRAWLDEDUP_VERIFY_HITS')!r}") from None
+    return Deduplicator(config=config, policy=policy, verify_hits=verify_hits)
+
+
+class DupeFilter(BaseDupeFilter):
+    """Scrapy's dupefilter contract on top of a :class:`~crawldedup.Deduplicator`.
+
+    ``request_seen`` is True for a request that this crawl (or, with a shared store, any
+    worker of it) already claimed. Scrapy's scheduler never asks about ``dont_filter``
+    requests. Duplicates are logged like Scrapy's ``RFPDupeFilter`` does.
+
+    :param deduplicator: where requests are claimed; closed by :meth:`close`.
+    :param stats: Scrapy's stats collector, which receives the ``crawldedup/...`` counters.
+    :param debug: log every filtered request (``DUPEFILTER_DEBUG``), not only the first.
+    :param fingerprinter: keys the requests the policy refuses (default: Scrapy's own).
+    """
+
+    def __init__(
+        self,
+        deduplicator: Deduplicator,
+        *,
+        stats: Optional["StatsCollector"] = None,
+        debug: bool = False,
+        fingerprinter: Optional["RequestFingerprinterProtocol"] = None,
+    ) -> None:
+        self.deduplicator = deduplicator
+        self.stats = stats
+        self.debug = debug
+        self.fingerprinter = fingerprinter if fingerprinter is not None else RequestFingerprinter()
+        self.logdupes = True
+        self._seen = 0
+
+    @classmethod
+    def from_crawler(cls, crawler: "Crawler") -> "DupeFilter":
+        """Build the filter from the crawler's settings (see :func:`deduplicator_from_settings`)."""
+        spider_name = getattr(crawler.spidercls, "name", None)
+        return cls(
+            deduplicator_from_settings(crawler.settings, spider_name),
+            stats=crawler.stats,
+            debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
+            fingerprinter=crawler.request_fingerprinter,
+        )
+
+    def open(self) -> None:
+        logger.info("crawldedup: filtering duplicate requests with %r", self.deduplicator)
+
+    def request_seen(self, request: "Request") -> bool:
+        """Claim the request; True when it was claimed before (a duplicate), False when new.
+
+        When the store stays unreachable (after its bounded retries), the request is let
+        through unclaimed rather than dropped: it may be fetched twice, it is never lost. Each
+        such request is logged at ERROR and counted as ``crawldedup/store_errors``.
+        """
+        try:
+            won = self._claim(request)
+        except StoreUnavailable as exc:
+            # Raising here would make Scrapy drop the request (and the rest of its callback's output).
+            logger.error("crawldedup: %s; %s goes through unclaimed and may be fetched twice", exc, request)
+            if self.stats is not None:
+                self.stats.inc_value("crawldedup/store_errors")
+            return False
+        self._count(won)
+        return not won
+
+    def _claim(self, request: "Request") -> bool:
+        """Plain GETs by canonical URL (``claim_batch``), every other request by its key (``claim_keys``)."""
+        if request.method == "GET" and not request.body and not request.meta.get("verbatim_url"):
+            batch = self.deduplicator.claim_batch([request.url])
+            if batch.canonical[0] is not None:
+                return batch.won[0]
+            self._note_refused(request, batch.errors[0])
+            key = self._fingerprint_key(request)
+        else:
+            key = self._key(request)
+        return self.deduplicator.claim_keys([key])[0]
+
+    def _key(self, request: "Request") -> str:
+        """The key of a request that is not a plain GET (see the module's docstring)."""
+        if request.meta.get("verbatim_url"):
+            return self._fingerprint_key(request)
+        try:
+            canonical = canonicalize(request.url, policy=self.deduplicator.policy)
+        except InvalidURL as exc:
+            self._note_refused(request, exc)
+            return self._fingerprint_key(request)
+        digest = hashlib.sha256(f"{request.method}\0{canonical}\0".encode("utf-8"))
+        digest.update(request.body)
+        return f"method-body:{digest.hexdigest()[:BODY_DIGEST_HEX]}"
+
+    def _fingerprint_key(self, request: "Request") -> str:
+        return f"scrapy:{self.fingerprinter.fingerprint(request).hex()}"
+
+    def _note_refused(self, request: "Request", reason: InvalidURL) -> None:
+        if self.stats is not None:
+            self.stats.inc_value("crawldedup/invalid")
+        logger.debug("crawldedup: %s keyed by its Scrapy fingerprint: the URL policy refuses it (%s)", request, reason)
+
+    def _count(self, won: bool) -> None:
+        if self.stats is None:
+            return
+        self._seen += 1
+        self.stats.inc_value("crawldedup/new" if won else "crawldedup/filtered")
+        if self._seen % STATS_SYNC_EVERY == 0:
+            self._sync_stats()
+
+    def _sync_stats(self) -> None:
+        """Copy the Deduplicator's counters into Scrapy's stats."""
+        if self.stats is None:
+            return
+        dedup_stats = self.deduplicator.stats
+        self.stats.set_value("crawldedup/seen", self._seen)
+        for name in _MIRRORED_STATS:
+            self.stats.set_value(f"crawldedup/{name}", getattr(dedup_stats, name))
+        self.stats.set_value("crawldedup/sent_to_store", dedup_stats.store_claims + dedup_stats.store_reads)
+
+    def log(self, request: "Request", spider: "Spider") -> None:
+        """Log a filtered request at DEBUG: the first one, or every one with ``DUPEFILTER_DEBUG``."""
+        if self.debug:
+            logger.debug(
+                "Filtered duplicate request: %(request)s (referer: %(referer)s)",
+                {"request": request, "referer": referer_str(request)},
+                extra={"spider": spider},
+            )
+        elif self.logdupes:
+            logger.debug(
+                "Filtered duplicate request: %(request)s - no more duplicates will be shown"
+                " (see DUPEFILTER_DEBUG to show all duplicates)",
+                {"request": request},
+                extra={"spider": spider},
+            )
+            self.logdupes = False
+        if self.stats is not None:
+            self.stats.inc_value("dupefilter/filtered")
+
+    def close(self, reason: str) -> None:
+        """Close the Deduplicator (flushing the state file); ``reason`` is Scrapy's finish reason."""
+        self._sync_stats()
+        logger.info("crawldedup: closing (%s): %s", reason, self.deduplicator.stats)
+        self.deduplicator.close()
+
+    def __repr__(self) -> str:
+        return f"<DupeFilter {self.deduplicator!r}>"
