@@ -326,7 +326,7 @@ def test_repr_shows_the_shape_not_the_content(bloom_cls, tmp_path):
         bf.add("https://secret.example/")
         text = repr(bf)
         assert type(bf).__name__ in text and str(path) in text
-        assert f"blocks={bf.num_blocks}" in text and f"probes={bf.num_hashes}" in text and "approx_items=1" in text
+        assert f"blocks={bf.num_blocks}" in text and f"num_hashes={bf.num_hashes}" in text and "approx_items=1" in text
         assert "secret" not in text
 
 

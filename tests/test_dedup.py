@@ -267,7 +267,7 @@ def test_constructor_does_not_read_the_environment(monkeypatch):
 
 
 @pytest.mark.parametrize("variable, value, message", [
-    ("DEDUP_STRATEGY", "redis", "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, bloom, sqlite, got 'redis'"),
+    ("DEDUP_STRATEGY", "redis", "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite \\(bloom: redisbloom\\), got 'redis'"),
     ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),
     ("BLOOM_CAPACITY", "0", "capacity \\(BLOOM_CAPACITY\\) must be an integer"),
     ("BLOOM_ERROR_RATE", "1", "error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\)"),
@@ -374,3 +374,13 @@ def test_bad_keys_are_refused(bad, error, message):
     with Deduplicator("local", capacity=100, error_rate=0.01) as d:
         with pytest.raises(error, match=message):
             d.claim_keys(bad)
+
+
+def test_bloom_is_the_seeds_name_of_redisbloom(redisbloom_url):
+    """DEDUP_STRATEGY=bloom (the seed's value) opens the RedisBloom store, named redisbloom everywhere."""
+    config = DedupConfig.from_env({"DEDUP_STRATEGY": "bloom", "REDIS_URL": redisbloom_url})
+    assert config.strategy == "redisbloom"
+    with Deduplicator(config=config, namespace="alias", capacity=1_000) as d:
+        assert d.store is not None and d.store.strategy == "redisbloom"
+        assert d.claim_many(["https://alias.example/a", "https://alias.example/a"]) == [True, False]
+        assert "redisbloom store" in d.store.description

@@ -237,7 +237,7 @@ def test_bad_worker_id_is_refused():
 
 def test_stores_without_leases_say_so(redisbloom_url, tmp_path):
     options = {"capacity": 1_000, "error_rate": 0.01}
-    for strategy, where in [("bloom", {"redis_url": redisbloom_url}), ("sqlite", {"sqlite_path": tmp_path / "c.sqlite"}),
+    for strategy, where in [("redisbloom", {"redis_url": redisbloom_url}), ("sqlite", {"sqlite_path": tmp_path / "c.sqlite"}),
                             ("local", {})]:
         with Deduplicator(strategy, namespace="lease", **where, **options) as d:
             with pytest.raises(LeasesUnsupported, match=f"leases need the set or sharded-set store.*'{strategy}'"):

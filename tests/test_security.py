@@ -30,7 +30,7 @@ import redis
 from crawldedup import DEFAULT_POLICY, BloomFilter, Deduplicator, StoreUnavailable, canonicalize
 from crawldedup.dedup import open_state
 from crawldedup.stores import RedisKeyStore, RedisShardedSetStore, RetryPolicy
-from crawldedup.stores._redis import redact_url
+from crawldedup._checks import redact_url
 
 #: A password with characters that URLs must escape; it appears percent-encoded in URLs.
 SECRET = "Sup3r:s3cret@pass/word"

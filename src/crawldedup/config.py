@@ -2,28 +2,69 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
-from .stores.base import check_capacity, check_name
-from .stores._redis import redact_url
-from .stores.factory import STORE_STRATEGIES
+from ._checks import NAME_RULE, check_capacity, check_error_rate, check_name, check_path, complaint, number_in, redact_url
+from .stores.factory import STRATEGY_CHOICES, strategy_name
 
-#: Every strategy: ``local`` (the local filter alone) and the stores.
-STRATEGIES: Tuple[str, ...] = ("local",) + STORE_STRATEGIES
-_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 #: Seconds in a day, for VISITED_TTL_DAYS.
 DAY_SECONDS = 86_400
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _redis_url(value: object) -> None:
+    if not isinstance(value, str) or not value.startswith(_REDIS_SCHEMES):
+        raise ValueError
+
+
+class Setting(NamedTuple):
+    """One field of :class:`DedupConfig`: its environment variable, how its text is read, what
+    it allows (for messages) and the check of a value (raises TypeError or ValueError)."""
+
+    variable: str
+    parse: Callable[[str], Any]
+    allowed: str
+    check: Callable[[Any], object]
+
+    def read(self, field: str, text: str) -> Any:
+        """The value of ``text`` for ``field``, as read from the environment or a config file.
+
+        :raises ValueError: naming the field and the variable when it cannot be parsed.
+        """
+        try:
+            return self.parse(text)
+        except ValueError:
+            raise ValueError(self.complaint(field, text)) from None
+
+    def complaint(self, field: str, value: object) -> str:
+        """``<field> (<VARIABLE>) must be <allowed>, got <value>``, with any password hidden."""
+        shown = redact_url(value) if field == "redis_url" and isinstance(value, str) else value
+        return complaint(f"{field} ({self.variable})", self.allowed, shown)
+
+
+#: Field -> its setting, in the order of :class:`DedupConfig`.
+SETTINGS: Dict[str, Setting] = {
+    "strategy": Setting("DEDUP_STRATEGY", str.strip, f"one of {STRATEGY_CHOICES}", strategy_name),
+    "redis_url": Setting("REDIS_URL", str.strip, f"a URL starting with {', '.join(_REDIS_SCHEMES)}", _redis_url),
+    "ttl_days": Setting("VISITED_TTL_DAYS", float, "a number of days in [0, 36500] (0 = claims never expire)",
+                        lambda v: number_in("ttl_days", v, 0, 36_500)),
+    "capacity": Setting("BLOOM_CAPACITY", lambda text: int(text.strip()), "an integer in [1, 2**48]", check_capacity),
+    "error_rate": Setting("BLOOM_ERROR_RATE", float, "a number in (0, 1)", check_error_rate),
+    "state_path": Setting("CRAWLDEDUP_STATE", str, "a file path or unset (memory)", lambda v: check_path("state_path", v)),
+    "namespace": Setting("CRAWLDEDUP_NAMESPACE", str.strip, NAME_RULE, lambda v: check_name("namespace", v)),
+    "sqlite_path": Setting("CRAWLDEDUP_SQLITE", str, "a file path or unset", lambda v: check_path("sqlite_path", v)),
+}
 
 
 @dataclass(frozen=True)
 class DedupConfig:
     """Settings of a :class:`~crawldedup.Deduplicator`; each has an environment variable.
 
-    :param strategy: ``DEDUP_STRATEGY``: ``local``, ``set``, ``sharded-set``, ``bloom`` or ``sqlite``.
-    :param redis_url: ``REDIS_URL``: the Redis of the ``set``, ``sharded-set`` and ``bloom`` stores.
+    :param strategy: ``DEDUP_STRATEGY``: ``local``, ``set``, ``sharded-set``, ``redisbloom``
+        (``bloom`` is the same) or ``sqlite``.
+    :param redis_url: ``REDIS_URL``: the Redis of the ``set``, ``sharded-set`` and ``redisbloom`` stores.
     :param ttl_days: ``VISITED_TTL_DAYS``: how long a claim lasts in the ``set`` store; 0 = forever.
     :param capacity: ``BLOOM_CAPACITY``: URLs the local filter and the store are sized for.
     :param error_rate: ``BLOOM_ERROR_RATE``: false-positive rate of the local filter (and RedisBloom).
@@ -43,8 +84,13 @@ class DedupConfig:
     sqlite_path: Optional[str] = None
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            _CHECKS[name](value)
+        for field, value in vars(self).items():
+            setting = SETTINGS[field]
+            try:
+                setting.check(value)
+            except (TypeError, ValueError):
+                raise ValueError(setting.complaint(field, value)) from None
+        object.__setattr__(self, "strategy", strategy_name(self.strategy))  # an alias becomes its name
 
     @property
     def ttl_seconds(self) -> Optional[int]:
@@ -59,76 +105,8 @@ class DedupConfig:
         """
         environ = os.environ if environ is None else environ
         values: Dict[str, object] = {}
-        for field_name, (variable, parse) in ENVIRONMENT.items():
-            raw = environ.get(variable)
-            if raw is None or raw == "":
-                continue
-            try:
-                values[field_name] = parse(raw)
-            except ValueError:
-                raise ValueError(_complaint(field_name, raw)) from None
+        for field, setting in SETTINGS.items():
+            raw = environ.get(setting.variable)
+            if raw is not None and raw != "":
+                values[field] = setting.read(field, raw)
         return cls(**values)  # type: ignore[arg-type]
-
-
-def _checker(field: str, ok: Callable[[Any], object]) -> Callable[[object], None]:
-    # ``ok`` takes Any: it receives whatever the caller passed, and a value of the wrong type
-    # fails inside it (TypeError, caught below) rather than before it.
-    def check(value: object) -> None:
-        try:
-            good = ok(value)
-        except (TypeError, ValueError):
-            good = False
-        if not good:
-            raise ValueError(_complaint(field, value))
-
-    return check
-
-
-def _complaint(field: str, value: object) -> str:
-    """``<field> (<VARIABLE>) must be <expected>, got <value>``, with any password hidden."""
-    shown = redact_url(value) if field == "redis_url" and isinstance(value, str) else value
-    return f"{field} ({ENVIRONMENT[field][0]}) must be {_EXPECTED[field]}, got {shown!r}"
-
-
-def _is_name(value: str) -> bool:
-    check_name("namespace", value)
-    return True
-
-
-def _parse_int(raw: str) -> int:
-    return int(raw.strip())
-
-
-_EXPECTED: Dict[str, str] = {
-    "strategy": f"one of {', '.join(STRATEGIES)}",
-    "redis_url": f"a URL starting with {', '.join(_REDIS_SCHEMES)}",
-    "ttl_days": "a number of days in [0, 36500] (0 = claims never expire)",
-    "capacity": "an integer in [1, 2**48]",
-    "error_rate": "a number in (0, 1)",
-    "state_path": "a file path or unset (memory)",
-    "namespace": "1 to 200 characters from [A-Za-z0-9_.:/@+=-]",
-    "sqlite_path": "a file path or unset",
-}
-
-#: Field -> (environment variable, parser of its text).
-ENVIRONMENT: Dict[str, Tuple[str, Callable[[str], object]]] = {
-    "strategy": ("DEDUP_STRATEGY", str.strip),
-    "redis_url": ("REDIS_URL", str.strip),
-    "ttl_days": ("VISITED_TTL_DAYS", float),
-    "capacity": ("BLOOM_CAPACITY", _parse_int),
-    "error_rate": ("BLOOM_ERROR_RATE", float),
-    "state_path": ("CRAWLDEDUP_STATE", str),
-    "namespace": ("CRAWLDEDUP_NAMESPACE", str.strip),
-    "sqlite_path": ("CRAWLDEDUP_SQLITE", str),
-}
-
-_CHECKS: Dict[str, Callable[[object], None]] = {
-    "strategy": _checker("strategy", lambda v: v in STRATEGIES),
-    "redis_url": _checker("redis_url", lambda v: isinstance(v, str) and v.startswith(_REDIS_SCHEMES)),
-    "ttl_days": _checker("ttl_days", lambda v: not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= 36_500),
-    "capacity": _checker("capacity", check_capacity),
-    "error_rate": _checker("error_rate", lambda v: isinstance(v, float) and 0 < v < 1),
-    "state_path": _checker("state_path", lambda v: v is None or len(os.fspath(v)) > 0),
-    "namespace": _checker("namespace", _is_name),
-    "sqlite_path": _checker("sqlite_path", lambda v: v is None or len(os.fspath(v)) > 0),
-}

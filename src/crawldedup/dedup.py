@@ -30,8 +30,9 @@ import numpy as np
 from .config import DedupConfig
 from .bloom import BloomFilter, FilterFileError, hash_many
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
-from .stores.base import ClaimStore, Lease, LeasesUnsupported, RetryPolicy, check_lease_seconds, check_name
-from .stores.factory import open_store
+from ._checks import PathArg, check_batch, check_name, number_in
+from .stores.base import ClaimStore, Lease, LeasesUnsupported, RetryPolicy, check_lease_seconds
+from .stores.factory import LEASE_STRATEGIES, LOCAL, open_store
 
 __all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "open_state"]
 
@@ -45,7 +46,6 @@ URL = Union[str, bytes]
 #: canonical URL never holds a control character (docs/canonical.md), so no key can ever share
 #: a fingerprint with a page through its spelling.
 KEY_DOMAIN = "\x00key\x00"
-PathArg = Union[str, "os.PathLike[str]"]
 
 
 def _stamp(policy_digest: str, namespace: Optional[str]) -> bytes:
@@ -182,7 +182,7 @@ class Deduplicator:
     """Exactly one winner per page across workers: canonicalize, fingerprint, local filter, store.
 
     Arguments left as None take their value from ``config`` (by default
-    :class:`~crawldedup._config.DedupConfig`'s defaults; :meth:`from_env` reads the environment).
+    :class:`~crawldedup.config.DedupConfig`'s defaults; :meth:`from_env` reads the environment).
 
     :param strategy: ``local`` (the local filter alone decides), ``set``, ``sharded-set``,
         ``bloom`` or ``sqlite``.
@@ -243,13 +243,12 @@ class Deduplicator:
             "sqlite_path": os.fspath(sqlite_path) if sqlite_path is not None else None,
         }
         self.config = replace(config or DedupConfig(), **{k: v for k, v in overrides.items() if v is not None})
-        if not isinstance(sample_rate, (int, float)) or isinstance(sample_rate, bool) or not 0 <= sample_rate <= 1:
-            raise ValueError(f"sample_rate must be a number in [0, 1], got {sample_rate!r}")
+        number_in("sample_rate", sample_rate, 0, 1)
         self.policy = policy or DEFAULT_POLICY
         self.namespace = self.config.namespace
         if crawl_round is not None:
             self.namespace = f"{self.namespace}:{check_name('crawl_round', crawl_round)}"
-        if verify_hits and self.config.strategy == "local" and store is None:
+        if verify_hits and self.config.strategy == LOCAL and store is None:
             raise ValueError("verify_hits needs a store: the local strategy has none")
         self.verify_hits = bool(verify_hits)
         self.sample_rate = float(sample_rate)
@@ -261,7 +260,7 @@ class Deduplicator:
             self.config.state_path, self.config.capacity, self.config.error_rate, self.policy, namespace=self.namespace
         )
         try:
-            if store is None and self.config.strategy != "local":
+            if store is None and self.config.strategy != LOCAL:
                 store = open_store(
                     self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
                     redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
@@ -369,8 +368,7 @@ class Deduplicator:
         :raises ValueError: for an empty key.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        if isinstance(keys, (str, bytes, bytearray, memoryview)):
-            raise TypeError(f"keys must be an iterable of keys, not a single {type(keys).__name__}")
+        check_batch("keys", keys, "keys")
         domained: List[URL] = []
         for key in keys:
             if isinstance(key, str):
@@ -446,9 +444,10 @@ class Deduplicator:
 
     def _lease_store(self) -> ClaimStore:
         if self.store is None or not self.store.supports_leases:
-            kind = self.config.strategy if self.store is None else self.store.kind
+            strategy = self.config.strategy if self.store is None else self.store.strategy
             raise LeasesUnsupported(
-                f"leases need the set or sharded-set store (claims for a limited time), this Deduplicator uses {kind!r}"
+                f"leases need the {' or '.join(LEASE_STRATEGIES)} store (claims for a limited time), "
+                f"this Deduplicator uses {strategy!r}"
             )
         return self.store
 

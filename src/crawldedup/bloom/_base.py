@@ -15,7 +15,8 @@ from typing import Any, Iterable, Iterator, Optional, TypeVar
 
 import numpy as np
 
-from .storage import BloomFile, PathArg
+from .._checks import PathArg
+from .storage import BloomFile
 from .format import BLOCK_BITS, Header, check_parameters
 from .sizing import choose_shape
 
@@ -236,7 +237,7 @@ class FilterBase:
         return (
             f"<{type(self).__name__} path={self._file.path!r} capacity={header.capacity} "
             f"error_rate={header.error_rate!r} blocks={header.num_blocks} "
-            f"probes={header.num_hashes} approx_items={self._count}>"
+            f"num_hashes={header.num_hashes} approx_items={self._count}>"
         )
 
     # -- whole-filter operations ------------------------------------------------------------
@@ -244,7 +245,7 @@ class FilterBase:
     def union(self: _Filter, other: FilterBase) -> _Filter:
         """Add every key of ``other`` to this filter (bitwise OR, in place) and return self.
 
-        Both filters must have the same shape (blocks, probes; layout, hash and seed are fixed
+        Both filters must have the same shape (blocks, hashes per key; layout, hash and seed are fixed
         by the format). Other processes writing this file at the same time lose no bit.
 
         :raises TypeError: when ``other`` is not a Bloom filter.
@@ -262,8 +263,8 @@ class FilterBase:
             if mine_shape != their_shape:
                 raise ValueError(
                     "cannot union filters of different shapes: "
-                    f"{mine_shape[0]} blocks x {mine_shape[1]} probes vs "
-                    f"{their_shape[0]} blocks x {their_shape[1]} probes"
+                    f"{mine_shape[0]} blocks x {mine_shape[1]} hashes per key vs "
+                    f"{their_shape[0]} blocks x {their_shape[1]} hashes per key"
                 )
             with file.plain_or() as alone:
                 if alone:

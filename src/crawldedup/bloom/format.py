@@ -6,9 +6,10 @@ The layout is documented in ``docs/format.md``; any change to it bumps ``FORMAT_
 from __future__ import annotations
 
 import dataclasses
-import math
 import struct
 import zlib
+
+from .._checks import check_capacity, check_error_rate
 
 #: First 8 bytes of every filter file.
 MAGIC = b"CDDBLOOM"
@@ -142,14 +143,8 @@ def check_parameters(capacity: int, error_rate: float, metadata: bytes) -> None:
     :raises TypeError: for arguments of the wrong type.
     :raises ValueError: for values out of range.
     """
-    if not isinstance(capacity, int) or isinstance(capacity, bool):
-        raise TypeError(f"capacity must be an int, got {type(capacity).__name__}")
-    if capacity < 1:
-        raise ValueError(f"capacity must be >= 1, got {capacity!r}")
-    if not isinstance(error_rate, (int, float)) or isinstance(error_rate, bool):
-        raise TypeError(f"error_rate must be a float, got {type(error_rate).__name__}")
-    if not (0.0 < error_rate < 1.0) or math.isnan(error_rate):
-        raise ValueError(f"error_rate must be in (0, 1), got {error_rate!r}")
+    check_capacity(capacity)
+    check_error_rate(error_rate)
     if not isinstance(metadata, bytes):
         raise TypeError(f"metadata must be bytes, got {type(metadata).__name__}")
     if len(metadata) > MAX_METADATA_BYTES:

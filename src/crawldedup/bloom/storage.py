@@ -15,14 +15,14 @@ import mmap
 import os
 import secrets
 import stat
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional
 
 import numpy as np
 
 from . import writer_lock
+from .._checks import PathArg
 from .format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, FilterFileError, Header
 
-PathArg = Union[str, "os.PathLike[str]"]
 
 #: Statistics scan the blocks in 64 MiB slices, so a 1.2 GB filter needs no 1.2 GB temporary.
 _SCAN_BLOCKS = 1 << 20

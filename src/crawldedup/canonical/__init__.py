@@ -21,6 +21,7 @@ from .policy import (
     Canonicalized,
     InvalidURL,
 )
+from .._checks import check_batch
 from .._env import compiled
 
 __all__ = [
@@ -58,8 +59,7 @@ def canonicalize_each(
     :raises TypeError: when ``urls`` is a single string.
     :raises ValueError: when ``bases`` does not hold one base per URL.
     """
-    if isinstance(urls, (str, bytes, bytearray, memoryview)):
-        raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
+    check_batch("urls", urls, "URLs")
     urls, bases = list(urls), list(bases)
     if len(bases) != len(urls):
         raise ValueError(f"bases must hold one base per URL ({len(urls)}), got {len(bases)}")

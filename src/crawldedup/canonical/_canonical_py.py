@@ -22,6 +22,7 @@ from urllib.parse import unquote_to_bytes
 
 import idna
 
+from .._checks import check_batch
 from .policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
 
 __all__ = ["canonicalize", "canonicalize_many"]
@@ -425,8 +426,7 @@ def canonicalize_many(
         ``policy`` has the wrong type.
     """
     policy = _check_policy(policy)
-    if isinstance(urls, (str, bytes, bytearray, memoryview)):
-        raise TypeError(f"urls must be an iterable of URLs, not a single {type(urls).__name__}")
+    check_batch("urls", urls, "URLs")
     base_parts = check_base(base, policy)
     results: List[Optional[str]] = []
     errors: Dict[int, InvalidURL] = {}

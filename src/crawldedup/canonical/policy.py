@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple, Union
 
+from .._checks import is_integer
+
 __all__ = [
     "Canonicalized",
     "CanonicalPolicy",
@@ -122,7 +124,7 @@ class CanonicalPolicy:
                      "strip_trailing_slash", "semicolon_separator", "keep_fragment"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {type(getattr(self, flag)).__name__}")
-        if not isinstance(self.max_length, int) or isinstance(self.max_length, bool):
+        if not is_integer(self.max_length):
             raise TypeError(f"max_length must be an int, got {type(self.max_length).__name__}")
         if self.max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {self.max_length}")

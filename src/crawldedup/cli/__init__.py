@@ -36,12 +36,14 @@ from ._io import (
     Output,
     Progress,
 )
-from ..config import STRATEGIES, DedupConfig
+from .._checks import check_error_rate
+from ..config import DedupConfig
 from ..bloom.format import FORMAT_VERSION
 from ..bloom import BloomFilter, FilterFileError
 from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
 from ..dedup import Deduplicator
 from ..stores.base import NamespaceConflict, StoreUnavailable
+from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -313,7 +315,7 @@ def run_info(args: argparse.Namespace) -> int:
             ("size", f"{size:,} bytes ({size / 2**20:,.1f} MiB)"),
             ("capacity", f"{bloom.capacity:,}"),
             ("error rate", f"{bloom.error_rate:g}"),
-            ("bits", f"{bloom.num_bits:,} ({bloom.num_blocks:,} blocks, {bloom.num_hashes} probes per key)"),
+            ("bits", f"{bloom.num_bits:,} ({bloom.num_blocks:,} blocks, {bloom.num_hashes} hashes per key)"),
             ("bits per item", f"{bloom.num_bits / bloom.capacity:.2f} at capacity"),
             ("fill", f"{bloom.fill_ratio:.4%}"),
             ("estimated items", f"{bloom.approx_items:,}"),
@@ -385,12 +387,16 @@ def _positive_int(text: str) -> int:
 
 def _probability(text: str) -> float:
     try:
-        value = float(text)
+        return check_error_rate(float(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    return value
+
+
+def _strategy(text: str) -> str:
+    try:
+        return strategy_name(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be one of {STRATEGY_CHOICES}, got {text!r}") from None
 
 
 def _base_url(text: str) -> str:
@@ -428,9 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
     filt.add_argument("--output", choices=("canonical", "raw"), default="canonical",
                       help="print the canonical form (default) or the line as read")
     filt.add_argument("--base", type=_base_url, help=base_help)
-    filt.add_argument("--strategy", choices=STRATEGIES,
-                      help="claim through the local filter alone (default) or a store ($DEDUP_STRATEGY)")
-    filt.add_argument("--redis-url", metavar="URL", help="Redis of the set, sharded-set and bloom strategies ($REDIS_URL)")
+    filt.add_argument("--strategy", type=_strategy, metavar="{" + ",".join(STRATEGIES) + "}",
+                      help="claim through the local filter alone (default) or a store ($DEDUP_STRATEGY; "
+                           + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items()) + ")")
+    filt.add_argument("--redis-url", metavar="URL", help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
     filt.add_argument("--sqlite", metavar="FILE",
                       help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
     filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")

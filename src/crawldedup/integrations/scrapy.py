@@ -32,7 +32,8 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
-from ..config import ENVIRONMENT, DedupConfig
+from ..config import SETTINGS as CONFIG_SETTINGS
+from ..config import DedupConfig
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize
 from ..dedup import Deduplicator
 from ..stores.base import StoreUnavailable
@@ -53,7 +54,7 @@ logger = logging.getLogger("crawldedup.scrapy")
 STATE_FILE_NAME = "crawldedup.bloom"
 #: Hex digits of the method-and-body digest: 128 bits, as wide as the fingerprints.
 BODY_DIGEST_HEX = 32
-#: Scrapy setting -> Deduplicator setting (a :class:`~crawldedup._config.DedupConfig` field).
+#: Scrapy setting -> Deduplicator setting (a :class:`~crawldedup.config.DedupConfig` field).
 SETTINGS: Dict[str, str] = {
     "CRAWLDEDUP_STRATEGY": "strategy",
     "CRAWLDEDUP_REDIS_URL": "redis_url",
@@ -101,7 +102,7 @@ def _config_from_settings(settings: "BaseSettings", spider_name: Optional[str]) 
             continue
         try:
             if isinstance(value, str):
-                value = ENVIRONMENT[field][1](value)  # the parser of the matching environment variable
+                value = CONFIG_SETTINGS[field].read(field, value)  # read as its environment variable is
             DedupConfig(**{field: value})
         except ValueError as exc:
             raise ValueError(f"{setting}: {exc}") from None

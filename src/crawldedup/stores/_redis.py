@@ -8,9 +8,8 @@ import bisect
 import itertools
 import math
 import random
-import re
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 import redis
@@ -19,6 +18,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from .._checks import check_name, integer_in, redact_url
 from ..fingerprints import FINGERPRINT_ID
 from .base import (
     LAYOUT_VERSION,
@@ -28,7 +28,6 @@ from .base import (
     NamespaceConflict,
     RetryPolicy,
     check_lease_seconds,
-    check_name,
     check_policy_digest,
 )
 
@@ -81,20 +80,6 @@ return redis.call('HGETALL', KEYS[1])
 """
 
 #: A ``password=`` argument in a URL's query string (up to the next ``&``).
-_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***``: in the user info, and in a ``password=``
-    query argument (redis-py reads one there too)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = f"{parts.username or ''}:***@{netloc.rsplit('@', 1)[1]}"
-    query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
-    if (netloc, query) == (parts.netloc, parts.query):
-        return url
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
@@ -200,7 +185,7 @@ class RedisStore(ClaimStore):
     @property
     def description(self) -> str:
         cluster = "cluster " if self.in_cluster else ""
-        return f"{self.kind} store {cluster}{self._description} namespace {self.namespace!r}"
+        return f"{self.strategy} store {cluster}{self._description} namespace {self.namespace!r}"
 
     @property
     def in_cluster(self) -> bool:
@@ -391,8 +376,7 @@ class GroupedScriptStore(RedisStore):
     _primitives: ClassVar[str] = ""
 
     def __init__(self, url: Optional[str] = None, *, groups: int = DEFAULT_GROUPS, **kwargs: Any) -> None:
-        if not isinstance(groups, int) or isinstance(groups, bool) or not 1 <= groups <= 16384:
-            raise ValueError(f"groups must be an integer in [1, 16384], got {groups!r}")
+        integer_in("groups", groups, 1, 16384)
         layout = {"groups": str(groups), **kwargs.pop("layout", {})}
         super().__init__(url, layout=layout, **kwargs)
 

@@ -19,12 +19,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar
 
+from .._checks import check_name, complaint, integer_in, number_in
 from ..fingerprints import FINGERPRINT_BYTES
 
 #: Version of the key/table layouts written by the stores (recorded with each namespace).
 LAYOUT_VERSION = 1
-#: Namespaces and rounds end up inside Redis hash tags and SQLite rows: keep them plain.
-_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/@+=-]{1,200}")
 _DIGEST_PATTERN = re.compile(r"[0-9a-f]{16}")
 #: Longest lease: a day. A lease is for one fetch; a longer job renews it.
 MAX_LEASE_SECONDS = 86_400
@@ -97,12 +96,9 @@ class RetryPolicy:
     max_backoff_seconds: float = 1.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.retries, int) or isinstance(self.retries, bool) or not 0 <= self.retries <= 100:
-            raise ValueError(f"retries must be an integer in [0, 100], got {self.retries!r}")
+        integer_in("retries", self.retries, 0, 100)
         for name in ("backoff_seconds", "max_backoff_seconds"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 60:
-                raise ValueError(f"{name} must be a number of seconds in [0, 60], got {value!r}")
+            number_in(name, getattr(self, name), 0, 60, unit="a number of seconds")
 
     @property
     def attempts(self) -> int:
@@ -132,29 +128,12 @@ def check_fingerprints(fingerprints: Sequence[bytes]) -> None:
             raise ValueError(f"fingerprints must be {FINGERPRINT_BYTES} bytes, got {len(fp)} bytes")
 
 
-def check_name(kind: str, value: str) -> str:
-    """Validate a namespace or round name (it becomes part of keys).
-
-    :raises ValueError: when it is empty, too long or has characters outside ``[A-Za-z0-9_.:/@+=-]``.
-    """
-    if not isinstance(value, str) or not _NAME_PATTERN.fullmatch(value):
-        raise ValueError(
-            f"{kind} must be 1 to 200 characters from [A-Za-z0-9_.:/@+=-] "
-            f"(no braces: they delimit Redis hash tags), got {value!r}"
-        )
-    return value
-
-
 def check_lease_seconds(seconds: float) -> int:
     """Validate a lease duration in seconds; returns it in whole milliseconds (at least 1).
 
     :raises ValueError: unless it is a number in (0, 86400].
     """
-    if (
-        not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not math.isfinite(seconds)
-        or not 0 < seconds <= MAX_LEASE_SECONDS
-    ):
-        raise ValueError(f"lease must be a number of seconds in (0, {MAX_LEASE_SECONDS}], got {seconds!r}")
+    seconds = number_in("lease", seconds, 0, MAX_LEASE_SECONDS, low_open=True, unit="a number of seconds")
     return max(1, math.ceil(seconds * 1000))
 
 
@@ -163,19 +142,7 @@ def check_limit(limit: int) -> int:
 
     :raises ValueError: unless it is an integer in [1, 1000000].
     """
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_EXPIRED_LIMIT:
-        raise ValueError(f"limit must be an integer in [1, {MAX_EXPIRED_LIMIT}], got {limit!r}")
-    return limit
-
-
-def check_capacity(capacity: int) -> int:
-    """Validate a capacity (URLs a store or filter is sized for).
-
-    :raises ValueError: unless it is an integer in [1, 2**48].
-    """
-    if not isinstance(capacity, int) or isinstance(capacity, bool) or not 1 <= capacity <= 1 << 48:
-        raise ValueError(f"capacity must be an integer in [1, 2**48], got {capacity!r}")
-    return capacity
+    return integer_in("limit", limit, 1, MAX_EXPIRED_LIMIT)
 
 
 def check_policy_digest(digest: str) -> str:
@@ -184,7 +151,7 @@ def check_policy_digest(digest: str) -> str:
     :raises ValueError: for anything else.
     """
     if not isinstance(digest, str) or not _DIGEST_PATTERN.fullmatch(digest):
-        raise ValueError(f"policy_digest must be 16 lowercase hex characters, got {digest!r}")
+        raise ValueError(complaint("policy_digest", "16 lowercase hex characters", digest))
     return digest
 
 
@@ -198,7 +165,11 @@ class ClaimStore(abc.ABC):
 
     #: Errors worth retrying; anything else is a bug or a misconfiguration and propagates.
     transient_errors: ClassVar[Tuple[Type[BaseException], ...]] = ()
-    #: Short name of the store kind, recorded with the namespace (``keys``, ``sharded-set``...).
+    #: The strategy name users choose this store by (``set``, ``sharded-set``...): what every
+    #: message shows.
+    strategy: ClassVar[str] = ""
+    #: The store's layout name, recorded with the namespace (``keys``, ``sharded-set``...). A
+    #: stored format: it never changes, so namespaces made before a rename still open.
     kind: ClassVar[str] = ""
     #: Whether the store can hold claims for a limited time (leases).
     supports_leases: ClassVar[bool] = False
@@ -240,7 +211,7 @@ class ClaimStore(abc.ABC):
 
     def _no_leases(self) -> LeasesUnsupported:
         return LeasesUnsupported(
-            f"the {self.kind} store cannot hold leases (claims for a limited time): "
+            f"the {self.strategy} store cannot hold leases (claims for a limited time): "
             f"use the set or sharded-set store"
         )
 

@@ -1,18 +1,46 @@
-"""Builds the store a strategy name stands for (``set``, ``sharded-set``, ``bloom``, ``sqlite``)."""
+"""The one registry of strategies, and the store each one opens.
+
+Every list of strategy names (the settings' check, the CLI's choices, the messages about
+leases) derives from :data:`STRATEGIES`. To add a store: write its module in this folder,
+give its class a ``strategy`` name, list it in ``_STORES`` and teach :func:`open_store` its
+arguments.
+"""
 
 from __future__ import annotations
 
-import os
-from typing import Optional, TypedDict, Union
+from typing import Dict, Optional, Tuple, Type, TypedDict
 
+from .._checks import PathArg
 from .base import ClaimStore, RetryPolicy
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
 from .sqlite import SQLiteStore
 
-#: Strategies backed by a store (``local`` has none: the local filter decides alone).
-STORE_STRATEGIES = ("set", "sharded-set", "bloom", "sqlite")
+#: The strategy without a store: the local filter decides alone.
+LOCAL = "local"
+_STORES: Tuple[Type[ClaimStore], ...] = (RedisKeyStore, RedisShardedSetStore, RedisBloomStore, SQLiteStore)
+#: Strategy name -> its store class (None for ``local``), in the order documentation lists them.
+STRATEGIES: Dict[str, Optional[Type[ClaimStore]]] = {LOCAL: None, **{store.strategy: store for store in _STORES}}
+#: Other names accepted for a strategy: ``bloom`` is the seed's ``DEDUP_STRATEGY`` value.
+ALIASES: Dict[str, str] = {"bloom": RedisBloomStore.strategy}
+#: Strategies whose store holds claims for a limited time (leases).
+LEASE_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items() if store and store.supports_leases)
+#: Strategies whose store lives in Redis (``redis_url``).
+REDIS_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items() if store and store is not SQLiteStore)
+#: How the strategies are listed in messages.
+STRATEGY_CHOICES = ", ".join(STRATEGIES) + "".join(f" ({alias}: {name})" for alias, name in ALIASES.items())
+
+
+def strategy_name(name: str) -> str:
+    """The registered name of strategy ``name`` (an alias gives the name it stands for).
+
+    :raises ValueError: for a name that is neither a strategy nor an alias.
+    """
+    name = ALIASES.get(name, name)
+    if name not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGY_CHOICES}, got {name!r}")
+    return name
 
 
 class _CommonArgs(TypedDict):
@@ -29,7 +57,7 @@ def open_store(
     namespace: str,
     policy_digest: str,
     redis_url: Optional[str] = None,
-    sqlite_path: Optional[Union[str, "os.PathLike[str]"]] = None,
+    sqlite_path: Optional[PathArg] = None,
     capacity: int,
     error_rate: float,
     ttl_seconds: Optional[int] = None,
@@ -37,27 +65,28 @@ def open_store(
 ) -> ClaimStore:
     """Open the store of ``strategy`` for one namespace.
 
-    :param strategy: one of :data:`STORE_STRATEGIES`.
+    :param strategy: a name of :data:`STRATEGIES` other than ``local``, or an alias.
     :param redis_url: where the Redis stores live (required for them).
     :param sqlite_path: the SQLite file (required for ``sqlite``).
     :param capacity: URLs the namespace is sized for (sharded sets, RedisBloom).
     :param error_rate: RedisBloom's false-positive rate.
     :param ttl_seconds: how long a claim lasts in the ``set`` store (None: forever).
-    :raises ValueError: for an unknown strategy or a missing location.
+    :raises ValueError: for an unknown strategy, ``local`` or a missing location.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when the store cannot be reached.
     """
+    store = STRATEGIES[strategy_name(strategy)]
+    if store is None:
+        raise ValueError("the local strategy has no store")
     common: _CommonArgs = {"namespace": namespace, "policy_digest": policy_digest, "retry": retry}
-    if strategy == "sqlite":
+    if store is SQLiteStore:
         if sqlite_path is None:
             raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")
         return SQLiteStore(sqlite_path, **common)
-    if strategy not in STORE_STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(('local',) + STORE_STRATEGIES)}, got {strategy!r}")
     if redis_url is None:
-        raise ValueError(f"the {strategy} strategy needs redis_url (REDIS_URL)")
-    if strategy == "set":
+        raise ValueError(f"the {store.strategy} strategy needs redis_url (REDIS_URL)")
+    if store is RedisKeyStore:
         return RedisKeyStore(redis_url, ttl_seconds=ttl_seconds, **common)
-    if strategy == "sharded-set":
+    if store is RedisShardedSetStore:
         return RedisShardedSetStore(redis_url, capacity=capacity, **common)
     return RedisBloomStore(redis_url, capacity=capacity, error_rate=error_rate, **common)

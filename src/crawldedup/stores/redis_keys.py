@@ -21,6 +21,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .._checks import complaint, is_integer
 from ..fingerprints import multiply_shift
 from ._redis import GroupedScriptStore, first_halves
 
@@ -55,14 +56,13 @@ class RedisKeyStore(GroupedScriptStore):
     :raises StoreUnavailable: when Redis cannot be reached.
     """
 
+    strategy = "set"
     kind = "keys"
     _primitives = _PRIMITIVES
 
     def __init__(self, url: Optional[str] = None, *, ttl_seconds: Optional[int] = None, **kwargs: Any) -> None:
-        if ttl_seconds is not None and (
-            not isinstance(ttl_seconds, int) or isinstance(ttl_seconds, bool) or ttl_seconds < 1
-        ):
-            raise ValueError(f"ttl_seconds must be a positive integer or None, got {ttl_seconds!r}")
+        if ttl_seconds is not None and (not is_integer(ttl_seconds) or ttl_seconds < 1):
+            raise ValueError(complaint("ttl_seconds", "a positive integer or None", ttl_seconds))
         self.ttl_seconds = ttl_seconds
         super().__init__(url, **kwargs)
 

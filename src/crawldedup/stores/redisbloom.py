@@ -20,7 +20,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import redis
 
-from .base import ClaimAnswers, Lease, check_capacity
+from .._checks import check_capacity, check_error_rate
+from .base import ClaimAnswers, Lease
 from ._redis import _RECEIPTS, RedisStore
 
 # KEYS: the filter, the call's receipt. ARGV: receipt seconds, the claimed items. Per item: 1 won
@@ -65,12 +66,12 @@ class RedisBloomStore(RedisStore):
     :raises StoreUnavailable: when Redis cannot be reached or lacks RedisBloom.
     """
 
+    strategy = "redisbloom"
     kind = "bloom"
 
     def __init__(self, url: Optional[str] = None, *, capacity: int, error_rate: float, **kwargs: Any) -> None:
         check_capacity(capacity)
-        if not isinstance(error_rate, float) or not 0 < error_rate < 1:
-            raise ValueError(f"error_rate must be a float in (0, 1), got {error_rate!r}")
+        check_error_rate(error_rate)
         super().__init__(url, layout={"capacity": str(capacity), "error_rate": repr(error_rate)}, **kwargs)
 
     def _adopt_namespace(self) -> None:

@@ -37,7 +37,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..fingerprints import multiply_shift
-from .base import check_capacity
+from .._checks import check_capacity
 from ._redis import DEFAULT_GROUPS, GroupedScriptStore, first_halves
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
@@ -77,6 +77,7 @@ class RedisShardedSetStore(GroupedScriptStore):
     :raises StoreUnavailable: when Redis cannot be reached.
     """
 
+    strategy = "sharded-set"
     kind = "sharded-set"
     _primitives = _PRIMITIVES
 

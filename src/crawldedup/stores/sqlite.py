@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from .._checks import check_name
 from ..fingerprints import FINGERPRINT_ID
 from .base import (
     LAYOUT_VERSION,
@@ -31,7 +32,6 @@ from .base import (
     Lease,
     NamespaceConflict,
     RetryPolicy,
-    check_name,
     check_policy_digest,
 )
 
@@ -63,6 +63,7 @@ class SQLiteStore(ClaimStore):
     :raises StoreUnavailable: when the file cannot be opened or stays locked.
     """
 
+    strategy = "sqlite"
     kind = "sqlite"
     transient_errors = (sqlite3.OperationalError,)
 
