@@ -51,7 +51,7 @@ MIN_RECEIPT_SECONDS = 300
 # call's token, so that an attempt repeated after its reply was lost gets the same answers.
 # A receipt is one character per claim ('0' + answer), written only when some claim was won
 # (answer 1): a call that won nothing gets the same answers again anyway.
-_RECEIPTS = """
+RECEIPTS_LUA = """
 local function read_receipt(key, seconds)
   if seconds == 0 then return nil end
   local stored = redis.call('GET', key)
@@ -228,7 +228,7 @@ class RedisStore(ClaimStore):
 # others are reads), ARGV[3] = seconds a receipt lives (0: none). A claim is identified in the
 # lease records by claim_id() of the store. RECEIPT holds the claims' answers of an earlier
 # attempt of this call whose reply was lost, or nil.
-_PRELUDE = _RECEIPTS + """
+_PRELUDE = RECEIPTS_LUA + """
 local LEASES, HOLDERS, RECEIPT_KEY = KEYS[1], KEYS[2], KEYS[3]
 local n = #KEYS - 3
 local HEAD, CLAIMS, RECEIPT_SECONDS = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -22,11 +22,11 @@ import redis
 
 from .._checks import check_capacity, check_error_rate
 from .base import ClaimAnswers, Lease
-from ._redis import _RECEIPTS, RedisStore
+from ._redis import RECEIPTS_LUA, RedisStore
 
 # KEYS: the filter, the call's receipt. ARGV: receipt seconds, the claimed items. Per item: 1 won
 # (added), 0 already there. BF.MADD takes 1,000 items at a time: Lua's unpack stops near 8,000.
-_CLAIM = _RECEIPTS + """
+_CLAIM = RECEIPTS_LUA + """
 local seconds = tonumber(ARGV[1])
 local answers = read_receipt(KEYS[2], seconds)
 if answers then return answers end
