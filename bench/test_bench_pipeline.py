@@ -28,6 +28,7 @@ import redis
 
 from crawldedup import DEFAULT_POLICY, canonicalize_many
 from crawldedup.dedup import Deduplicator
+from crawldedup.fingerprints import Fingerprints
 from crawldedup.stores import RedisBloomStore, RedisKeyStore, RedisShardedSetStore, SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -177,7 +178,7 @@ def _claim_with_pipelined_set(store: RedisKeyStore) -> int:
     won = 0
     for start in range(0, len(FINGERPRINTS), KEYS_BATCH):
         pipe = store.client.pipeline(transaction=False)
-        for key in store._locate_many(FINGERPRINTS[start:start + KEYS_BATCH])[1]:
+        for key in store._locate_many(Fingerprints.of(FINGERPRINTS[start:start + KEYS_BATCH]))[1]:
             pipe.set(key, 1, nx=True, ex=TTL_SECONDS)
         won += sum(1 for ok in pipe.execute() if ok)
     return won

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import abc
 import bisect
-import itertools
 import math
 import random
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
@@ -19,7 +18,7 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from .._checks import check_name, integer_in, redact_url
-from ..fingerprints import FINGERPRINT_ID
+from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from .base import (
     LAYOUT_VERSION,
     ClaimAnswers,
@@ -353,11 +352,6 @@ return urls
 """
 
 
-def first_halves(fingerprints: Sequence[bytes]) -> np.ndarray:
-    """The first 64 bits (little-endian) of each 16-byte fingerprint: what places it in a group."""
-    return np.frombuffer(b"".join(fingerprints), dtype="<u8")[::2]
-
-
 class GroupedScriptStore(RedisStore):
     """A Redis store answered by one script call per hash-tag group per batch, with leases.
 
@@ -390,7 +384,7 @@ class GroupedScriptStore(RedisStore):
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
 
     @abc.abstractmethod
-    def _locate_many(self, fingerprints: Sequence[bytes]) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
+    def _locate_many(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
         """The group of each fingerprint, its key (prefixed by the group's tag), and its member
         in that key (None for stores whose keys have none)."""
 
@@ -399,7 +393,7 @@ class GroupedScriptStore(RedisStore):
         return 0
 
     def _call_groups(
-        self, script: str, fingerprints: Sequence[bytes], head: Tuple[Any, ...], claims: int,
+        self, script: str, fingerprints: Fingerprints, head: Tuple[Any, ...], claims: int,
         token: Optional[bytes], tail: Optional[Sequence[Any]] = None,
     ) -> List[Any]:
         """One ``EVAL`` of ``script`` per group of ``fingerprints``, all in one pipeline.
@@ -436,19 +430,19 @@ class GroupedScriptStore(RedisStore):
         return answers
 
     def _exchange(
-        self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease], token: bytes
+        self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
     ) -> ClaimAnswers:
         n_claims = len(claims)
         owner, lease_ms, urls = ("", 0, None) if lease is None else (lease.owner, check_lease_seconds(lease.seconds), lease.urls)
         answers = self._call_groups(
-            self._claim_script, list(itertools.chain(claims, reads)), (self._ttl(), owner, lease_ms), n_claims,
+            self._claim_script, claims + reads, (self._ttl(), owner, lease_ms), n_claims,
             token, urls,
         )
         won = [a == 1 for a in answers[:n_claims]]
         held = tuple(i for i, a in enumerate(answers[:n_claims]) if a == 2)
         return ClaimAnswers(won, [a == 1 for a in answers[n_claims:]], held)
 
-    def _settle(self, action: str, fingerprints: Sequence[bytes], owner: str, lease_ms: int, token: bytes) -> List[bool]:
+    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> List[bool]:
         # A renew repeated gives the right answer by itself (the owner still holds the lease and
         # its deadline moves again): no receipt. A done or release repeated would be refused.
         answers = self._call_groups(

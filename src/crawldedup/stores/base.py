@@ -1,6 +1,6 @@
 """The one small interface every claim store offers, and its bounded retries.
 
-A store answers two questions for 16-byte fingerprints, in one round trip per batch:
+A store answers two questions for a batch of fingerprints, in one round trip per batch:
 *claim* (test-and-set: True for exactly one caller ever) and *read* (is it already there?).
 Stores that support leases (``supports_leases``) also claim for a limited time and settle
 those claims later: done, released, renewed, or handed back once expired.
@@ -17,10 +17,10 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .._checks import check_name, complaint, integer_in, number_in
-from ..fingerprints import FINGERPRINT_BYTES
+from ..fingerprints import Fingerprints
 
 #: Version of the key/table layouts written by the stores (recorded with each namespace).
 LAYOUT_VERSION = 1
@@ -35,6 +35,9 @@ TOKEN_BYTES = 16
 MAX_FAILED_CALLS = 64
 
 T = TypeVar("T")
+#: What the stores' methods take: a batch's :class:`~crawldedup.fingerprints.Fingerprints`, or
+#: 16-byte strings (converted once on the way in).
+FingerprintsLike = Union[Fingerprints, Sequence[bytes]]
 
 
 class StoreUnavailable(ConnectionError):
@@ -115,19 +118,6 @@ class RetryPolicy:
         return sum(min(self.max_backoff_seconds, self.backoff_seconds * 2 ** i) for i in range(self.retries))
 
 
-def check_fingerprints(fingerprints: Sequence[bytes]) -> None:
-    """Refuse anything that is not a sequence of 16-byte fingerprints.
-
-    :raises TypeError: for a non-bytes item.
-    :raises ValueError: for an item of another length.
-    """
-    for fp in fingerprints:
-        if not isinstance(fp, bytes):
-            raise TypeError(f"fingerprints must be bytes, got {type(fp).__name__}")
-        if len(fp) != FINGERPRINT_BYTES:
-            raise ValueError(f"fingerprints must be {FINGERPRINT_BYTES} bytes, got {len(fp)} bytes")
-
-
 def check_lease_seconds(seconds: float) -> int:
     """Validate a lease duration in seconds; returns it in whole milliseconds (at least 1).
 
@@ -192,7 +182,7 @@ class ClaimStore(abc.ABC):
 
     @abc.abstractmethod
     def _exchange(
-        self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease], token: bytes
+        self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
     ) -> ClaimAnswers:
         """Claim ``claims`` (leased when ``lease`` is given) and read ``reads`` in one round trip.
 
@@ -200,7 +190,7 @@ class ClaimStore(abc.ABC):
         without its reply arriving answers a repeated attempt from what the first one recorded.
         """
 
-    def _settle(self, action: str, fingerprints: Sequence[bytes], owner: str, lease_ms: int, token: bytes) -> List[bool]:
+    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> List[bool]:
         """Settle the leases ``owner`` holds (``done``, ``release`` or ``renew``), one round trip
         (``token`` as in :meth:`_exchange`)."""
         raise self._no_leases()
@@ -231,15 +221,16 @@ class ClaimStore(abc.ABC):
         return text
 
     def claim_and_read(
-        self, claims: Sequence[bytes], reads: Sequence[bytes] = (), *, lease: Optional[Lease] = None
+        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None
     ) -> ClaimAnswers:
         """Claim some fingerprints and read others, in one round trip.
 
         A fingerprint listed twice among ``claims`` is won at most once. A claim whose lease
         expired (or was handed back by :meth:`expired_leases`) can be won again by anyone.
 
-        :param claims: 16-byte fingerprints to test-and-set.
-        :param reads: 16-byte fingerprints to look up without claiming.
+        :param claims: fingerprints to test-and-set (:class:`~crawldedup.fingerprints.Fingerprints`
+            or 16-byte strings).
+        :param reads: fingerprints to look up without claiming.
         :param lease: claim for ``lease.seconds`` only, held by ``lease.owner``, until
             :meth:`finish_leases` (or :meth:`release_leases`); ``lease.urls[i]`` is the
             canonical URL of ``claims[i]``.
@@ -250,8 +241,7 @@ class ClaimStore(abc.ABC):
         :raises LeasesUnsupported: for a lease on a store without leases.
         :raises StoreUnavailable: after the retries of :attr:`retry` failed.
         """
-        check_fingerprints(claims)
-        check_fingerprints(reads)
+        claims, reads = Fingerprints.of(claims), Fingerprints.of(reads)
         if lease is not None:
             if not self.supports_leases:
                 raise self._no_leases()
@@ -264,7 +254,7 @@ class ClaimStore(abc.ABC):
         request = ("claim", lease.owner if lease else "", repr(lease.seconds) if lease else "", claims)
         return self._resumable(request, lambda token: self._exchange(claims, reads, lease, token))
 
-    def finish_leases(self, fingerprints: Sequence[bytes], owner: str) -> List[bool]:
+    def finish_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
         """Turn leases held by ``owner`` into lasting claims (visited for the store's TTL).
 
         :returns: per fingerprint, True when done; False when refused: ``owner`` does not
@@ -275,7 +265,7 @@ class ClaimStore(abc.ABC):
         """
         return self._settle_checked("done", fingerprints, owner, None)
 
-    def release_leases(self, fingerprints: Sequence[bytes], owner: str) -> List[bool]:
+    def release_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
         """Free leases held by ``owner`` (a failed fetch to retry): anyone can claim them again.
 
         :returns: per fingerprint, True when released, False when ``owner`` did not hold it.
@@ -284,7 +274,7 @@ class ClaimStore(abc.ABC):
         """
         return self._settle_checked("release", fingerprints, owner, None)
 
-    def renew_leases(self, fingerprints: Sequence[bytes], owner: str, seconds: float) -> List[bool]:
+    def renew_leases(self, fingerprints: FingerprintsLike, owner: str, seconds: float) -> List[bool]:
         """Move the deadline of leases held by ``owner`` to ``seconds`` from now (Redis's clock).
 
         :returns: per fingerprint, True when renewed, False when ``owner`` did not hold it.
@@ -315,8 +305,8 @@ class ClaimStore(abc.ABC):
             lease_ms = check_lease_seconds(seconds)
         return self._with_retries(lambda: self._expired(limit, owner or "", lease_ms))
 
-    def _settle_checked(self, action: str, fingerprints: Sequence[bytes], owner: str, seconds: Optional[float]) -> List[bool]:
-        check_fingerprints(fingerprints)
+    def _settle_checked(self, action: str, fingerprints: FingerprintsLike, owner: str, seconds: Optional[float]) -> List[bool]:
+        fingerprints = Fingerprints.of(fingerprints)
         if not self.supports_leases:
             raise self._no_leases()
         check_name("owner", owner)
@@ -326,15 +316,15 @@ class ClaimStore(abc.ABC):
         request = (action, owner, str(lease_ms), fingerprints)
         return self._resumable(request, lambda token: self._settle(action, fingerprints, owner, lease_ms, token))
 
-    def claim_many(self, fingerprints: Sequence[bytes]) -> List[bool]:
+    def claim_many(self, fingerprints: FingerprintsLike) -> List[bool]:
         """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""
         return self.claim_and_read(fingerprints, ()).won
 
-    def contains_many(self, fingerprints: Sequence[bytes]) -> List[bool]:
+    def contains_many(self, fingerprints: FingerprintsLike) -> List[bool]:
         """Read fingerprints; True where already claimed (see :meth:`claim_and_read`)."""
         return self.claim_and_read((), fingerprints).present
 
-    def _resumable(self, request: Tuple[str, str, str, Sequence[bytes]], call: Callable[[bytes], T]) -> T:
+    def _resumable(self, request: Tuple[str, str, str, Fingerprints], call: Callable[[bytes], T]) -> T:
         """Run ``call(token)`` under the retry policy, with one token for all its attempts.
 
         The token is random, unless the same request (the same step, owner, terms and claimed
@@ -345,7 +335,7 @@ class ClaimStore(abc.ABC):
         digest = hashlib.blake2b(digest_size=16)
         for text in request[:3]:
             digest.update(text.encode("utf-8") + b"\0")
-        digest.update(b"".join(request[3]))
+        digest.update(request[3].tobytes())
         key = digest.digest()
         with self._counter_lock:
             token = self._failed_calls.pop(key, None) or os.urandom(TOKEN_BYTES)

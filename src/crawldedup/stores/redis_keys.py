@@ -17,13 +17,13 @@ docs/stores.md).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
 from .._checks import complaint, is_integer
-from ..fingerprints import multiply_shift
-from ._redis import GroupedScriptStore, first_halves
+from ..fingerprints import Fingerprints, multiply_shift
+from ._redis import GroupedScriptStore
 
 # A leased key has no expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.
 _PRIMITIVES = """
@@ -69,10 +69,10 @@ class RedisKeyStore(GroupedScriptStore):
     def _ttl(self) -> int:
         return self.ttl_seconds or 0
 
-    def _locate_many(self, fingerprints: Sequence[bytes]) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
-        groups = multiply_shift(first_halves(fingerprints), self.groups)
+    def _locate_many(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
+        groups = multiply_shift(fingerprints.first_halves, self.groups)
         tags = self._tags
-        return groups, [tags[g] + fp for g, fp in zip(groups.tolist(), fingerprints)], None
+        return groups, [tags[g] + fp for g, fp in zip(groups.tolist(), fingerprints.as_bytes())], None
 
     def bytes_per_url(self) -> Optional[float]:
         """None: a key's share of Redis's dictionaries cannot be read per namespace.

@@ -16,11 +16,12 @@ at most one winner per URL, sometimes none. Past capacity, RedisBloom adds sub-f
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import redis
 
 from .._checks import check_capacity, check_error_rate
+from ..fingerprints import Fingerprints
 from .base import ClaimAnswers, Lease
 from ._redis import RECEIPTS_LUA, RedisStore
 
@@ -90,13 +91,14 @@ class RedisBloomStore(RedisStore):
                 raise
 
     def _exchange(
-        self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease], token: bytes
+        self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
     ) -> ClaimAnswers:
         commands: List[Tuple[Any, ...]] = []
         if claims:
-            commands.append(("EVAL", _CLAIM, 2, self.key, self._receipt_prefix + token, self.receipt_seconds, *claims))
+            commands.append(("EVAL", _CLAIM, 2, self.key, self._receipt_prefix + token, self.receipt_seconds,
+                             *claims.as_bytes()))
         if reads:
-            commands.append(("BF.MEXISTS", self.key, *reads))
+            commands.append(("BF.MEXISTS", self.key, *reads.as_bytes()))
         replies = self._pipeline(commands)
         # 1/0, or True/False where redis-py applies its RedisBloom reply callbacks.
         won = [v == 1 for v in replies[0]] if claims else []

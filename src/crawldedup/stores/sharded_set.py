@@ -32,17 +32,18 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from ..fingerprints import multiply_shift
+from ..fingerprints import Fingerprints, multiply_shift
 from .._checks import check_capacity
-from ._redis import DEFAULT_GROUPS, GroupedScriptStore, first_halves
+from ._redis import DEFAULT_GROUPS, GroupedScriptStore
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
 #: under Redis's 512-entry intset limit (P(Poisson(400) > 512) = 3.4e-8 per shard).
 MEMBERS_PER_SHARD = 400
+_LOW32 = np.uint64(0xFFFFFFFF)
 #: Shards sampled by :meth:`RedisShardedSetStore.bytes_per_url`.
 SAMPLE_SHARDS = 64
 
@@ -97,10 +98,10 @@ class RedisShardedSetStore(GroupedScriptStore):
         """``{<namespace>:<group>}:<shard>``; ``shard // (shards // groups)`` is ``(a * groups) >> 64``."""
         return b"%s:%d" % (self._tags[shard // self._shards_per_group], shard)
 
-    def _locate_many(self, fingerprints: Sequence[bytes]) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
-        shards = multiply_shift(first_halves(fingerprints), self.shards)
-        # The member: bytes 8-11 of each fingerprint, a signed little-endian int32.
-        members = np.frombuffer(b"".join(fingerprints), dtype="<i4").reshape(-1, 4)[:, 2]
+    def _locate_many(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
+        shards = multiply_shift(fingerprints.first_halves, self.shards)
+        # The member: bytes 8-11 of each fingerprint (the low half of h2), a signed little-endian int32.
+        members = (fingerprints.hashes[:, 1] & _LOW32).astype(np.uint32).view(np.int32)
         return shards // np.uint64(self._shards_per_group), [self._shard_key(s) for s in shards.tolist()], members.tolist()
 
     def bytes_per_url(self) -> Optional[float]:

@@ -21,10 +21,11 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from contextlib import contextmanager
+from typing import Iterator, Optional, Union
 
 from .._checks import check_name
-from ..fingerprints import FINGERPRINT_ID
+from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from .base import (
     LAYOUT_VERSION,
     ClaimAnswers,
@@ -110,23 +111,30 @@ class SQLiteStore(ClaimStore):
             raise sqlite3.DatabaseError(f"{self.path}: {exc}") from exc
         return db
 
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction under this store's lock, rolled back on any error."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
     def _open_namespace(self) -> int:
         wanted = (LAYOUT_VERSION, FINGERPRINT_ID, self.policy_digest)
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO crawldedup_namespaces (name, layout, fingerprint, policy) VALUES (?, ?, ?, ?)",
-                    (self.namespace, *wanted),
-                )
-                row = self._db.execute(
-                    "SELECT id, layout, fingerprint, policy FROM crawldedup_namespaces WHERE name = ?", (self.namespace,)
-                ).fetchone()
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO crawldedup_namespaces (name, layout, fingerprint, policy) VALUES (?, ?, ?, ?)",
+                (self.namespace, *wanted),
+            )
+            row = db.execute(
+                "SELECT id, layout, fingerprint, policy FROM crawldedup_namespaces WHERE name = ?", (self.namespace,)
+            ).fetchone()
         for field, stored, ours in zip(("layout", "fingerprint", "policy"), row[1:], wanted):
             if stored != ours:
                 raise NamespaceConflict(
@@ -136,24 +144,16 @@ class SQLiteStore(ClaimStore):
         return int(row[0])
 
     def _exchange(
-        self, claims: Sequence[bytes], reads: Sequence[bytes], lease: Optional[Lease], token: bytes
+        self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
     ) -> ClaimAnswers:
         # No token needed: the batch is one transaction in this process, and a failed COMMIT
         # leaves nothing (rolled back below), so every attempt starts from the same state.
         insert = "INSERT OR IGNORE INTO crawldedup_claims (namespace, fingerprint) VALUES (?, ?)"
         lookup = "SELECT 1 FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?"
         ns = self._namespace_id
-        with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                won = [db.execute(insert, (ns, fp)).rowcount == 1 for fp in claims]
-                present = [db.execute(lookup, (ns, fp)).fetchone() is not None for fp in reads]
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+        with self._transaction() as db:
+            won = [db.execute(insert, (ns, fp)).rowcount == 1 for fp in claims.as_bytes()]
+            present = [db.execute(lookup, (ns, fp)).fetchone() is not None for fp in reads.as_bytes()]
         return ClaimAnswers(won, present)
 
     def bytes_per_url(self) -> Optional[float]:

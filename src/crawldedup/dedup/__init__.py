@@ -14,99 +14,40 @@ the local filter only ever holds *lasting* claims. A URL won with a lease enters
 lease is done; a URL lost to another worker's open lease never enters it (that lease may
 expire and the URL come back, to this worker or any other). So no local filter hides a
 released or expired URL, except through its false-positive rate like any new URL.
+
+The folder, one job per module: ``state.py`` (the stamped state file), ``pipeline.py`` (the
+claim of one batch, step by step), ``leases.py`` (done, release, renew, expired), ``stats.py``
+(the counters), and here the Deduplicator that puts them together.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import secrets
-import threading
-from dataclasses import dataclass, replace
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from dataclasses import replace
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
-from .config import DedupConfig
-from .bloom import BloomFilter, FilterFileError, hash_many
-from .canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
-from ._checks import PathArg, check_batch, check_name, number_in
-from .stores.base import ClaimStore, Lease, LeasesUnsupported, RetryPolicy, check_lease_seconds
-from .stores.factory import LEASE_STRATEGIES, LOCAL, open_store
+from ..config import DedupConfig
+from ..bloom import hash_many
+from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
+from .._checks import PathArg, check_batch, check_name, number_in
+from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
+from ..stores.factory import LOCAL, open_store
+from .leases import URL, Leases, lease_store
+from .pipeline import ClaimPipeline
+from .state import open_state
+from .stats import DedupStats, StatsCounter
 
 __all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "open_state"]
 
-#: First word of the metadata that stamps a local state file.
-STATE_STAMP = b"crawldedup-state/1"
 #: Default share of local hits checked against the store to measure the local filter's loss.
 DEFAULT_SAMPLE_RATE = 0.01
-
-URL = Union[str, bytes]
 #: Put before a precomputed key (:meth:`Deduplicator.claim_keys`) before it is hashed. A
 #: canonical URL never holds a control character (docs/canonical.md), so no key can ever share
 #: a fingerprint with a page through its spelling.
 KEY_DOMAIN = "\x00key\x00"
-
-
-def _stamp(policy_digest: str, namespace: Optional[str]) -> bytes:
-    words = [STATE_STAMP, b"policy=" + policy_digest.encode("ascii")]
-    if namespace is not None:
-        words.append(b"namespace=" + namespace.encode("ascii"))
-    return b" ".join(words)
-
-
-def _check_stamp(bloom: BloomFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
-    words = bloom.metadata.split(b" ")
-    if words[0] != STATE_STAMP:
-        raise FilterFileError(f"{path}: not a crawldedup state file (its metadata has no {STATE_STAMP.decode()} stamp)")
-    stamp = dict(word.decode("ascii", "replace").partition("=")[::2] for word in words[1:])
-    if stamp.get("policy") != policy_digest:
-        raise FilterFileError(
-            f"{path}: stamped with canonical policy {stamp.get('policy')}, this crawl uses policy {policy_digest}"
-        )
-    if namespace is not None and stamp.get("namespace", namespace) != namespace:
-        raise FilterFileError(
-            f"{path}: belongs to namespace {stamp['namespace']!r}, this crawl uses namespace {namespace!r}"
-        )
-
-
-def open_state(
-    path: Optional[PathArg],
-    capacity: int,
-    error_rate: float,
-    policy: Optional[CanonicalPolicy] = None,
-    *,
-    namespace: Optional[str] = None,
-) -> BloomFilter:
-    """Open the local filter file of a crawl, or create it stamped with the canonical policy.
-
-    An existing file keeps its own capacity and error rate.
-
-    :param path: the state file; None gives an anonymous in-memory filter.
-    :param capacity: URLs a new filter is sized for.
-    :param error_rate: false-positive rate of a new filter.
-    :param policy: the canonical policy in force (default :data:`~crawldedup.DEFAULT_POLICY`).
-    :param namespace: when given, also stamped, and an existing file must carry the same one
-        (a state file must not follow a crawl into its next round).
-    :raises FilterFileError: for a file stamped with another policy or namespace (naming both),
-        an unstamped file, or one that is not a valid filter.
-    :raises ValueError: for a capacity or error rate out of range.
-    """
-    digest = (policy or DEFAULT_POLICY).digest
-    stamp = _stamp(digest, namespace)
-    if path is None:
-        return BloomFilter(capacity, error_rate, metadata=stamp)
-    try:
-        return BloomFilter(capacity, error_rate, path=path, metadata=stamp)
-    except FileExistsError:
-        pass
-    bloom = BloomFilter.open(path, "r+")
-    try:
-        _check_stamp(bloom, path, digest, namespace)
-    except BaseException:
-        bloom.close()
-        raise
-    return bloom
 
 
 class ClaimBatch(NamedTuple):
@@ -116,66 +57,6 @@ class ClaimBatch(NamedTuple):
     won: List[bool]
     canonical: List[Optional[str]]
     errors: Dict[int, InvalidURL]
-
-
-@dataclass(frozen=True)
-class DedupStats:
-    """Counters since the Deduplicator was made (a snapshot).
-
-    :ivar urls: URLs given to claim.
-    :ivar invalid: URLs refused by canonicalization (never won).
-    :ivar local_hits: valid URLs the local filter called seen.
-    :ivar answered_locally: valid URLs answered without the store (the local hits, unless
-        ``verify_hits``; every URL with the ``local`` strategy).
-    :ivar store_claims: fingerprints sent to the store to claim (duplicates within a batch once).
-    :ivar store_reads: local hits sent to the store as reads by the sampled check.
-    :ivar round_trips: store round trips made for claims (one per batch that needed the store).
-    :ivar won: URLs this caller won.
-    :ivar lost: valid URLs this caller did not win.
-    :ivar sampled_hits: local hits checked against the store (sample or ``verify_hits``).
-    :ivar false_hits: checked local hits the store did not know: new URLs the local filter
-        would have dropped.
-    :ivar failed_batches: batches that ended in ``StoreUnavailable``.
-    :ivar leased: URLs this caller won with a lease (also counted in ``won``).
-    :ivar held: valid URLs lost to another worker's open lease (also counted in ``lost``).
-    :ivar done: leases made lasting by :meth:`Deduplicator.done`.
-    :ivar released: leases freed by :meth:`Deduplicator.release`.
-    :ivar renewed: leases extended by :meth:`Deduplicator.renew`.
-    :ivar refused: ``done``, ``release`` or ``renew`` refused: this worker did not hold the lease
-        (any more), or the URL was invalid.
-    :ivar expired: expired leases handed back by :meth:`Deduplicator.expired`.
-    """
-
-    urls: int = 0
-    invalid: int = 0
-    local_hits: int = 0
-    answered_locally: int = 0
-    store_claims: int = 0
-    store_reads: int = 0
-    round_trips: int = 0
-    won: int = 0
-    lost: int = 0
-    sampled_hits: int = 0
-    false_hits: int = 0
-    failed_batches: int = 0
-    leased: int = 0
-    held: int = 0
-    done: int = 0
-    released: int = 0
-    renewed: int = 0
-    refused: int = 0
-    expired: int = 0
-
-    @property
-    def false_hit_rate(self) -> Optional[float]:
-        """Measured share of local hits that were new URLs (the local filter's real loss); None before any check."""
-        return self.false_hits / self.sampled_hits if self.sampled_hits else None
-
-    @property
-    def local_answer_ratio(self) -> Optional[float]:
-        """Share of valid URLs answered without the store; None before any."""
-        valid = self.urls - self.invalid
-        return self.answered_locally / valid if valid else None
 
 
 class Deduplicator:
@@ -252,10 +133,7 @@ class Deduplicator:
             raise ValueError("verify_hits needs a store: the local strategy has none")
         self.verify_hits = bool(verify_hits)
         self.sample_rate = float(sample_rate)
-        # A hit is sampled when the top 32 bits of its h2 fall under this threshold.
-        self._sample_below = np.uint64(round(self.sample_rate * (1 << 32)))
-        self._lock = threading.Lock()
-        self._stats = DedupStats()
+        self._counter = StatsCounter()
         self.local_filter = open_state(
             self.config.state_path, self.config.capacity, self.config.error_rate, self.policy, namespace=self.namespace
         )
@@ -278,6 +156,9 @@ class Deduplicator:
             )
         #: The shared store; None for the ``local`` strategy.
         self.store: Optional[ClaimStore] = store
+        self._pipeline = ClaimPipeline(self.local_filter, store, verify_hits=self.verify_hits,
+                                       sample_rate=self.sample_rate, owner=self.worker_id, counter=self._counter)
+        self._leases = Leases(store, self.config.strategy, self.local_filter, self.worker_id, self.policy, self._counter)
 
     @classmethod
     def from_env(cls, environ: Optional[Any] = None, **overrides: Any) -> "Deduplicator":
@@ -293,8 +174,7 @@ class Deduplicator:
     @property
     def stats(self) -> DedupStats:
         """A snapshot of the counters (no I/O)."""
-        with self._lock:
-            return self._stats
+        return self._counter.snapshot()
 
     def claim(self, url: URL, lease: Optional[float] = None) -> bool:
         """Claim one URL; True for exactly one caller across all workers (False when invalid).
@@ -339,22 +219,20 @@ class Deduplicator:
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
         if lease is not None:
-            self._lease_store()
+            lease_store(self.store, self.config.strategy)
             check_lease_seconds(lease)
         if bases is None:
             canonical, errors = self._canonicalize(urls, base)
         else:
             canonical, errors = self._canonicalize_each(urls, base, bases)
-        won = [False] * len(canonical)
+        won = np.zeros(len(canonical), dtype=bool)
         positions = [i for i, c in enumerate(canonical) if c is not None]
         if positions:
             valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
-            for row in self._claim_hashes(hash_many(valid), valid, lease):
-                won[positions[row]] = True
-        with self._lock:
-            s = self._stats
-            self._stats = replace(s, urls=s.urls + len(canonical), invalid=s.invalid + len(errors))
-        return ClaimBatch(won, canonical, errors)
+            hashes = hash_many(valid)
+            won[np.asarray(positions)[self._claim_and_learn(hashes, valid, lease)]] = True
+        self._counter.add(urls=len(canonical), invalid=len(errors))
+        return ClaimBatch(won.tolist(), canonical, errors)
 
     def claim_keys(self, keys: Sequence[URL]) -> List[bool]:
         """Claim precomputed keys (a request fingerprint, a digest of a POST body...) as they are.
@@ -379,13 +257,11 @@ class Deduplicator:
                 raise TypeError(f"keys must be str or bytes, got {type(key).__name__}")
             if len(domained[-1]) == len(KEY_DOMAIN):
                 raise ValueError("keys must not be empty, got an empty key")
-        won = [False] * len(domained)
+        won = np.zeros(len(domained), dtype=bool)
         if domained:
-            for row in self._claim_hashes(hash_many(domained), [], None):
-                won[row] = True
-        with self._lock:
-            self._stats = replace(self._stats, urls=self._stats.urls + len(domained))
-        return won
+            won[self._claim_and_learn(hash_many(domained), [], None)] = True
+        self._counter.add(urls=len(domained))
+        return won.tolist()
 
     def done(self, urls: Sequence[URL]) -> List[bool]:
         """Make URLs this worker leased visited for good (the store's TTL); per URL, True when done.
@@ -399,7 +275,7 @@ class Deduplicator:
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return self._settle("done", urls, None)
+        return self._leases.done(urls)
 
     def release(self, urls: Sequence[URL]) -> List[bool]:
         """Free URLs this worker leased (a failed fetch to retry): anyone's next claim wins them.
@@ -409,7 +285,7 @@ class Deduplicator:
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return self._settle("release", urls, None)
+        return self._leases.release(urls)
 
     def renew(self, urls: Sequence[URL], lease: float) -> List[bool]:
         """Move the deadline of this worker's leases to ``lease`` seconds from now (a long fetch).
@@ -420,8 +296,7 @@ class Deduplicator:
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        check_lease_seconds(lease)
-        return self._settle("renew", urls, lease)
+        return self._leases.renew(urls, lease)
 
     def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
         """Canonical URLs of leases whose worker never finished, each handed back once (by any caller).
@@ -435,21 +310,7 @@ class Deduplicator:
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        store = self._lease_store()
-        urls = store.expired_leases(limit, self.worker_id if lease is not None else None, lease)
-        with self._lock:
-            s = self._stats
-            self._stats = replace(s, expired=s.expired + len(urls))
-        return urls
-
-    def _lease_store(self) -> ClaimStore:
-        if self.store is None or not self.store.supports_leases:
-            strategy = self.config.strategy if self.store is None else self.store.strategy
-            raise LeasesUnsupported(
-                f"leases need the {' or '.join(LEASE_STRATEGIES)} store (claims for a limited time), "
-                f"this Deduplicator uses {strategy!r}"
-            )
-        return self.store
+        return self._leases.expired(limit, lease)
 
     def _canonicalize(self, urls: Sequence[URL], base: Optional[URL]) -> Tuple[List[Optional[str]], Dict[int, InvalidURL]]:
         return canonicalize_many(urls, base=base, policy=self.policy)
@@ -461,102 +322,20 @@ class Deduplicator:
             raise ValueError("give base or bases, not both")
         return canonicalize_each(urls, bases, policy=self.policy)
 
-    def _settle(self, action: str, urls: Sequence[URL], lease: Optional[float]) -> List[bool]:
-        """Done, release or renew: one store round trip; refusals are answers, not errors."""
-        store = self._lease_store()
-        canonical, _ = self._canonicalize(urls, None)
-        positions = [i for i, c in enumerate(canonical) if c is not None]
-        answers = [False] * len(canonical)
-        if positions:
-            hashes = hash_many([canonical[i] for i in positions])
-            raw = hashes.astype("<u8", copy=False).tobytes()
-            fps = [raw[16 * row:16 * row + 16] for row in range(len(positions))]
-            if action == "done":
-                settled = store.finish_leases(fps, self.worker_id)
-                accepted = [row for row, ok in enumerate(settled) if ok]
-                if accepted:  # lasting now: the local filter may answer for them
-                    self.local_filter.add_hashes(hashes[accepted])
-            elif action == "release":
-                settled = store.release_leases(fps, self.worker_id)
-            else:
-                settled = store.renew_leases(fps, self.worker_id, lease)  # type: ignore[arg-type]
-            for row, ok in enumerate(settled):
-                answers[positions[row]] = ok
-        applied = sum(answers)
-        with self._lock:
-            s = self._stats
-            counter = {"done": "done", "release": "released", "renew": "renewed"}[action]
-            self._stats = replace(s, refused=s.refused + len(answers) - applied, **{counter: getattr(s, counter) + applied})
-        return answers
+    def _claim_and_learn(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float]) -> np.ndarray:
+        """Claim one batch in one step; the local filter learns its lasting claims at once.
 
-    def _claim_hashes(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float]) -> List[int]:
-        """Rows of ``hashes`` (one per valid URL, ``canonical[row]`` its canonical form) that this caller won."""
-        hit = self.local_filter.contains_hashes(hashes)
-        hits = int(hit.sum())
-        hashes_le = hashes.astype("<u8", copy=False)
-        raw = hashes_le.tobytes()  # fingerprint of row r: raw[16 r : 16 r + 16]
-        misses = np.flatnonzero(~hit)
-        # The first row of each fingerprint to claim; later rows of the same page lose.
-        first_rows: Dict[bytes, int] = {}
-        for row in (range(len(hashes)) if self.verify_hits else misses.tolist()):
-            first_rows.setdefault(raw[16 * row:16 * row + 16], row)
-        claim_rows = list(first_rows.values())
+        :returns: the rows won.
+        """
+        claimed = self._pipeline.claim(hashes, canonical, lease)
+        won = claimed.won
         if self.store is None:
-            new: Union[np.ndarray, List[bool]] = self.local_filter.add_hashes(hashes[claim_rows]) if claim_rows else []
-            won_rows = [row for row, is_new in zip(claim_rows, new) if is_new]
-            self._count(len(hashes), hits, len(hashes), won_rows, claims=0, reads=0, checked=0, false_hits=0)
-            return won_rows
-        read_rows: List[int] = []
-        if not self.verify_hits and self._sample_below:
-            read_rows = np.flatnonzero(hit & ((hashes_le[:, 1] >> np.uint64(32)) < self._sample_below)).tolist()
-        reads = [raw[16 * row:16 * row + 16] for row in read_rows]
-        terms = Lease(self.worker_id, lease, [canonical[row] for row in claim_rows]) if lease is not None else None
-        try:
-            answers = self.store.claim_and_read(list(first_rows), reads, lease=terms)
-        except BaseException:
-            with self._lock:
-                self._stats = replace(self._stats, failed_batches=self._stats.failed_batches + 1)
-            raise
-        won_rows = [row for row, won in zip(claim_rows, answers.won) if won]
-        held_rows = [claim_rows[i] for i in answers.held]
-        # Only now, with the store's answers in, does the local filter learn the claimed URLs:
-        # the lasting ones. Leased pages (ours until done, or another worker's) stay out.
-        leased = set(won_rows) if lease is not None else set()
-        if held_rows or leased:
-            open_fps = {raw[16 * row:16 * row + 16] for row in itertools.chain(held_rows, leased)}
-            misses = np.array([row for row in misses.tolist() if raw[16 * row:16 * row + 16] not in open_fps], dtype=np.intp)
-        if len(misses):
-            self.local_filter.add_hashes(hashes[misses])
-        if self.verify_hits:
-            checked, false_hits, local = hits, sum(1 for row in won_rows if hit[row]), 0
-        else:
-            checked, false_hits, local = len(reads), answers.present.count(False), hits
-        self._count(
-            len(hashes), hits, local, won_rows, claims=len(claim_rows), reads=len(reads), checked=checked,
-            false_hits=false_hits, leased=len(leased), held=len(held_rows),
-        )
-        return won_rows
-
-    def _count(
-        self, valid: int, hits: int, local: int, won_rows: List[int], *, claims: int, reads: int, checked: int,
-        false_hits: int, leased: int = 0, held: int = 0,
-    ) -> None:
-        with self._lock:
-            s = self._stats
-            self._stats = replace(
-                s,
-                local_hits=s.local_hits + hits,
-                answered_locally=s.answered_locally + local,
-                store_claims=s.store_claims + claims,
-                store_reads=s.store_reads + reads,
-                round_trips=s.round_trips + (1 if claims or reads else 0),
-                won=s.won + len(won_rows),
-                lost=s.lost + valid - len(won_rows),
-                sampled_hits=s.sampled_hits + checked,
-                false_hits=s.false_hits + false_hits,
-                leased=s.leased + leased,
-                held=s.held + held,
-            )
+            # The filter's own test-and-set decides: of two threads claiming a page, one adds it first.
+            won = won[self.local_filter.add_hashes(hashes[won])] if len(won) else won
+        elif len(claimed.learn):
+            self.local_filter.add_hashes(hashes[claimed.learn])
+        self._counter.add(won=len(won), lost=len(hashes) - len(won))
+        return won
 
     def store_bytes_per_url(self) -> Optional[float]:
         """Bytes per claimed URL in the store, measured now (I/O); for ``local``, the filter's bytes per item.

@@ -1,0 +1,146 @@
+"""The claim pipeline of one batch of fingerprints, in small steps, each a few array operations:
+
+    local lookup -> in-batch dedup -> sampled hits -> one store call -> lease filtering
+
+Nothing here teaches the local filter: the pipeline says which rows were won and which the
+local filter may learn (:class:`Claimed`), and its caller decides when (at once for a one-step
+claim, on commit for a held one).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from ..bloom import BloomFilter
+from ..fingerprints import Fingerprints
+from ..stores.base import ClaimAnswers, ClaimStore, Lease
+from .stats import StatsCounter
+
+_NO_ROWS = np.zeros(0, dtype=np.intp)
+_32 = np.uint64(32)
+
+
+class Claimed(NamedTuple):
+    """What one batch's claim found, before the local filter learns any of it.
+
+    :ivar won: rows won by this caller, ascending (one per page: the first row of its fingerprint).
+    :ivar learn: local misses the local filter may learn once the batch's claims are lasting:
+        with a store, the misses not in an open lease (this caller's or another worker's);
+        without one, the won rows.
+    """
+
+    won: np.ndarray
+    learn: np.ndarray
+
+
+class FirstRows(NamedTuple):
+    """The distinct fingerprints among some rows: the first row of each, and for each row the
+    position of its fingerprint among them."""
+
+    rows: np.ndarray
+    inverse: np.ndarray
+
+
+def first_rows(hashes: np.ndarray, rows: np.ndarray) -> FirstRows:
+    """The first row of each distinct fingerprint among ``rows`` (in row order), vectorized."""
+    if len(rows) == 0:
+        return FirstRows(_NO_ROWS, _NO_ROWS)
+    picked = hashes[rows]
+    order = np.lexsort((picked[:, 1], picked[:, 0]))  # stable: equal fingerprints keep row order
+    ordered = picked[order]
+    starts = np.ones(len(rows), dtype=bool)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    group_of_sorted = np.cumsum(starts) - 1
+    firsts = order[starts]                           # positions in ``rows``, one per fingerprint
+    by_row = np.argsort(firsts, kind="stable")       # fingerprints in the order they first appear
+    rank = np.empty(len(firsts), dtype=np.intp)
+    rank[by_row] = np.arange(len(firsts))
+    inverse = np.empty(len(rows), dtype=np.intp)
+    inverse[order] = rank[group_of_sorted]
+    return FirstRows(rows[firsts[by_row]], inverse)
+
+
+class ClaimPipeline:
+    """Claims batches of fingerprints: the local filter answers what it can, the store the rest.
+
+    :param local_filter: the local filter (only read here).
+    :param store: the shared store; None when the local filter decides alone.
+    :param verify_hits: claim the local hits in the store too.
+    :param sample_rate: share of local hits read from the store to measure the filter's loss.
+    :param owner: the owner of this caller's leases.
+    :param counter: where the batch's lookup and store counters go.
+    """
+
+    def __init__(self, local_filter: BloomFilter, store: Optional[ClaimStore], *, verify_hits: bool,
+                 sample_rate: float, owner: str, counter: StatsCounter) -> None:
+        self.local_filter = local_filter
+        self.store = store
+        self.verify_hits = verify_hits
+        self.owner = owner
+        self.counter = counter
+        # A hit is sampled when the top 32 bits of its h2 fall under this threshold.
+        self._sample_below = np.uint64(round(sample_rate * (1 << 32)))
+
+    def claim(self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float]) -> Claimed:
+        """Claim one batch: ``hashes`` has one row per valid URL, ``canonical[row]`` its canonical
+        form (needed with a lease only).
+
+        :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
+        """
+        hit = self.local_filter.contains_hashes(hashes)
+        hits = int(hit.sum())
+        candidates = np.arange(len(hashes)) if self.verify_hits else np.flatnonzero(~hit)
+        claims = first_rows(hashes, candidates)
+        if self.store is None:
+            self.counter.add(local_hits=hits, answered_locally=len(hashes))
+            return Claimed(claims.rows, claims.rows)
+        reads = self._sampled_hits(hashes, hit)
+        answers = self._ask_store(self.store, hashes, claims.rows, reads, canonical, lease)
+        won_mask = np.asarray(answers.won, dtype=bool)
+        won = claims.rows[won_mask]
+        held = np.asarray(answers.held, dtype=np.intp)
+        learn = self._lasting_misses(hit, candidates, claims, won_mask if lease is not None else None, held)
+        if self.verify_hits:
+            checked, false_hits, local = hits, int(hit[won].sum()), 0
+        else:
+            checked, false_hits, local = len(reads), answers.present.count(False), hits
+        self.counter.add(
+            local_hits=hits, answered_locally=local, store_claims=len(claims.rows), store_reads=len(reads),
+            round_trips=1 if len(claims.rows) or len(reads) else 0, sampled_hits=checked, false_hits=false_hits,
+            leased=len(won) if lease is not None else 0, held=len(held),
+        )
+        return Claimed(won, learn)
+
+    def _sampled_hits(self, hashes: np.ndarray, hit: np.ndarray) -> np.ndarray:
+        """Local hits chosen by fingerprint bits (so the same URLs every time) to read from the store."""
+        if self.verify_hits or not self._sample_below:
+            return _NO_ROWS
+        return np.flatnonzero(hit & ((hashes[:, 1] >> _32) < self._sample_below))
+
+    def _ask_store(self, store: ClaimStore, hashes: np.ndarray, claim_rows: np.ndarray, read_rows: np.ndarray,
+                   canonical: Sequence[str], lease: Optional[float]) -> ClaimAnswers:
+        """One round trip: claim ``claim_rows`` (leased when ``lease``), read ``read_rows``."""
+        terms = Lease(self.owner, lease, [canonical[row] for row in claim_rows.tolist()]) if lease is not None else None
+        try:
+            return store.claim_and_read(Fingerprints(hashes[claim_rows]), Fingerprints(hashes[read_rows]), lease=terms)
+        except BaseException:
+            self.counter.add(failed_batches=1)
+            raise
+
+    @staticmethod
+    def _lasting_misses(hit: np.ndarray, candidates: np.ndarray, claims: FirstRows,
+                        leased: Optional[np.ndarray], held: np.ndarray) -> np.ndarray:
+        """The local misses whose claim is lasting: not leased by this caller (ours until done)
+        nor lost to another worker's open lease (it may expire and the URL come back).
+
+        :param leased: per claim, whether this caller won it with a lease (None: no lease).
+        :param held: the claims lost to another worker's open lease.
+        """
+        open_lease = np.zeros(len(claims.rows), dtype=bool)
+        open_lease[held] = True
+        if leased is not None:
+            open_lease |= leased
+        keep = ~open_lease[claims.inverse] & ~hit[candidates]
+        return candidates[keep]

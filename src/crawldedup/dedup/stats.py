@@ -1,0 +1,90 @@
+"""The Deduplicator's statistics: a private counter, read as a frozen :class:`DedupStats` snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+
+@dataclass(frozen=True)
+class DedupStats:
+    """Counters since the Deduplicator was made (a snapshot).
+
+    :ivar urls: URLs given to claim.
+    :ivar invalid: URLs refused by canonicalization (never won).
+    :ivar local_hits: valid URLs the local filter called seen.
+    :ivar answered_locally: valid URLs answered without the store (the local hits, unless
+        ``verify_hits``; every URL with the ``local`` strategy).
+    :ivar store_claims: fingerprints sent to the store to claim (duplicates within a batch once).
+    :ivar store_reads: local hits sent to the store as reads by the sampled check.
+    :ivar round_trips: store round trips made for claims (one per batch that needed the store).
+    :ivar won: URLs this caller won.
+    :ivar lost: valid URLs this caller did not win.
+    :ivar sampled_hits: local hits checked against the store (sample or ``verify_hits``).
+    :ivar false_hits: checked local hits the store did not know: new URLs the local filter
+        would have dropped.
+    :ivar failed_batches: batches that ended in ``StoreUnavailable``.
+    :ivar leased: URLs this caller won with a lease (also counted in ``won``).
+    :ivar held: valid URLs lost to another worker's open lease (also counted in ``lost``).
+    :ivar done: leases made lasting by :meth:`Deduplicator.done`.
+    :ivar released: leases freed by :meth:`Deduplicator.release`.
+    :ivar renewed: leases extended by :meth:`Deduplicator.renew`.
+    :ivar refused: ``done``, ``release`` or ``renew`` refused: this worker did not hold the lease
+        (any more), or the URL was invalid.
+    :ivar expired: expired leases handed back by :meth:`Deduplicator.expired`.
+    """
+
+    urls: int = 0
+    invalid: int = 0
+    local_hits: int = 0
+    answered_locally: int = 0
+    store_claims: int = 0
+    store_reads: int = 0
+    round_trips: int = 0
+    won: int = 0
+    lost: int = 0
+    sampled_hits: int = 0
+    false_hits: int = 0
+    failed_batches: int = 0
+    leased: int = 0
+    held: int = 0
+    done: int = 0
+    released: int = 0
+    renewed: int = 0
+    refused: int = 0
+    expired: int = 0
+
+    @property
+    def false_hit_rate(self) -> Optional[float]:
+        """Measured share of local hits that were new URLs (the local filter's real loss); None before any check."""
+        return self.false_hits / self.sampled_hits if self.sampled_hits else None
+
+    @property
+    def local_answer_ratio(self) -> Optional[float]:
+        """Share of valid URLs answered without the store; None before any."""
+        valid = self.urls - self.invalid
+        return self.answered_locally / valid if valid else None
+
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(DedupStats))
+
+
+class StatsCounter:
+    """Counters that the claim steps add to (once per batch, thread-safe) and readers snapshot."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Dict[str, int] = dict.fromkeys(_FIELDS, 0)
+
+    def add(self, **deltas: int) -> None:
+        """Add each delta to the counter of its name (a :class:`DedupStats` field)."""
+        with self._lock:
+            for name, delta in deltas.items():
+                self._counts[name] += delta
+
+    def snapshot(self) -> DedupStats:
+        """The counters now, frozen."""
+        with self._lock:
+            return DedupStats(**self._counts)
