@@ -12,7 +12,7 @@ Each benchmark prints, and records in ``extra_info``, the distinct pages it foun
 true number the generator reports. Run::
 
     pytest bench/test_bench_filter.py --benchmark-only --benchmark-json=filter.json
-    python bench/plot.py filter.json -o docs/bench-filter.png
+    python bench/scripts/plot.py filter.json -o docs/bench-filter.png
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 from crawldedup import canonicalize
 from crawldedup.dedup import Deduplicator
 
-WORKER = Path(__file__).with_name("claim_race_worker.py")
+WORKER = Path(__file__).parent / "workers" / "claim_race_worker.py"
 PROCESSES = 8
 PAGES = 100_000
 TIMEOUT_SECONDS = 120

@@ -21,7 +21,7 @@ from crawldedup import canonicalize
 from crawldedup.dedup import Deduplicator
 from crawldedup.stores import LeasesUnsupported, RedisKeyStore, RedisShardedSetStore
 
-WORKER = Path(__file__).with_name("lease_worker.py")
+WORKER = Path(__file__).parent / "workers" / "lease_worker.py"
 #: Upper bound of any wait for a lease to pass (the leases themselves last well under a second).
 WAIT_SECONDS = 30.0
 SHORT_LEASE = 0.3

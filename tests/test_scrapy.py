@@ -1,7 +1,7 @@
 """crawldedup.scrapy.DupeFilter: its contract in this process, and real Scrapy crawls in subprocesses.
 
-The crawls run tests/scrapy_crawl.py against tests/scrapy_site.py (a shop on a loopback port
-that counts fetches per page) and are bounded by CRAWL_TIMEOUT_SECONDS each.
+The crawls run tests/workers/scrapy_crawl.py against tests/scrapy_site.py (a shop on a loopback
+port that counts fetches per page) and are bounded by CRAWL_TIMEOUT_SECONDS each.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from crawldedup import DEFAULT_POLICY, CanonicalPolicy, FilterFileError, canonic
 from crawldedup.scrapy import STATE_FILE_NAME, STATS_SYNC_EVERY, DupeFilter  # noqa: E402
 
 HERE = Path(__file__).parent
-CRAWL_SCRIPT = HERE / "scrapy_crawl.py"
+CRAWL_SCRIPT = HERE / "workers" / "scrapy_crawl.py"
 #: Each crawl is a few seconds on a quiet machine; a hung one fails instead of hanging CI.
 CRAWL_TIMEOUT_SECONDS = 60
 #: Pages of the test shop: each links to three others, three spellings per link.

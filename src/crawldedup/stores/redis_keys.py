@@ -77,6 +77,6 @@ class RedisKeyStore(GroupedScriptStore):
     def bytes_per_url(self) -> Optional[float]:
         """None: a key's share of Redis's dictionaries cannot be read per namespace.
 
-        bench/redis_memory.py measures it (docs/stores.md).
+        bench/scripts/redis_memory.py measures it (docs/stores.md).
         """
         return None

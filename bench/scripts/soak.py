@@ -16,8 +16,8 @@ once a second. At the end::
 
 Run (nice'd, on a quiet machine)::
 
-    nice python bench/soak.py                       # ~3 minutes: 4 workers, 2,000,000 pages, set store
-    nice python bench/soak.py --strategy sharded-set --pages 200000 --restarts 3
+    nice python bench/scripts/soak.py                       # ~3 minutes: 4 workers, 2,000,000 pages, set store
+    nice python bench/scripts/soak.py --strategy sharded-set --pages 200000 --restarts 3
 
 Exit status 0 when nothing was won twice and nothing was lost.
 """
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Iterator, List, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402  (what the tests use)
 

@@ -4,7 +4,7 @@ Claims random fingerprints in calls of ``--batch`` through each Redis store, the
 receipts and reads the ``used_memory`` they held: bytes per receipt and per claimed URL, for as
 long as a receipt lives (``receipt_seconds``, 300 s with the default retry policy).
 
-    nice python bench/receipt_memory.py                 # calls of 1,000 and of 100 claims
+    nice python bench/scripts/receipt_memory.py                 # calls of 1,000 and of 100 claims
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402  (the tests' server)
 

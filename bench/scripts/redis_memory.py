@@ -2,8 +2,8 @@
 
 Usage::
 
-    nice python bench/redis_memory.py --urls 10000000            # starts its own redis-server
-    python bench/redis_memory.py --urls 1000000 --url redis://127.0.0.1:6379/0   # an existing, EMPTY server
+    nice python bench/scripts/redis_memory.py --urls 10000000            # starts its own redis-server
+    python bench/scripts/redis_memory.py --urls 1000000 --url redis://127.0.0.1:6379/0   # an existing, EMPTY server
 
 It FLUSHALLs the server between stores. Each store gets N distinct random fingerprints
 (fingerprints of canonical URLs are uniform 128-bit values, so random ones cost the same),
@@ -24,7 +24,7 @@ from typing import Callable, Iterator, List, Optional
 
 import redis
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # conftest.py: the RedisServer the tests use
 
 from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402

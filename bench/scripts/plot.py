@@ -3,7 +3,7 @@
 Usage::
 
     pytest bench/test_bench_filter.py --benchmark-only --benchmark-json=filter.json
-    python bench/plot.py filter.json -o docs/bench-filter.png
+    python bench/scripts/plot.py filter.json -o docs/bench-filter.png
 
 Each bar is one benchmark, at its median. When a benchmark records how much work one round
 did (``benchmark.extra_info["items"]``, or ``"lines"``, ``"urls"``, ``"claims"``), the bar is a

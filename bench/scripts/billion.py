@@ -3,8 +3,8 @@
 Not part of CI (it writes a 1.27 GB file and runs for minutes). Keys are real ``str`` URLs,
 built in batches and added through ``add_many``, so the figure includes hashing::
 
-    python bench/billion.py --path /tmp/billion.bloom            # the full run
-    python bench/billion.py --path /tmp/b.bloom --items 100000000 # a documented fraction
+    python bench/scripts/billion.py --path /tmp/billion.bloom            # the full run
+    python bench/scripts/billion.py --path /tmp/b.bloom --items 100000000 # a documented fraction
 
 Prints items/s, file size, peak RSS, reopen time and the measured false-positive rate
 (1,000,000 keys that were never added) as ``key: value`` lines on stdout.
