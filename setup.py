@@ -5,6 +5,57 @@ import platform
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.errors import CCompilerError, ExecError, PlatformError
+
+# Set by the wheel builds and CI: an extension that does not compile fails the install instead
+# of falling back to the pure-Python twin (crawldedup/_env.py applies the same rule at import).
+REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLDEDUP_REQUIRE_EXTENSIONS"))
+# What a missing or broken compiler raises: no compiler or Python.h (CCompilerError, ExecError),
+# no MSVC on Windows (PlatformError).
+COMPILE_ERRORS = (CCompilerError, ExecError, PlatformError)
+
+
+class OptionalBuildExt(build_ext):
+    """Builds each extension if it can; a failed one leaves its pure-Python twin to serve.
+
+    All failures end in one warning line after the build. With ``CRAWLDEDUP_REQUIRE_EXTENSIONS``
+    set, the first failure fails the build instead.
+    """
+
+    def build_extensions(self) -> None:
+        self.failed = {}
+        super().build_extensions()
+        if self.failed:
+            names = ", ".join(sorted(self.failed))
+            reason = next(iter(self.failed.values()))
+            print(
+                f"WARNING: crawldedup: could not compile {names} ({reason}); installed the"
+                " pure-Python twins, which give the same answers more slowly. For the compiled"
+                " speed, install a C compiler and the Python headers (Debian: apt-get install"
+                " build-essential python3-dev), then pip install --force-reinstall --no-cache-dir"
+                " crawldedup; CRAWLDEDUP_REQUIRE_EXTENSIONS=1 makes this a failure.",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except COMPILE_ERRORS as exc:
+            if REQUIRE_EXTENSIONS:
+                print(f"error: crawldedup: {ext.name} did not compile and CRAWLDEDUP_REQUIRE_EXTENSIONS"
+                      " is set", file=sys.stderr, flush=True)
+                raise
+            reason = " ".join(str(exc).split())
+            self.failed[ext.name] = reason if len(reason) <= 100 else reason[:99] + "…"
+
+
+def extension(name: str, pyx: str, **options: object) -> Extension:
+    # -O3, never -march=native: wheels must run on any CPU of their platform.
+    flags = ["/O2"] if sys.platform == "win32" else ["-O3"]
+    return Extension(name, [pyx], extra_compile_args=flags, **options)
+
 
 # Pure-Python install: nothing is compiled, the typed twins serve. Interpreters other than
 # CPython (PyPy, GraalPy) never load the extensions (crawldedup/_env.py), so none are built.
@@ -15,21 +66,19 @@ else:
 
     ext_modules = cythonize(
         [
-            Extension(
+            extension(
                 "crawldedup.bloom._bloom_c",
-                ["src/crawldedup/bloom/_bloom_c.pyx"],
+                "src/crawldedup/bloom/_bloom_c.pyx",
                 include_dirs=["src/crawldedup/bloom"],
                 depends=["src/crawldedup/bloom/_murmur3.h", "src/crawldedup/bloom/_bloom_portable.h"],
-                # -O3, never -march=native: wheels must run on any CPU of their platform.
-                extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
             ),
-            Extension(
-                "crawldedup.canonical._canonical_c",
-                ["src/crawldedup/canonical/_canonical_c.pyx"],
-                extra_compile_args=["/O2"] if sys.platform == "win32" else ["-O3"],
-            ),
+            extension("crawldedup.canonical._canonical_c", "src/crawldedup/canonical/_canonical_c.pyx"),
         ],
         compiler_directives={"language_level": "3"},
     )
+    for module in ext_modules:
+        # Lets setuptools skip a missing build output (build_ext --inplace) after a failed
+        # compile; set here because cythonize() returns new Extension objects without it.
+        module.optional = not REQUIRE_EXTENSIONS
 
-setup(ext_modules=ext_modules)
+setup(ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt})
