@@ -1,0 +1,40 @@
+"""Checks which twins an installed crawldedup loads: every compiled one, or none.
+
+Usage: python check_twins.py compiled|pure
+
+``compiled`` (run with CRAWLDEDUP_REQUIRE_EXTENSIONS=1) imports each compiled module the package
+holds and fails unless every layer uses its compiled twin; ``pure`` fails unless every layer
+uses its pure-Python twin (after CRAWLDEDUP_NO_EXTENSIONS=1, or an install without a compiler).
+"""
+
+import importlib
+import sys
+from pathlib import Path
+
+import crawldedup
+from crawldedup import bloom, canonical
+
+LAYERS = {"bloom": bloom, "canonical": canonical}
+
+
+def compiled_modules() -> list[str]:
+    root = Path(crawldedup.__file__).parent
+    libraries = sorted(f for f in root.rglob("*") if f.suffix in (".so", ".pyd"))
+    return [".".join(("crawldedup", *lib.relative_to(root).parent.parts, lib.name.split(".")[0])) for lib in libraries]
+
+
+def main(expected: str) -> None:
+    if expected not in ("compiled", "pure"):
+        sys.exit(f"usage: check_twins.py compiled|pure, got {expected!r}")
+    want_compiled = expected == "compiled"
+    wrong = [name for name, layer in LAYERS.items() if layer.HAS_EXTENSION is not want_compiled]
+    if wrong:
+        sys.exit(f"the {expected} twin is not the one loaded for: {', '.join(wrong)}")
+    if want_compiled:
+        for module in compiled_modules():
+            print("compiled module loaded:", importlib.import_module(module).__name__)
+    print(f"{expected} twins selected: BloomFilter is {bloom.BloomFilter.__module__}.{bloom.BloomFilter.__name__}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) == 2 else "")
