@@ -19,6 +19,7 @@ PUBLIC = {
     "RedisShardedSetStore",
     "RetryPolicy",
     "SQLiteStore",
+    "StoreRefused",
     "StoreUnavailable",
     "__version__",
     "canonicalize",
@@ -43,4 +44,5 @@ def test_exceptions_are_the_documented_kinds():
     assert issubclass(crawldedup.FilterFileError, ValueError)
     assert issubclass(crawldedup.LeasesUnsupported, ValueError)
     assert issubclass(crawldedup.StoreUnavailable, ConnectionError)
+    assert issubclass(crawldedup.StoreRefused, crawldedup.StoreUnavailable)
 

@@ -15,6 +15,7 @@ from .stores import (
     RedisShardedSetStore,
     RetryPolicy,
     SQLiteStore,
+    StoreRefused,
     StoreUnavailable,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "RedisShardedSetStore",
     "RetryPolicy",
     "SQLiteStore",
+    "StoreRefused",
     "StoreUnavailable",
     "canonicalize",
     "canonicalize_many",

@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Union
+from typing import Optional, Union
 from urllib.parse import urlsplit, urlunsplit
+
+from redis.connection import parse_url
 
 #: A file path argument, as ``open`` takes it.
 PathArg = Union[str, "os.PathLike[str]"]
@@ -25,6 +27,9 @@ MAX_CAPACITY = 1 << 48
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/@+=-]{1,200}")
 NAME_RULE = "1 to 200 characters from [A-Za-z0-9_.:/@+=-]"
 _QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
+#: The schemes redis-py connects with.
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+REDIS_URL_RULE = f"a URL starting with {', '.join(REDIS_SCHEMES)}"
 
 
 class WrongType(TypeError, ValueError):
@@ -138,3 +143,45 @@ def redact_url(url: str) -> str:
     if (netloc, query) == (parts.netloc, parts.query):
         return url
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def redis_url_refusal(url: object) -> Optional[str]:
+    """``must be a URL starting with ..., got '<url>': <what is wrong>`` (the password hidden),
+    or None for a URL redis-py can connect with."""
+    if not isinstance(url, str):
+        return f"must be {REDIS_URL_RULE}, got {type(url).__name__}"
+    problem = _redis_url_problem(url)
+    return None if problem is None else f"must be {REDIS_URL_RULE}, got {redact_url(url)!r}: {problem}"
+
+
+def check_redis_url(name: str, url: str) -> str:
+    """A Redis URL that redis-py can connect with (see :func:`redis_url_refusal`).
+
+    :param name: what the URL is called where it was given (a parameter, a variable).
+    :raises ValueError: ``<name> must be ..., got ...: <what is wrong>``, the password hidden.
+    """
+    refusal = redis_url_refusal(url)
+    if refusal:
+        raise ValueError(f"{name} {refusal}")
+    return url
+
+
+def _redis_url_problem(url: str) -> Optional[str]:
+    """What makes ``url`` unusable, in a few words, or None."""
+    parts = urlsplit(url)
+    if not url.startswith(REDIS_SCHEMES):
+        return f"unknown scheme {parts.scheme + '://' if parts.scheme else '(none)'}"
+    try:
+        port = parts.port
+    except ValueError:
+        return f"the port must be a number in [1, 65535], got {parts.netloc.rpartition(':')[2]!r}"
+    if port == 0:
+        return "the port must be a number in [1, 65535], got 0"
+    database = parts.path.strip("/")
+    if parts.scheme != "unix" and database and not database.isdigit():
+        return f"the database must be a number, got {database!r}"
+    try:  # what else redis-py refuses (query arguments such as socket_timeout or db)
+        parse_url(url)
+    except ValueError as exc:
+        return str(exc).rstrip(".")
+    return None

@@ -6,17 +6,22 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
-from ._checks import NAME_RULE, check_capacity, check_error_rate, check_name, check_path, complaint, number_in, redact_url
+from ._checks import (
+    NAME_RULE,
+    REDIS_URL_RULE,
+    check_capacity,
+    check_error_rate,
+    check_name,
+    check_path,
+    check_redis_url,
+    complaint,
+    number_in,
+    redis_url_refusal,
+)
 from .stores.factory import STRATEGY_CHOICES, strategy_name
 
 #: Seconds in a day, for VISITED_TTL_DAYS.
 DAY_SECONDS = 86_400
-_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-def _redis_url(value: object) -> None:
-    if not isinstance(value, str) or not value.startswith(_REDIS_SCHEMES):
-        raise ValueError
 
 
 class Setting(NamedTuple):
@@ -39,15 +44,18 @@ class Setting(NamedTuple):
             raise ValueError(self.complaint(field, text)) from None
 
     def complaint(self, field: str, value: object) -> str:
-        """``<field> (<VARIABLE>) must be <allowed>, got <value>``, with any password hidden."""
-        shown = redact_url(value) if field == "redis_url" and isinstance(value, str) else value
-        return complaint(f"{field} ({self.variable})", self.allowed, shown)
+        """``<field> (<VARIABLE>) must be <allowed>, got <value>``; a Redis URL with its password
+        hidden and what is wrong with it."""
+        refusal = redis_url_refusal(value) if field == "redis_url" else None
+        if refusal:
+            return f"{field} ({self.variable}) {refusal}"
+        return complaint(f"{field} ({self.variable})", self.allowed, value)
 
 
 #: Field -> its setting, in the order of :class:`DedupConfig`.
 SETTINGS: Dict[str, Setting] = {
     "strategy": Setting("DEDUP_STRATEGY", str.strip, f"one of {STRATEGY_CHOICES}", strategy_name),
-    "redis_url": Setting("REDIS_URL", str.strip, f"a URL starting with {', '.join(_REDIS_SCHEMES)}", _redis_url),
+    "redis_url": Setting("REDIS_URL", str.strip, REDIS_URL_RULE, lambda v: check_redis_url("redis_url", v)),
     "ttl_days": Setting("VISITED_TTL_DAYS", float, "a number of days in [0, 36500] (0 = claims never expire)",
                         lambda v: number_in("ttl_days", v, 0, 36_500)),
     "capacity": Setting("BLOOM_CAPACITY", lambda text: int(text.strip()), "an integer in [1, 2**48]", check_capacity),

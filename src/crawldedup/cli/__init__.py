@@ -1,16 +1,24 @@
 """The ``crawldedup`` command: filter a crawl frontier, check canonical forms, inspect and merge filters.
 
-Exit codes (docs/cli.md):
+Exit codes (``EXIT_CODES``, also in ``--help`` and docs/cli.md)::
 
-==== ==========================================================================
-0    success
-1    ``canonicalize``: at least one line was not an accepted URL
-2    usage error (bad option or value)
-3    state or filter file missing, corrupt, or incompatible
-4    an input could not be read, or an output could not be written
-5    the claim store (Redis, SQLite) is unavailable
-130  interrupted (SIGINT; 143 for SIGTERM): the filter was flushed first
-==== ==========================================================================
+    0    success
+    1    canonicalize: at least one line was not an accepted URL
+    2    usage: an unknown option, a bad option value or a bad environment variable
+    3    a state or filter file is missing, corrupt or incompatible, merge would overwrite a file,
+         or the store's namespace was made by another store kind or canonical policy
+    4    an input could not be read, or an output could not be written
+    5    the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out,
+         locked
+    6    the claim store refused, not retried: a misconfiguration the message names (no RedisBloom
+         module, a wrong or missing password, ACL, a read-only replica, maxmemory, not a SQLite
+         database)
+    130  interrupted by SIGINT (Ctrl-C): the batch in flight was finished and the summary printed
+    141  stdout was closed by its reader, such as head (SIGPIPE)
+    143  terminated by SIGTERM: the batch in flight was finished and the summary printed
+
+Errors are one line on stderr, ``crawldedup: error: ...``, never a traceback; a usage error
+ends with ``see crawldedup COMMAND --help``.
 """
 
 from __future__ import annotations
@@ -19,16 +27,19 @@ import argparse
 import os
 import signal
 import sys
+import textwrap
 import time
-from typing import IO, List, Optional, Sequence, Tuple
+from typing import IO, List, NoReturn, Optional, Sequence, Tuple
 
 from .. import __version__
 from ._io import (
+    EXIT_CODES,
     EXIT_INVALID,
     EXIT_IO,
     EXIT_OK,
     EXIT_STATE,
     EXIT_STORE,
+    EXIT_STORE_REFUSED,
     EXIT_USAGE,
     CLIError,
     InputReader,
@@ -36,13 +47,13 @@ from ._io import (
     Output,
     Progress,
 )
-from .._checks import check_error_rate
+from .._checks import check_error_rate, redis_url_refusal
 from ..config import DedupConfig
 from ..bloom.format import FORMAT_VERSION
 from ..bloom import BloomFilter, FilterFileError
 from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
 from ..dedup import Deduplicator
-from ..stores.base import NamespaceConflict, StoreUnavailable
+from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
@@ -195,7 +206,7 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
     try:
         config = DedupConfig.from_env()
     except ValueError as exc:  # names the variable
-        raise CLIError(EXIT_USAGE, str(exc)) from None
+        raise usage_error("filter", str(exc)) from None
     strategy = args.strategy or config.strategy
     state = args.state or config.state_path or DEFAULT_STATE
     try:
@@ -208,13 +219,17 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
         raise CLIError(EXIT_STATE, str(exc)) from None
     except OSError as exc:
         raise _os_error(exc, f"state file {state}") from None
-    except ValueError as exc:  # a FilterFileError (state file) or a setting out of range
-        raise CLIError(EXIT_STATE if isinstance(exc, FilterFileError) else EXIT_USAGE, str(exc)) from None
+    except FilterFileError as exc:
+        raise CLIError(EXIT_STATE, str(exc)) from None
+    except ValueError as exc:  # a setting out of range
+        raise usage_error("filter", str(exc)) from None
 
 
 def _os_error(exc: OSError, what: str) -> CLIError:
-    """A CLIError for an OSError met while using ``what`` (a state or filter file): an
-    unreachable store is exit code 5, anything else a state file problem (3)."""
+    """A CLIError for an OSError met while using ``what`` (a state or filter file): a store
+    that refused is exit code 6, an unreachable one 5, anything else a state file problem (3)."""
+    if isinstance(exc, StoreRefused):
+        return CLIError(EXIT_STORE_REFUSED, str(exc))
     if isinstance(exc, StoreUnavailable):
         return CLIError(EXIT_STORE, str(exc))
     return CLIError(EXIT_STATE, f"{what}: {exc.strerror or exc}")
@@ -399,6 +414,13 @@ def _strategy(text: str) -> str:
         raise argparse.ArgumentTypeError(f"must be one of {STRATEGY_CHOICES}, got {text!r}") from None
 
 
+def _redis_url(text: str) -> str:
+    refusal = redis_url_refusal(text)
+    if refusal:
+        raise argparse.ArgumentTypeError(refusal)
+    return text
+
+
 def _base_url(text: str) -> str:
     try:
         canonicalize(text)
@@ -407,13 +429,44 @@ def _base_url(text: str) -> str:
     return text
 
 
+def usage_error(command: Optional[str], message: str) -> CLIError:
+    """A usage error (exit code 2): ``message`` and where the options are explained."""
+    return CLIError(EXIT_USAGE, f"{message}; see crawldedup{' ' + command if command else ''} --help")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (a CLIError), not its usage text and exit."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        raise usage_error(self.prog.partition(" ")[2] or None, message)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Wraps descriptions as usual, but keeps a text of several lines (the exit codes) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _exit_codes_epilog() -> str:
+    rows = [textwrap.fill(meaning, width=78, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7,
+                          break_on_hyphens=False)
+            for code, meaning in EXIT_CODES]
+    return "exit codes:\n" + "\n".join(rows) + "\n\nSee docs/cli.md."
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``crawldedup`` command and its subcommands."""
-    parser = argparse.ArgumentParser(
+    """The argument parser of the ``crawldedup`` command and its subcommands.
+
+    Its errors raise :class:`CLIError` (exit code 2) instead of exiting.
+    """
+    epilog = _exit_codes_epilog()
+    parser = _Parser(
         prog="crawldedup",
         description="Has this page already been claimed? Deduplicate crawl frontiers by canonical URL.",
-        epilog="Exit codes: 0 ok, 1 invalid lines (canonicalize), 2 usage, 3 state file, 4 input/output, "
-               "5 claim store unavailable, 130 interrupted. See docs/cli.md.",
+        epilog=epilog, formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"crawldedup {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -423,7 +476,8 @@ def build_parser() -> argparse.ArgumentParser:
     filt = commands.add_parser(
         "filter", help="print the first occurrence of each page",
         description="Print the first occurrence of each page, remembering pages in a filter file "
-                    "so that the next run prints only what is new. A summary ends on stderr.")
+                    "so that the next run prints only what is new. A summary ends on stderr.",
+        epilog=epilog, formatter_class=_Formatter)
     filt.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
     filt.add_argument("--state", metavar="FILE",
                       help=f"filter file, created when missing (default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})")
@@ -437,7 +491,8 @@ def build_parser() -> argparse.ArgumentParser:
     filt.add_argument("--strategy", type=_strategy, metavar="{" + ",".join(STRATEGIES) + "}",
                       help="claim through the local filter alone (default) or a store ($DEDUP_STRATEGY; "
                            + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items()) + ")")
-    filt.add_argument("--redis-url", metavar="URL", help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
+    filt.add_argument("--redis-url", type=_redis_url, metavar="URL",
+                      help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
     filt.add_argument("--sqlite", metavar="FILE",
                       help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
     filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
@@ -454,19 +509,22 @@ def build_parser() -> argparse.ArgumentParser:
     canon = commands.add_parser(
         "canonicalize", help="print the canonical form of each URL",
         description="Print the canonical form of each line: an empty line for an invalid one, "
-                    "its reason on stderr, and exit code 1.")
+                    "its reason on stderr, and exit code 1.",
+        epilog=epilog, formatter_class=_Formatter)
     canon.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
     canon.add_argument("--base", type=_base_url, help=base_help)
     canon.set_defaults(run=run_canonicalize)
 
     info = commands.add_parser("info", help="describe a filter file",
-                               description="Print a filter file's parameters, size, fill, estimated items and error rate.")
+                               description="Print a filter file's parameters, size, fill, estimated items and error rate.",
+                               epilog=epilog, formatter_class=_Formatter)
     info.add_argument("file", metavar="FILE")
     info.set_defaults(run=run_info)
 
     merge = commands.add_parser(
         "merge", help="union compatible filter files",
-        description="Write the union of filters of the same capacity, error rate and canonical policy.")
+        description="Write the union of filters of the same capacity, error rate and canonical policy.",
+        epilog=epilog, formatter_class=_Formatter)
     merge.add_argument("files", nargs="+", metavar="FILE")
     merge.add_argument("-o", "--output", required=True, metavar="OUT", help="filter file to create")
     merge.add_argument("--force", action="store_true", help="replace OUT if it exists")
@@ -482,11 +540,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version and usage errors
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    try:
+        # parse_known_args, so that an unknown option is reported with its subcommand's help.
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            raise usage_error(getattr(args, "command", None), f"unrecognized arguments: {' '.join(unknown)}")
         return args.run(args)
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except CLIError as exc:
         print(f"crawldedup: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -18,6 +18,25 @@ EXIT_USAGE = 2
 EXIT_STATE = 3
 EXIT_IO = 4
 EXIT_STORE = 5
+EXIT_STORE_REFUSED = 6
+
+#: Every exit code the command returns, and what it means: the table of ``--help``, of the
+#: ``crawldedup.cli`` docstring and of docs/cli.md (a test keeps the three the same).
+EXIT_CODES: Tuple[Tuple[int, str], ...] = (
+    (EXIT_OK, "success"),
+    (EXIT_INVALID, "canonicalize: at least one line was not an accepted URL"),
+    (EXIT_USAGE, "usage: an unknown option, a bad option value or a bad environment variable"),
+    (EXIT_STATE, "a state or filter file is missing, corrupt or incompatible, merge would overwrite a file, "
+                 "or the store's namespace was made by another store kind or canonical policy"),
+    (EXIT_IO, "an input could not be read, or an output could not be written"),
+    (EXIT_STORE, "the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out, locked"),
+    (EXIT_STORE_REFUSED, "the claim store refused, not retried: a misconfiguration the message names (no "
+                         "RedisBloom module, a wrong or missing password, ACL, a read-only replica, maxmemory, "
+                         "not a SQLite database)"),
+    (130, "interrupted by SIGINT (Ctrl-C): the batch in flight was finished and the summary printed"),
+    (141, "stdout was closed by its reader, such as head (SIGPIPE)"),
+    (143, "terminated by SIGTERM: the batch in flight was finished and the summary printed"),
+)
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: One read takes up to 1 MiB: about 13,000 frontier lines of 80 bytes, so one read feeds one batch.

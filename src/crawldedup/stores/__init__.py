@@ -5,7 +5,7 @@ Every store takes 16-byte fingerprints and answers a batch in one round trip
 docs/stores.md and in each module.
 """
 
-from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreUnavailable
+from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreRefused, StoreUnavailable
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
@@ -22,5 +22,6 @@ __all__ = [
     "RedisShardedSetStore",
     "RetryPolicy",
     "SQLiteStore",
+    "StoreRefused",
     "StoreUnavailable",
 ]

@@ -7,6 +7,7 @@ import abc
 import bisect
 import math
 import random
+import re
 from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
 from urllib.parse import urlsplit
 
@@ -14,10 +15,20 @@ import numpy as np
 import redis
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisClusterException
+from redis.exceptions import (
+    AskError,
+    AuthenticationError,
+    ClusterDownError,
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    ResponseError,
+    TryAgainError,
+)
 from redis.retry import Retry
 
-from .._checks import check_name, integer_in, redact_url
+from .._checks import check_name, check_redis_url, integer_in, redact_url
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from .base import (
     LAYOUT_VERSION,
@@ -78,7 +89,15 @@ end
 return redis.call('HGETALL', KEYS[1])
 """
 
-#: A ``password=`` argument in a URL's query string (up to the next ``&``).
+#: Error replies that mean "not now": a server loading its data set, busy in a script, or a
+#: cluster moving or electing a slot's master. Any other error reply is permanent.
+_TRANSIENT_REPLIES = ("LOADING", "BUSY", "TRYAGAIN", "MOVED", "ASK", "CLUSTERDOWN", "MASTERDOWN")
+#: redis-py's classes for some of them (it strips the reply's first word from their text).
+_TRANSIENT_REPLY_ERRORS = (TryAgainError, AskError, ClusterDownError)
+#: What redis-py puts before the error of a pipeline's command (the whole command, a script included).
+_PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
+#: What Redis appends to an error raised inside a script.
+_SCRIPT_SUFFIX = re.compile(r"\s*script: [0-9a-f]+, on @user_script:\d+\.?$")
 
 
 def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
@@ -140,7 +159,7 @@ class RedisStore(ClaimStore):
     """
 
     #: A cluster client raises RedisClusterException when no node answers while it maps the slots.
-    transient_errors = (redis.RedisError, RedisClusterException)
+    store_errors = (redis.RedisError, RedisClusterException)
     #: Fields of the namespace record that must equal ours; the others are adopted.
     _must_match: ClassVar[Tuple[str, ...]] = ("layout", "store", "fingerprint", "policy")
 
@@ -161,7 +180,10 @@ class RedisStore(ClaimStore):
         self.receipt_seconds = receipt_seconds(self.retry)
         self.namespace = check_name("namespace", namespace)
         self.policy_digest = check_policy_digest(policy_digest)
+        if url is not None:
+            check_redis_url("url", url)
         self._password = urlsplit(url).password if url is not None else None
+        self._username = urlsplit(url).username if url is not None else None
         self._description = redact_url(url) if url is not None else repr(client)
         # Exactly one of url and client was given (checked above), so client is set without url.
         self.client: Client = self._with_retries(lambda: connect(url)) if url is not None else cast(Client, client)
@@ -193,6 +215,42 @@ class RedisStore(ClaimStore):
 
     def _redact(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text
+
+    def _reason(self, error: BaseException) -> str:
+        # A pipeline's error quotes its whole command (a Lua script of a hundred lines): keep
+        # the server's answer only.
+        text = _SCRIPT_SUFFIX.sub("", _PIPELINE_PREFIX.sub("", " ".join(str(error).split())))
+        return self._redact(f"{type(error).__name__}: {text}")
+
+    def _refusal(self, error: BaseException) -> Optional[str]:
+        if isinstance(error, AuthenticationError):  # a ConnectionError to redis-py, yet permanent
+            if self._password is None:
+                return "the server wants a password and the URL has none: give it as redis://[user]:PASSWORD@host:port/db"
+            return "the server refused the URL's password (a wrong password, or an unknown or disabled user)"
+        if not isinstance(error, ResponseError):  # no answer (refused, reset, timed out): try again
+            return None
+        text = str(error)
+        if isinstance(error, _TRANSIENT_REPLY_ERRORS) or text.startswith(_TRANSIENT_REPLIES):
+            return None
+        if isinstance(error, NoPermissionError):
+            commands = "EVAL and BF.*" if self.strategy == "redisbloom" else "EVAL"
+            return (f"the server's ACL user {self._username or 'default'!r} lacks a permission this store "
+                    f"needs (it runs {commands} on the keys '{self.namespace}:*' and '{{{self.namespace}:*'): "
+                    f"grant them with ACL SETUSER")
+        if isinstance(error, ReadOnlyError):
+            return "the server is a read-only replica: point the URL at its primary (INFO replication names it)"
+        if isinstance(error, OutOfMemoryError):
+            return ("the server is out of memory (maxmemory reached, and its maxmemory-policy evicts nothing): "
+                    "raise maxmemory, or free memory")
+        if text.startswith("WRONGTYPE"):
+            return (f"keys of namespace {self.namespace!r} hold values of another type (something else "
+                    f"uses them): pick another namespace, or delete its keys")
+        if "unknown command" in text.lower() or "unknown redis command" in text.lower():
+            if "BF." in text or self.strategy == "redisbloom":
+                return ("the server lacks the RedisBloom module: load it (redis-server --loadmodule "
+                        "/path/to/redisbloom.so, or loadmodule in redis.conf), or use Redis Stack")
+            return "the server does not know a command this store needs"
+        return "the server refused a command this store needs"
 
     def _open_namespace(self, wanted: Dict[str, str]) -> Dict[str, str]:
         """Create the namespace record or check ours against it; returns the record."""

@@ -55,6 +55,23 @@ class StoreUnavailable(ConnectionError):
         super().__init__(f"{store}: unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({reason})")
 
 
+class StoreRefused(StoreUnavailable):
+    """The store answered with an error that retrying cannot fix, so it was not retried.
+
+    A misconfiguration: a Redis without the module a store needs, a wrong or missing password,
+    an ACL user without a command or key, a read-only replica, a full ``maxmemory``, keys of
+    another type under the namespace, a SQLite path that is not a writable database. A subclass
+    of :class:`StoreUnavailable`, so code that catches that one catches this one too; nothing
+    was confirmed for the batch. ``problem`` says what is wrong and how to fix it; the message
+    names the store, the problem and the store's own error (``reason``).
+    """
+
+    def __init__(self, store: str, attempts: int, reason: str, problem: str) -> None:
+        super().__init__(store, attempts, reason)
+        self.problem = problem
+        self.args = (f"{store}: {problem} ({reason})",)
+
+
 class NamespaceConflict(ValueError):
     """A namespace already holds claims made under another canonical policy or store layout."""
 
@@ -149,12 +166,13 @@ class ClaimStore(abc.ABC):
     """A shared, authoritative answer to "has this fingerprint been claimed?".
 
     Subclasses implement :meth:`_exchange` (one round trip, may raise one of
-    ``transient_errors``); this class adds validation, retries and counters.
-    Instances are safe to share between threads.
+    ``store_errors``) and :meth:`_refusal` (which of those are permanent); this class adds
+    validation, retries and counters. Instances are safe to share between threads.
     """
 
-    #: Errors worth retrying; anything else is a bug or a misconfiguration and propagates.
-    transient_errors: ClassVar[Tuple[Type[BaseException], ...]] = ()
+    #: Errors the store's client reports about the store: the transient ones are retried, the
+    #: permanent ones (:meth:`_refusal`) raised at once; anything else is a bug and propagates.
+    store_errors: ClassVar[Tuple[Type[BaseException], ...]] = ()
     #: The strategy name users choose this store by (``set``, ``sharded-set``...): what every
     #: message shows.
     strategy: ClassVar[str] = ""
@@ -219,6 +237,15 @@ class ClaimStore(abc.ABC):
     def _redact(self, text: str) -> str:
         """Remove secrets (a password from the connection URL) from an error text."""
         return text
+
+    def _refusal(self, error: BaseException) -> Optional[str]:
+        """What is wrong, and how to fix it, when ``error`` (one of :attr:`store_errors`) is
+        permanent; None when it is transient (worth another attempt)."""
+        return None
+
+    def _reason(self, error: BaseException) -> str:
+        """``error`` on one line for a message: its type and text, without secrets."""
+        return self._redact(f"{type(error).__name__}: {' '.join(str(error).split())}")
 
     def claim_and_read(
         self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None
@@ -349,18 +376,24 @@ class ClaimStore(abc.ABC):
             raise
 
     def _with_retries(self, call: Callable[[], T]) -> T:
-        """Run ``call`` under the retry policy; count round trips and failures."""
+        """Run ``call`` under the retry policy; count round trips and failures.
+
+        :raises StoreRefused: at the first permanent error (see :meth:`_refusal`).
+        :raises StoreUnavailable: when every attempt failed with a transient error.
+        """
         attempt = 0
         while True:
             attempt += 1
             try:
                 result = call()
-            except self.transient_errors as exc:
+            except self.store_errors as exc:
                 with self._counter_lock:
                     self.failed_attempts += 1
+                problem = self._refusal(exc)
+                if problem is not None:  # permanent: another attempt would get the same answer
+                    raise StoreRefused(self.description, attempt, self._reason(exc), self._redact(problem)) from exc
                 if attempt >= self.retry.attempts:
-                    reason = self._redact(f"{type(exc).__name__}: {exc}")
-                    raise StoreUnavailable(self.description, attempt, reason) from exc
+                    raise StoreUnavailable(self.description, attempt, self._reason(exc)) from exc
                 time.sleep(self.retry.delay(attempt))
                 continue
             with self._counter_lock:

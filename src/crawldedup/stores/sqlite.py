@@ -51,6 +51,32 @@ CREATE TABLE IF NOT EXISTS crawldedup_claims (
 """
 
 
+#: SQLITE_BUSY and SQLITE_LOCKED (primary result codes): another connection holds a lock.
+#: Every other error about the file stays until someone changes the file.
+_TRANSIENT_CODES = (5, 6)
+
+
+def file_problem(path: Path, error: BaseException) -> str:
+    """What is wrong with the database file at ``path``, which gave ``error``, in a few words."""
+    text = str(error)
+    if path.is_dir():
+        return "the path is a directory, not a SQLite database file"
+    if not path.parent.is_dir():
+        return f"the file's directory {str(path.parent)!r} does not exist"
+    if path.exists() and not os.access(path, os.R_OK):
+        return "the file cannot be read (permission denied)"
+    if "not a database" in text:
+        return "the file is not a SQLite database"
+    if "malformed" in text:
+        return "the file is a corrupt SQLite database"
+    if "readonly" in text or (path.exists() and not os.access(path, os.W_OK)):
+        return "the file is read-only: the store writes its claims there (make it writable, or use another file)"
+    if "unable to open" in text:
+        return ("the file cannot be opened: its directory must be writable (SQLite keeps the -wal and "
+                "-shm files beside it)")
+    return text
+
+
 class SQLiteStore(ClaimStore):
     """Exact claims in a SQLite file shared by the processes of one host (about 40 bytes per URL).
 
@@ -58,15 +84,17 @@ class SQLiteStore(ClaimStore):
     :param namespace: name of this crawl (and round); one file holds many.
     :param policy_digest: digest of the canonical policy behind the fingerprints.
     :param busy_timeout_seconds: how long to wait for another writer before an attempt fails.
-    :param retry: retries after "database is locked" and other operational errors.
+    :param retry: retries after "database is locked" (the only transient error of a file).
     :raises ValueError: for a bad namespace or digest.
     :raises NamespaceConflict: when the namespace was made under another policy or layout.
-    :raises StoreUnavailable: when the file cannot be opened or stays locked.
+    :raises StoreRefused: at once, naming the file, when it is not a SQLite database, is a
+        directory, cannot be read or written, or its directory is missing.
+    :raises StoreUnavailable: when the file stays locked by another process.
     """
 
     strategy = "sqlite"
     kind = "sqlite"
-    transient_errors = (sqlite3.OperationalError,)
+    store_errors = (sqlite3.DatabaseError,)
 
     def __init__(
         self,
@@ -103,12 +131,9 @@ class SQLiteStore(ClaimStore):
             # took claims of 3M random fingerprints from 50,000/s to 75,000/s here.
             db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             db.executescript(_SCHEMA)
-        except sqlite3.OperationalError:
+        except BaseException:
             db.close()
             raise
-        except sqlite3.DatabaseError as exc:  # not a database, corrupt: name the file
-            db.close()
-            raise sqlite3.DatabaseError(f"{self.path}: {exc}") from exc
         return db
 
     @contextmanager
@@ -124,6 +149,16 @@ class SQLiteStore(ClaimStore):
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+
+    def _refusal(self, error: BaseException) -> Optional[str]:
+        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+; the text before that
+        if code is not None:
+            transient = code & 0xFF in _TRANSIENT_CODES
+        else:
+            transient = any(word in str(error) for word in ("is locked", "busy"))
+        if transient:
+            return None
+        return file_problem(self.path, error)
 
     def _open_namespace(self) -> int:
         wanted = (LAYOUT_VERSION, FINGERPRINT_ID, self.policy_digest)
