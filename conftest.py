@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import pytest
 
@@ -61,10 +61,12 @@ class RedisServer:
     ``durable`` keeps every acknowledged write across SIGKILL (AOF, fsync always), for the soak.
     """
 
-    def __init__(self, binary: str, module: Optional[str], durable: bool = False) -> None:
+    def __init__(self, binary: str, module: Optional[str], durable: bool = False, extra_args: Sequence[str] = ()) -> None:
         self.binary = binary
         self.module = module
         self.durable = durable
+        #: More ``redis-server`` options, such as ``("--requirepass", pw)`` or ``("--replicaof", host, port)``.
+        self.extra_args = tuple(extra_args)
         self.port = _free_port()
         self.workdir = tempfile.mkdtemp(prefix="crawldedup-redis-")
         self.process: Optional[subprocess.Popen] = None
@@ -85,6 +87,7 @@ class RedisServer:
         ]
         if self.module:
             args += ["--loadmodule", self.module]
+        args += self.extra_args
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -94,7 +97,7 @@ class RedisServer:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
                     sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
+                    if sock.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up (with a password: NOAUTH)
                         return
             except OSError:
                 pass

@@ -19,6 +19,7 @@ from crawldedup.stores import (
     RedisShardedSetStore,
     RetryPolicy,
     SQLiteStore,
+    StoreRefused,
     StoreUnavailable,
 )
 from crawldedup.stores.factory import open_store
@@ -388,7 +389,7 @@ def test_sqlite_file_is_wal_and_outlives_the_process_state(tmp_path):
 def test_not_a_database_is_a_clear_error(tmp_path):
     path = tmp_path / "claims.sqlite"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(sqlite3.DatabaseError, match=f"{path}: file is not a database"):
+    with pytest.raises(StoreRefused, match=f"sqlite store '{path}' .*: the file is not a SQLite database"):
         SQLiteStore(path, namespace="crawl", policy_digest=DIGEST)
 
 

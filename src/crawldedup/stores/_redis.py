@@ -130,6 +130,12 @@ def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
     return RedisCluster.from_url(url, **options)
 
 
+def server_text(error: BaseException) -> str:
+    """The server's answer in an error, on one line: a pipeline's error also quotes its whole
+    command (a Lua script of a hundred lines), and a script's error where in the script it was."""
+    return _SCRIPT_SUFFIX.sub("", _PIPELINE_PREFIX.sub("", " ".join(str(error).split())))
+
+
 def hash_tag(namespace: str, group: int) -> bytes:
     """The key prefix of one group: ``{<namespace>:<group>}`` (a Redis Cluster hash tag)."""
     return b"{%s:%d}" % (namespace.encode("ascii"), group)
@@ -217,10 +223,7 @@ class RedisStore(ClaimStore):
         return text.replace(self._password, "***") if self._password else text
 
     def _reason(self, error: BaseException) -> str:
-        # A pipeline's error quotes its whole command (a Lua script of a hundred lines): keep
-        # the server's answer only.
-        text = _SCRIPT_SUFFIX.sub("", _PIPELINE_PREFIX.sub("", " ".join(str(error).split())))
-        return self._redact(f"{type(error).__name__}: {text}")
+        return self._redact(f"{type(error).__name__}: {server_text(error)}")
 
     def _refusal(self, error: BaseException) -> Optional[str]:
         if isinstance(error, AuthenticationError):  # a ConnectionError to redis-py, yet permanent
@@ -229,7 +232,7 @@ class RedisStore(ClaimStore):
             return "the server refused the URL's password (a wrong password, or an unknown or disabled user)"
         if not isinstance(error, ResponseError):  # no answer (refused, reset, timed out): try again
             return None
-        text = str(error)
+        text = server_text(error)
         if isinstance(error, _TRANSIENT_REPLY_ERRORS) or text.startswith(_TRANSIENT_REPLIES):
             return None
         if isinstance(error, NoPermissionError):
