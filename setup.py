@@ -73,6 +73,13 @@ else:
                 depends=["src/crawldedup/bloom/_murmur3.h", "src/crawldedup/bloom/_bloom_portable.h"],
             ),
             extension("crawldedup.canonical._canonical_c", "src/crawldedup/canonical/_canonical_c.pyx"),
+            extension(
+                "crawldedup.content._simhash_c",
+                "src/crawldedup/content/_simhash_c.pyx",
+                # The one MurmurHash3 in C: the filter's, so both hash a key the same way.
+                include_dirs=["src/crawldedup/bloom"],
+                depends=["src/crawldedup/bloom/_murmur3.h"],
+            ),
         ],
         compiler_directives={"language_level": "3"},
     )

@@ -1,0 +1,261 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True, embedsignature=True
+"""SimHash of a text, the compiled twin of ``_simhash_py`` (same words, same shingles, same bits).
+
+The text is case-folded by ``str.casefold`` (one call), its words are copied as UTF-8 into one
+buffer joined by single spaces, so each shingle is one contiguous run of bytes; the shingles
+are hashed (MurmurHash3 x64-128, ``_murmur3.h``, the filter's C) and voted with the GIL
+released. Votes are counted eight bits at a time in byte lanes (``_SPREAD``), flushed before
+a lane can overflow: eight additions per shingle instead of 64.
+"""
+
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc
+from libc.string cimport memcpy
+
+import numpy as np
+
+from ._simhash_py import mark_ranges
+from .policy import DEFAULT_CONTENT_POLICY
+
+
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object o)
+    bint PyUnicode_IS_ASCII(object o)
+    void* PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
+    bint Py_UNICODE_ISALNUM(Py_UCS4 ch)
+    bint Py_UNICODE_ISDECIMAL(Py_UCS4 ch)
+
+
+cdef extern from "_murmur3.h" nogil:
+    void cdd_murmur3_x64_128(const void* key, size_t length, uint32_t seed, uint64_t* out)
+
+
+cdef enum:
+    MAX_CODE_POINT = 0x10FFFF
+    # A byte lane counts at most 255 votes: flush the lanes into 64 wide counters this often.
+    LANE_LIMIT = 255
+
+cdef uint64_t _SPREAD[256]  # byte j of _SPREAD[v] is bit j of v
+cdef uint8_t _LATIN1_WORD[256]  # the word characters among the first 256 code points
+cdef uint8_t* _marks = NULL  # one bit per code point of category M, built on first need
+
+
+cdef void _init_tables():
+    cdef int v, j
+    for v in range(256):
+        _SPREAD[v] = 0
+        for j in range(8):
+            _SPREAD[v] |= (<uint64_t>((v >> j) & 1)) << (8 * j)
+    for v in range(256):  # no combining mark lies below U+0300
+        _LATIN1_WORD[v] = Py_UNICODE_ISALNUM(<Py_UCS4>v)
+
+
+_init_tables()
+
+
+cdef int _build_marks() except -1:
+    global _marks
+    cdef uint8_t* bitmap = <uint8_t*>calloc(MAX_CODE_POINT // 8 + 1, 1)
+    cdef uint32_t code
+    if bitmap == NULL:
+        raise MemoryError()
+    for first, last in mark_ranges():
+        for code in range(first, last + 1):
+            bitmap[code >> 3] |= 1 << (code & 7)
+    _marks = bitmap
+    return 0
+
+
+cdef inline bint _is_word_char(uint32_t c) except -1:
+    if c < 256:
+        return _LATIN1_WORD[c]
+    if Py_UNICODE_ISALNUM(<Py_UCS4>c):
+        return True
+    if _marks == NULL:
+        _build_marks()
+    return (_marks[c >> 3] >> (c & 7)) & 1
+
+
+cdef inline Py_ssize_t _put_utf8(uint8_t* out, uint32_t c) noexcept nogil:
+    if c < 0x80:
+        out[0] = <uint8_t>c
+        return 1
+    if c < 0x800:
+        out[0] = <uint8_t>(0xC0 | (c >> 6))
+        out[1] = <uint8_t>(0x80 | (c & 0x3F))
+        return 2
+    if c < 0x10000:  # never a surrogate: those are no word characters
+        out[0] = <uint8_t>(0xE0 | (c >> 12))
+        out[1] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+        out[2] = <uint8_t>(0x80 | (c & 0x3F))
+        return 3
+    out[0] = <uint8_t>(0xF0 | (c >> 18))
+    out[1] = <uint8_t>(0x80 | ((c >> 12) & 0x3F))
+    out[2] = <uint8_t>(0x80 | ((c >> 6) & 0x3F))
+    out[3] = <uint8_t>(0x80 | (c & 0x3F))
+    return 4
+
+
+cdef uint64_t _vote(const uint8_t* joined, const Py_ssize_t* starts, const Py_ssize_t* ends,
+                    Py_ssize_t num_words, Py_ssize_t size) noexcept nogil:
+    """The SimHash of the shingles of ``num_words`` words at ``joined[starts[i]:ends[i]]``."""
+    cdef Py_ssize_t count = num_words - size + 1 if num_words > size else 1
+    cdef Py_ssize_t i, last
+    cdef uint64_t lanes[8]
+    cdef int64_t ones[64]
+    cdef uint64_t digest[2]
+    cdef uint64_t h, result = 0
+    cdef int k, j, pending = 0
+    for k in range(8):
+        lanes[k] = 0
+    for k in range(64):
+        ones[k] = 0
+    for i in range(count):
+        last = i + size - 1 if i + size - 1 < num_words else num_words - 1
+        cdd_murmur3_x64_128(joined + starts[i], <size_t>(ends[last] - starts[i]), 0, digest)
+        h = digest[0]
+        for k in range(8):
+            lanes[k] += _SPREAD[(h >> (8 * k)) & 0xFF]
+        pending += 1
+        if pending == LANE_LIMIT or i == count - 1:
+            for k in range(8):
+                for j in range(8):
+                    ones[8 * k + j] += (lanes[k] >> (8 * j)) & 0xFF
+                lanes[k] = 0
+            pending = 0
+    for k in range(64):
+        if 2 * ones[k] > count:
+            result |= (<uint64_t>1) << k
+    return result
+
+
+cdef Py_ssize_t _split_latin1(const uint8_t* text, Py_ssize_t length, bint ascii, uint8_t* joined,
+                              Py_ssize_t* starts, Py_ssize_t* ends) noexcept nogil:
+    """Copy the words of a one-byte-per-character text into ``joined``; return how many.
+
+    Each run is found by a tight loop over the table: this is the path of most pages, and
+    testing the kind of each character doubled its cost. A run of digits only is no word.
+    """
+    cdef Py_ssize_t i = 0, start, used = 0, num_words = 0, j
+    cdef bint digits
+    while True:
+        while i < length and not _LATIN1_WORD[text[i]]:
+            i += 1
+        if i == length:
+            return num_words
+        start = i
+        digits = True
+        while i < length and _LATIN1_WORD[text[i]]:
+            digits = digits and 48 <= text[i] <= 57  # the only decimal digits below U+0100
+            i += 1
+        if digits:
+            continue
+        if num_words:
+            joined[used] = 32
+            used += 1
+        starts[num_words] = used
+        if ascii:
+            memcpy(joined + used, text + start, i - start)
+            used += i - start
+        else:
+            for j in range(start, i):
+                used += _put_utf8(joined + used, text[j])
+        ends[num_words] = used
+        num_words += 1
+
+
+cdef Py_ssize_t _split_wide(int kind, void* data, Py_ssize_t length, uint8_t* joined,
+                            Py_ssize_t* starts, Py_ssize_t* ends) except -1:
+    """Copy the words of a two- or four-byte-per-character text into ``joined``; return how many."""
+    cdef Py_ssize_t i, used = 0, num_words = 0, before = 0
+    cdef uint32_t c  # a code point as a number (Cython treats Py_UCS4 arithmetic as str)
+    cdef bint in_word = False, digits = False
+    for i in range(length + 1):
+        c = <uint32_t>PyUnicode_READ(kind, data, i) if i < length else 0
+        if i < length and _is_word_char(c):
+            if not in_word:
+                before = used
+                if num_words:
+                    joined[used] = 32
+                    used += 1
+                starts[num_words] = used
+                in_word = True
+                digits = True
+            digits = digits and Py_UNICODE_ISDECIMAL(<Py_UCS4>c)
+            used += _put_utf8(joined + used, c)
+        elif in_word:
+            in_word = False
+            if digits:  # a run of digits only is no word: take it back
+                used = before
+            else:
+                ends[num_words] = used
+                num_words += 1
+    return num_words
+
+
+cdef uint64_t _simhash(object text, Py_ssize_t size) except? 0:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    cdef str folded = text.casefold()
+    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(folded)
+    if length == 0:
+        return 0
+    cdef int kind = PyUnicode_KIND(folded)
+    # At most 4 UTF-8 bytes per word character and one space per run of separators; at most
+    # one word per two characters, plus one.
+    cdef uint8_t* joined = <uint8_t*>PyMem_Malloc(4 * length)
+    cdef Py_ssize_t* starts = <Py_ssize_t*>PyMem_Malloc((length // 2 + 1) * 2 * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* ends
+    cdef Py_ssize_t num_words
+    cdef uint64_t result
+    if joined == NULL or starts == NULL:
+        PyMem_Free(joined)
+        PyMem_Free(starts)
+        raise MemoryError()
+    ends = starts + (length // 2 + 1)
+    try:
+        if kind == 1:
+            num_words = _split_latin1(<const uint8_t*>PyUnicode_DATA(folded), length,
+                                      PyUnicode_IS_ASCII(folded), joined, starts, ends)
+        else:
+            num_words = _split_wide(kind, PyUnicode_DATA(folded), length, joined, starts, ends)
+        if num_words == 0:
+            return 0
+        with nogil:
+            result = _vote(joined, starts, ends, num_words, size)
+        return result
+    finally:
+        PyMem_Free(joined)
+        PyMem_Free(starts)
+
+
+cdef Py_ssize_t _shingle_words(object policy) except -1:
+    return (DEFAULT_CONTENT_POLICY if policy is None else policy).shingle_words
+
+
+def simhash(text, policy=None):
+    """Return the 64-bit SimHash of ``text`` as an unsigned int; 0 for a text without words.
+
+    :raises TypeError: when ``text`` is not a ``str``.
+    """
+    return _simhash(text, _shingle_words(policy))
+
+
+def simhash_many(texts, policy=None):
+    """Return the uint64 array of :func:`simhash` of each text.
+
+    :raises TypeError: when ``texts`` is a single string or holds something other than ``str``.
+    """
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be a sequence of str, got a single " + type(texts).__name__)
+    cdef Py_ssize_t size = _shingle_words(policy)
+    items = list(texts)
+    out = np.empty(len(items), dtype=np.uint64)
+    cdef uint64_t[::1] view = out
+    cdef Py_ssize_t i
+    for i in range(len(items)):
+        view[i] = _simhash(items[i], size)
+    return out

@@ -1,0 +1,126 @@
+"""SimHash of texts: both twins agree, the frozen corpus pins the format, the policy checks its fields."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crawldedup import content
+from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy, words
+from crawldedup.content import _simhash_py
+
+FROZEN = json.loads((Path(__file__).parent / "data" / "content-v1.json").read_text(encoding="ascii"))
+
+
+def _implementations() -> list:
+    implementations = [pytest.param(_simhash_py, id="py")]
+    if content.HAS_EXTENSION:
+        from crawldedup.content import _simhash_c
+
+        implementations.append(pytest.param(_simhash_c, id="cy", marks=pytest.mark.cython))
+    return implementations
+
+
+@pytest.fixture(params=_implementations())
+def impl(request: pytest.FixtureRequest):
+    """Each SimHash twin in turn, as a module with ``simhash`` and ``simhash_many``."""
+    return request.param
+
+
+def _policy(shingle_words: int) -> ContentPolicy:
+    return ContentPolicy(shingle_words=shingle_words)
+
+
+def test_extension_loaded():
+    if os.environ.get("CRAWLDEDUP_REQUIRE_EXTENSIONS"):
+        assert content.HAS_EXTENSION
+
+
+def test_default_policy_digest_is_frozen():
+    """The digest names the format: a change here is a change of every stored fingerprint."""
+    assert DEFAULT_CONTENT_POLICY.digest == "c8cc57516fad35c6"
+    assert [p["digest"] for p in FROZEN["policies"]] == [_policy(p["shingle_words"]).digest for p in FROZEN["policies"]]
+
+
+@pytest.mark.parametrize("case", FROZEN["texts"], ids=lambda case: repr(case["text"][:24]))
+def test_frozen_corpus(impl, case):
+    got = [f"{impl.simhash(case['text'], _policy(p['shingle_words'])):016x}" for p in FROZEN["policies"]]
+    assert got == case["simhash"]
+
+
+def test_simhash_many_equals_simhash(impl):
+    texts = [case["text"] for case in FROZEN["texts"]]
+    many = impl.simhash_many(texts, _policy(3))
+    assert many.dtype == np.uint64 and many.tolist() == [impl.simhash(t, _policy(3)) for t in texts]
+    assert impl.simhash_many(iter([]), None).shape == (0,)
+
+
+_ALPHABET = st.sampled_from(list("abcXYZ09 _-.,;\n\t\u00a0\u00e9\u00df\u0130\u0131\u00bd\u00b2\u0915\u093f\u094d\u0301"
+                                 "\u65e5\u672c\ud800\U0001f600\U0001d400\u2003\u0345"))
+
+
+@pytest.mark.skipif(not content.HAS_EXTENSION, reason="the compiled twin is not built")
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(), st.text(alphabet=_ALPHABET)), shingle_words=st.integers(1, 5))
+def test_twins_agree(text, shingle_words):
+    from crawldedup.content import _simhash_c
+
+    policy = _policy(shingle_words)
+    assert _simhash_c.simhash(text, policy) == _simhash_py.simhash(text, policy)
+
+
+def test_a_text_without_words_is_zero(impl):
+    assert impl.simhash("") == 0
+    assert impl.simhash(" -- ,, __ \n") == 0
+
+
+def test_case_and_spacing_do_not_count(impl):
+    assert impl.simhash("Hello,   World\n") == impl.simhash("hello world") == impl.simhash("HELLO - WORLD!")
+
+
+def test_words_are_folded_alphanumeric_runs_with_their_marks():
+    assert words("Straße İstanbul snake_case x²  हिन्दी") == ["strasse", "i\u0307stanbul", "snake", "case", "x²", "हिन्दी"]
+
+
+def test_runs_of_digits_are_no_words(impl):
+    assert words("Updated 2026-11-05 14:00, 1234 comments ३४ x2 ²") == ["updated", "comments", "x2", "²"]
+    assert impl.simhash("Updated 2026-11-05, 1234 comments") == impl.simhash("Updated 2025-01-31, 7 comments")
+
+
+def test_shingles_see_word_order(impl):
+    one, two = _policy(1), _policy(2)
+    assert impl.simhash("alpha beta gamma", one) == impl.simhash("gamma beta alpha", one)
+    assert impl.simhash("alpha beta gamma", two) != impl.simhash("gamma beta alpha", two)
+
+
+def test_fewer_words_than_a_shingle_are_one_shingle(impl):
+    assert impl.simhash("two words", _policy(5)) == impl.simhash("two words", _policy(2))
+
+
+@pytest.mark.parametrize("bad", [b"bytes", None, 42])
+def test_refuses_what_is_not_text(impl, bad):
+    with pytest.raises(TypeError, match="text must be a str"):
+        impl.simhash(bad)
+    with pytest.raises(TypeError, match="text must be a str"):
+        impl.simhash_many([bad])
+
+
+def test_simhash_many_refuses_a_single_string(impl):
+    with pytest.raises(TypeError, match="single str"):
+        impl.simhash_many("abc")
+
+
+@pytest.mark.parametrize("value, error", [(0, ValueError), (17, ValueError), (True, TypeError), (2.0, TypeError)])
+def test_policy_checks_shingle_words(value, error):
+    with pytest.raises(error, match="shingle_words"):
+        ContentPolicy(shingle_words=value)
+
+
+def test_policies_differ_by_digest():
+    assert len({_policy(n).digest for n in range(1, 17)}) == 16
