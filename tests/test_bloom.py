@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import math
 import os
+import pydoc
 import random
 import sys
 import threading
@@ -454,3 +456,34 @@ def test_extension_loaded():
         pytest.skip("set CRAWLDEDUP_REQUIRE_EXTENSIONS=1 to require the compiled extension")
     assert bloom.HAS_EXTENSION
     assert crawldedup.BloomFilter.__name__ == "CBloomFilter"
+
+
+# -- documentation ------------------------------------------------------------------------------
+
+
+def public_names(cls: type) -> list[str]:
+    """The methods and properties a user of ``cls`` sees: public names and the ``in`` operator."""
+    return sorted(name for name in dir(cls) if not name.startswith("_") or name == "__contains__")
+
+
+def call_shape(function) -> list[tuple[str, object]]:
+    return [(p.name, p.default) for p in inspect.signature(function).parameters.values()]
+
+
+@pytest.mark.cython
+@pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="the compiled extension is not built")
+def test_compiled_filter_carries_the_reference_documentation():
+    compiled, reference = crawldedup.BloomFilter, bloom.PyBloomFilter
+    assert compiled is not reference
+    assert public_names(compiled) == public_names(reference)
+    assert compiled.__doc__ == reference.__doc__
+    for name in public_names(reference):
+        mine, theirs = getattr(compiled, name), getattr(reference, name)
+        assert theirs.__doc__, f"{name} of the reference has no docstring"
+        assert mine.__doc__ == theirs.__doc__, name
+        if isinstance(theirs, property):
+            continue
+        assert call_shape(mine) == call_shape(theirs), name
+    page = pydoc.render_doc(compiled, renderer=pydoc.plaintext)
+    assert "__pyx" not in page and "cython" not in page
+    assert "add(self, item: 'Any') -> 'bool'" in page

@@ -25,5 +25,6 @@ HAS_EXTENSION = _compiled is not None
 if TYPE_CHECKING or _compiled is None:
     BloomFilter = PyBloomFilter
 else:
+    _compiled.document_like(PyBloomFilter)  # the reference's docstrings: one documented API
     BloomFilter = _compiled.CBloomFilter
     hash_many = _compiled.hash_many

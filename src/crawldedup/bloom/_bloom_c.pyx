@@ -1,4 +1,5 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True, embedsignature=True
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+# cython: embedsignature=True, embedsignature.format=python, binding=True, auto_pickle=False
 """CBloomFilter: the compiled twin of crawldedup.bloom.PyBloomFilter (same layout, same bytes).
 
 Keys are hashed in C (MurmurHash3 x64-128, ``_murmur3.h``); batch calls collect pointers to
@@ -8,7 +9,10 @@ a filter alone with its bits (``crawldedup._writers``) sets them with plain ORs,
 about half as much in the probe loop (docs/performance.md).
 """
 
+import inspect
+import types
 from contextlib import nullcontext
+from typing import Any, Iterable
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
@@ -32,6 +36,11 @@ cdef extern from "Python.h":
     object PySequence_Fast(object o, const char* message)
     Py_ssize_t PySequence_Fast_GET_SIZE(object o)
     PyObject** PySequence_Fast_ITEMS(object o)
+    # A slot's description, where its docstring lives (cpython/descrobject.h).
+    struct wrapperbase:
+        const char* doc
+    ctypedef struct PyWrapperDescrObject:
+        wrapperbase* d_base
 
 
 cdef extern from "_murmur3.h" nogil:
@@ -276,7 +285,7 @@ cdef void contains_hashed(const uint8_t* bits, uint64_t num_blocks, int num_hash
 def hash_many(items):
     """Return the ``(n, 2)`` uint64 array of MurmurHash3 x64-128 ``(h1, h2)`` rows of ``items``.
 
-    Equal to ``crawldedup._hash.hash_many``; hashes with the GIL released.
+    Equal to ``crawldedup.fingerprints.hash_many``; hashes with the GIL released.
 
     :raises TypeError: for an item that is neither ``str`` nor bytes-like.
     :raises UnicodeEncodeError: for a ``str`` without a UTF-8 form.
@@ -294,6 +303,8 @@ def hash_many(items):
     return hashes
 
 
+# The public methods carry no docstrings here: the selector (crawldedup.bloom) gives them the
+# reference twin's at import (document_like), so help() shows one documented API.
 cdef class _CBloomCore:
     """The compiled hot paths of CBloomFilter: pointer into the mapping, hashing, probing."""
 
@@ -333,28 +344,15 @@ cdef class _CBloomCore:
             self._bits = NULL
             PyBuffer_Release(&self._view)
 
-    cdef inline int _check_writable(self) except -1:
-        if self._bits == NULL:
-            raise closed_error()
-        if self._read_only:
-            raise read_only_error()
-        return 0
-
-    def add(self, item):
-        """Add one key; return True when it was new (pybloomfiltermmap3's ``add`` returns the opposite).
-
-        :raises TypeError: when ``item`` is neither ``str`` nor bytes-like.
-        :raises io.UnsupportedOperation: when the filter is read-only.
-        :raises ValueError: when the filter is closed.
-        """
+    def add(self, item: Any) -> bool:
         cdef uint64_t hashes[2]
         cdef bint new = False
         hash_one(item, hashes)
-        self._check_writable()
+        check_writable(self)
         # One key does not repay asking for the file to itself: atomic ORs unless in memory.
         if self._busy:  # a batch runs without the GIL: wait for it
             with self._exclusive():
-                self._check_writable()
+                check_writable(self)
                 new = block_add(block_of(self._bits, hashes[0], self._num_blocks), hashes[1], self._num_hashes,
                                 not self._private)
         else:  # the GIL alone keeps this atomic against other threads
@@ -363,7 +361,7 @@ cdef class _CBloomCore:
         self._count += new
         return new
 
-    def __contains__(self, item):
+    def __contains__(self, item: Any) -> bool:
         cdef uint64_t hashes[2]
         hash_one(item, hashes)
         if self._bits == NULL:
@@ -373,83 +371,14 @@ cdef class _CBloomCore:
                 return block_contains(block_of(self._bits, hashes[0], self._num_blocks), hashes[1], self._num_hashes)
         return block_contains(block_of(self._bits, hashes[0], self._num_blocks), hashes[1], self._num_hashes)
 
-    def add_many(self, items):
-        """Add keys in order; return a bool array, True where the key was new when added.
+    def add_many(self, items: Iterable[Any]) -> np.ndarray:
+        check_writable(self)
+        return run_keys(self, items, True)
 
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like (nothing is added).
-        :raises io.UnsupportedOperation: when the filter is read-only.
-        :raises ValueError: when the filter is closed.
-        """
-        self._check_writable()
-        return self._run_keys(items, True)
-
-    def contains_many(self, items):
-        """Return a bool array, True where the key is probably in the filter.
-
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
-        :raises ValueError: when the filter is closed.
-        """
+    def contains_many(self, items: Iterable[Any]) -> np.ndarray:
         if self._bits == NULL:
             raise closed_error()
-        return self._run_keys(items, False)
-
-    cdef object _run_keys(self, items, bint adding):
-        """Hash and probe ``items`` with the GIL released, holding the filter's lock."""
-        sequence = PySequence_Fast(items, "items must be iterable")
-        cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence)
-        result = np.zeros(count, dtype=bool)
-        if count == 0:
-            return result
-        cdef uint8_t[::1] out = result.view(np.uint8)
-        cdef _KeyChunk chunk = _KeyChunk()
-        with self._exclusive() as file:
-            if adding:
-                self._check_writable()
-                self._add_keys(file, chunk, sequence, count, &out[0])
-            else:
-                self._contains_keys(chunk, sequence, count, &out[0])
-        return result
-
-    cdef int _add_keys(self, file, _KeyChunk chunk, object sequence, Py_ssize_t count, uint8_t* out) except -1:
-        """Hash every key first, so that a bad one raises before any bit is set; then probe."""
-        cdef Py_ssize_t start
-        cdef uint64_t* hashes = self._scratch_for(count)
-        try:
-            for start in range(0, count, CHUNK_KEYS):
-                chunk.load(sequence, start)
-                with nogil:
-                    chunk.hash_keys(hashes + 2 * start)
-            chunk.release()
-            self._set_bits(file, hashes, count, out)
-        finally:
-            if self._scratch_keys > SCRATCH_KEEP_KEYS:
-                PyMem_Free(self._scratch)
-                self._scratch = NULL
-                self._scratch_keys = 0
-        return 0
-
-    cdef int _contains_keys(self, _KeyChunk chunk, object sequence, Py_ssize_t count, uint8_t* out) except -1:
-        """Hash and probe a chunk at a time, while the chunk's keys are still in cache."""
-        cdef Py_ssize_t start
-        for start in range(0, count, CHUNK_KEYS):
-            chunk.load(sequence, start)
-            with nogil:
-                chunk.hash_keys(chunk.hashes)
-                contains_hashed(self._bits, self._num_blocks, self._num_hashes, chunk.hashes, chunk.count,
-                                out + start)
-        return 0
-
-    cdef int _set_bits(self, file, const uint64_t* hashes, Py_ssize_t count, uint8_t* out) except -1:
-        """Set the bits of ``count`` hashed keys: with plain ORs when this is the file's only
-        writer (asked of a batch big enough to repay the asking) or the bits are in memory."""
-        cdef int64_t added
-        cdef bint plain
-        ask = not self._private and count >= PLAIN_OR_MIN_KEYS
-        with (file.plain_or() if ask else nullcontext(self._private)) as plain:
-            with nogil:
-                added = add_hashed(self._bits, self._num_blocks, self._num_hashes, hashes, count, out, not plain)
-        self._count += added
-        return 0
+        return run_keys(self, items, False)
 
     def _or_blocks_atomically(self, blocks):
         """OR ``blocks`` (another filter's, same shape) into this one's with atomic ORs."""
@@ -461,40 +390,18 @@ cdef class _CBloomCore:
                 if theirs[i] & ~mine[i]:  # a word with nothing new is not written
                     cdd_atomic_or_u64(&mine[i], theirs[i])
 
-    cdef uint64_t* _scratch_for(self, Py_ssize_t count) except NULL:
-        """Return the kept buffer of ``(h1, h2)`` rows, grown to at least ``count`` keys."""
-        cdef uint64_t* grown
-        if count > self._scratch_keys:
-            grown = <uint64_t*>PyMem_Realloc(self._scratch, count * 2 * sizeof(uint64_t))
-            if grown == NULL:
-                raise MemoryError()
-            self._scratch = grown
-            self._scratch_keys = count
-        return self._scratch
-
-    def add_hashes(self, hashes):
-        """Like ``add_many`` for keys hashed by ``hash_many`` (an ``(n, 2)`` uint64 array).
-
-        :raises TypeError: for another dtype.
-        :raises ValueError: for another shape, or when the filter is closed.
-        :raises io.UnsupportedOperation: when the filter is read-only.
-        """
+    def add_hashes(self, hashes: Any) -> np.ndarray:
         cdef const uint64_t[:, ::1] rows = as_hash_array(hashes)
         cdef Py_ssize_t count = rows.shape[0]
         new = np.zeros(count, dtype=bool)
         cdef uint8_t[::1] out = new.view(np.uint8)
         with self._exclusive() as file:
-            self._check_writable()
+            check_writable(self)
             if count:
-                self._set_bits(file, &rows[0, 0], count, &out[0])
+                set_bits(self, file, &rows[0, 0], count, &out[0])
         return new
 
-    def contains_hashes(self, hashes):
-        """Like ``contains_many`` for keys hashed by ``hash_many``.
-
-        :raises TypeError: for another dtype.
-        :raises ValueError: for another shape, or when the filter is closed.
-        """
+    def contains_hashes(self, hashes: Any) -> np.ndarray:
         cdef const uint64_t[:, ::1] rows = as_hash_array(hashes)
         cdef Py_ssize_t count = rows.shape[0]
         found = np.zeros(count, dtype=bool)
@@ -506,11 +413,122 @@ cdef class _CBloomCore:
         return found
 
 
+# The core's helpers are functions rather than cdef methods: a cdef class with cdef methods
+# carries a __pyx_vtable__ that help() lists among the filter's attributes.
+
+cdef inline int check_writable(_CBloomCore core) except -1:
+    if core._bits == NULL:
+        raise closed_error()
+    if core._read_only:
+        raise read_only_error()
+    return 0
+
+
+cdef object run_keys(_CBloomCore core, items, bint adding):
+    """Hash and probe ``items`` with the GIL released, holding the filter's lock."""
+    sequence = PySequence_Fast(items, "items must be iterable")
+    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence)
+    result = np.zeros(count, dtype=bool)
+    if count == 0:
+        return result
+    cdef uint8_t[::1] out = result.view(np.uint8)
+    cdef _KeyChunk chunk = _KeyChunk()
+    with core._exclusive() as file:
+        if adding:
+            check_writable(core)
+            add_keys(core, file, chunk, sequence, count, &out[0])
+        else:
+            contains_keys(core, chunk, sequence, count, &out[0])
+    return result
+
+
+cdef int add_keys(_CBloomCore core, file, _KeyChunk chunk, object sequence, Py_ssize_t count,
+                  uint8_t* out) except -1:
+    """Hash every key first, so that a bad one raises before any bit is set; then probe."""
+    cdef Py_ssize_t start
+    cdef uint64_t* hashes = scratch_for(core, count)
+    try:
+        for start in range(0, count, CHUNK_KEYS):
+            chunk.load(sequence, start)
+            with nogil:
+                chunk.hash_keys(hashes + 2 * start)
+        chunk.release()
+        set_bits(core, file, hashes, count, out)
+    finally:
+        if core._scratch_keys > SCRATCH_KEEP_KEYS:
+            PyMem_Free(core._scratch)
+            core._scratch = NULL
+            core._scratch_keys = 0
+    return 0
+
+
+cdef int contains_keys(_CBloomCore core, _KeyChunk chunk, object sequence, Py_ssize_t count,
+                       uint8_t* out) except -1:
+    """Hash and probe a chunk at a time, while the chunk's keys are still in cache."""
+    cdef Py_ssize_t start
+    for start in range(0, count, CHUNK_KEYS):
+        chunk.load(sequence, start)
+        with nogil:
+            chunk.hash_keys(chunk.hashes)
+            contains_hashed(core._bits, core._num_blocks, core._num_hashes, chunk.hashes, chunk.count,
+                            out + start)
+    return 0
+
+
+cdef int set_bits(_CBloomCore core, file, const uint64_t* hashes, Py_ssize_t count, uint8_t* out) except -1:
+    """Set the bits of ``count`` hashed keys: with plain ORs when this is the file's only
+    writer (asked of a batch big enough to repay the asking) or the bits are in memory."""
+    cdef int64_t added
+    cdef bint plain
+    ask = not core._private and count >= PLAIN_OR_MIN_KEYS
+    with (file.plain_or() if ask else nullcontext(core._private)) as plain:
+        with nogil:
+            added = add_hashed(core._bits, core._num_blocks, core._num_hashes, hashes, count, out, not plain)
+    core._count += added
+    return 0
+
+
+cdef uint64_t* scratch_for(_CBloomCore core, Py_ssize_t count) except NULL:
+    """Return the kept buffer of ``(h1, h2)`` rows, grown to at least ``count`` keys."""
+    cdef uint64_t* grown
+    if count > core._scratch_keys:
+        grown = <uint64_t*>PyMem_Realloc(core._scratch, count * 2 * sizeof(uint64_t))
+        if grown == NULL:
+            raise MemoryError()
+        core._scratch = grown
+        core._scratch_keys = count
+    return core._scratch
+
+
 class CBloomFilter(_CBloomCore, FilterBase):
-    """A Bloom filter of ``str`` or bytes-like keys in a memory-mapped file (compiled twin).
-
-    Same constructor, methods, exceptions and file bytes as ``crawldedup.bloom.PyBloomFilter``,
-    the documented reference. Batch calls hash and probe with the GIL released.
-    """
-
+    # Its docstring, like its methods', is the reference twin's (document_like).
     _ATOMIC_OR = True
+
+
+
+cdef wrapperbase contains_slot  # __contains__'s slot description, with the reference's text
+cdef bytes contains_doc  # that text, kept alive while the module is
+
+
+def document_like(reference):
+    """Give CBloomFilter the docstrings of ``reference``, the typed twin it follows.
+
+    The reference is the one source of the text: the methods of the core are the same
+    functions with the same signatures, so help() and IDEs show one API whichever twin serves.
+    A slot such as ``__contains__`` keeps its text in a C struct; it gets a copy of that struct
+    whose text also carries the signature (``$self``, for ``inspect.signature``).
+    """
+    global contains_slot, contains_doc
+    CBloomFilter.__doc__ = reference.__doc__
+    for name, method in vars(_CBloomCore).items():
+        if name.startswith("_") or not callable(method):
+            continue
+        method.__doc__ = getattr(reference, name).__doc__
+    parameters = list(inspect.signature(reference.__contains__).parameters)
+    contains_doc = (f"__contains__(${', '.join(parameters)}, /)\n--\n\n"
+                    f"{reference.__contains__.__doc__}").encode()
+    descriptor = vars(_CBloomCore)["__contains__"]
+    if type(descriptor) is types.WrapperDescriptorType:
+        contains_slot = (<PyWrapperDescrObject*>descriptor).d_base[0]
+        contains_slot.doc = PyBytes_AS_STRING(contains_doc)
+        (<PyWrapperDescrObject*>descriptor).d_base = &contains_slot
