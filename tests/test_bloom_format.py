@@ -210,6 +210,6 @@ def test_bad_files_are_filter_file_errors_not_crashes(reader, kind, tmp_path):
 def test_bad_file_error_in_process_keeps_the_file_untouched(bloom_cls, tmp_path):
     path = make_bad("truncated bits", tmp_path)
     before = path.read_bytes()
-    with pytest.raises(FilterFileError, match="truncated bits: file is 5312 bytes, the header says 5376"):
+    with pytest.raises(FilterFileError, match="truncated bits: file is 5,312 bytes, the header says 5,376"):
         bloom_cls.open(path, "r+")
     assert path.read_bytes() == before

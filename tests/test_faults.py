@@ -71,6 +71,6 @@ def test_wrong_password_is_store_unavailable_without_the_password(redis_url):
 
 def test_store_unavailable_is_a_connection_error_and_exported():
     assert issubclass(crawldedup.StoreUnavailable, ConnectionError)
-    error = StoreUnavailable("keys store redis://h:6379/0", 4, "ConnectionError: refused")
+    error = StoreUnavailable("set store redis://h:6379/0", 4, "ConnectionError: refused")
     assert (error.attempts, error.reason) == (4, "ConnectionError: refused")
-    assert str(error) == "keys store redis://h:6379/0: unavailable after 4 attempts (ConnectionError: refused)"
+    assert str(error) == "set store redis://h:6379/0: unavailable after 4 attempts (ConnectionError: refused)"

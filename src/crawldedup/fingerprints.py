@@ -12,6 +12,8 @@ from typing import Iterable, List, Sequence, Union
 import mmh3
 import numpy as np
 
+from .wording import counted
+
 Key = Union[str, bytes, bytearray, memoryview]
 #: Bytes in a fingerprint (MurmurHash3 x64-128 of the canonical URL).
 FINGERPRINT_BYTES = 16
@@ -126,7 +128,7 @@ class Fingerprints:
             if not isinstance(fp, bytes):
                 raise TypeError(f"fingerprints must be bytes, got {type(fp).__name__}")
             if len(fp) != FINGERPRINT_BYTES:
-                raise ValueError(f"fingerprints must be {FINGERPRINT_BYTES} bytes, got {len(fp)} bytes")
+                raise ValueError(f"fingerprints must be {FINGERPRINT_BYTES} bytes, got {counted(len(fp), 'byte')}")
         joined = b"".join(fingerprints)
         return cls(np.frombuffer(joined, dtype="<u8").reshape(-1, 2).astype(np.uint64))
 

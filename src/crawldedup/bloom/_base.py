@@ -19,6 +19,7 @@ from .._checks import PathArg
 from .storage import BloomFile
 from .format import BLOCK_BITS, Header, check_parameters
 from .sizing import choose_shape
+from ..wording import counted
 
 #: ``update`` feeds ``add_many`` in chunks of this many keys: large enough to amortise the
 #: call, small enough (~5 MB of hashes and pointers) that an endless iterable is fine.
@@ -263,8 +264,8 @@ class FilterBase:
             if mine_shape != their_shape:
                 raise ValueError(
                     "cannot union filters of different shapes: "
-                    f"{mine_shape[0]} blocks x {mine_shape[1]} hashes per key vs "
-                    f"{their_shape[0]} blocks x {their_shape[1]} hashes per key"
+                    f"{counted(mine_shape[0], 'block')} x {counted(mine_shape[1], 'hash', 'hashes')} per key vs "
+                    f"{counted(their_shape[0], 'block')} x {counted(their_shape[1], 'hash', 'hashes')} per key"
                 )
             with file.plain_or() as alone:
                 if alone:

@@ -10,6 +10,7 @@ import struct
 import zlib
 
 from .._checks import check_capacity, check_error_rate
+from ..wording import counted
 
 #: First 8 bytes of every filter file.
 MAGIC = b"CDDBLOOM"
@@ -92,7 +93,7 @@ class Header:
         if len(page) < HEADER_BYTES:
             if not page.startswith(MAGIC[: len(page)]):
                 raise bad(f"not a crawldedup filter (bad magic {page[:8]!r})")
-            raise bad(f"truncated header: {len(page)} bytes, a header is {HEADER_BYTES}")
+            raise bad(f"truncated header: {counted(len(page), 'byte')}, a header is {HEADER_BYTES}")
         (magic, version, header_bytes, layout_id, hash_id, seed, block_bytes, capacity, error_rate,
          num_blocks, num_hashes, flags, approx_items, metadata_len, reserved, metadata
          ) = _FIELDS.unpack_from(page)
@@ -133,7 +134,7 @@ class Header:
                      approx_items, bool(flags & FLAG_CLEAN))
         if file_bytes != header.file_bytes:
             kind = "truncated bits" if file_bytes < header.file_bytes else "trailing bytes"
-            raise bad(f"{kind}: file is {file_bytes} bytes, the header says {header.file_bytes}")
+            raise bad(f"{kind}: file is {counted(file_bytes, 'byte')}, the header says {header.file_bytes:,}")
         return header
 
 

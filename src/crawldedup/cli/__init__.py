@@ -29,7 +29,7 @@ import signal
 import sys
 import textwrap
 import time
-from typing import IO, List, NoReturn, Optional, Sequence, Tuple
+from typing import IO, List, NoReturn, Optional, Sequence, Tuple, Union
 
 from .. import __version__
 from ._io import (
@@ -46,6 +46,7 @@ from ._io import (
     Interruptions,
     Output,
     Progress,
+    as_read,
 )
 from .._checks import check_error_rate, redis_url_refusal
 from ..config import DedupConfig
@@ -55,6 +56,7 @@ from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicaliz
 from ..dedup import Deduplicator
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
+from ..wording import counted
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -71,16 +73,21 @@ DEFAULT_SQLITE = "crawldedup.sqlite"
 # --------------------------------------------------------------------------- lines to URLs
 
 
-def _split_bases(lines: List[str], base: Optional[str]) -> Tuple[List[str], Optional[List[Optional[str]]]]:
+def _split_bases(lines: List[str], base: Optional[str], undecodable: bool = False,
+                 ) -> Tuple[Sequence[Union[str, bytes]], Optional[Sequence[Optional[Union[str, bytes]]]]]:
     """Split ``BASE<TAB>LINK`` lines into links and their bases; None when no line has a tab.
 
+    :param undecodable: some lines may hold bytes that are not UTF-8 (``InputReader.undecodable``):
+        those links and bases are handed over as bytes, so the canonicalizer's reason names the
+        byte and its offset as it does for a caller of the API.
     :returns: the links, and one base per link (``base`` for a line without a tab), or None
         when every line takes ``base``, so the batch is canonicalized in one call.
     """
     if BASE_SEPARATOR not in "".join(lines):  # one C scan instead of a test per line
-        return lines, None
+        return (as_read(lines) if undecodable else lines), None
     split = [line.partition(BASE_SEPARATOR) if BASE_SEPARATOR in line else (base, "", line) for line in lines]
-    return [link for _, _, link in split], [page for page, _, _ in split]
+    links, bases = [link for _, _, link in split], [page for page, _, _ in split]
+    return (as_read(links), as_read(bases)) if undecodable else (links, bases)
 
 
 def _display(name: str) -> str:
@@ -131,7 +138,7 @@ class FilterRun:
         # claimed without being printed.
         with self.interruptions.deferred():
             # BASE<TAB>LINK lines carry their own base; the Deduplicator canonicalizes each link once.
-            links, bases = _split_bases(lines, self.args.base)
+            links, bases = _split_bases(lines, self.args.base, self.reader.undecodable)
             if bases is None:
                 batch = self.dedup.claim_batch(links, base=self.args.base)
             else:
@@ -169,13 +176,13 @@ class FilterRun:
             f"  duplicates dropped  {duplicates:>12,}",
             f"  new                 {self.new:>12,}",
             f"  false-positive loss {loss:>12}   {loss_note}",
-            f"  filter fill         {fill:>12.2%}   ~{bloom.approx_items:,} of {bloom.capacity:,} items "
+            f"  filter fill         {fill:>12.2%}   ~{bloom.approx_items:,} of {counted(bloom.capacity, 'item')} "
             f"at {bloom.error_rate * 100:g}% error, {bloom.path}",
         ]
         if self.dedup.store is not None:
             stats = self.dedup.stats
             rows.append(f"  store               {self.dedup.config.strategy:>12}   {self.dedup.store.description}, "
-                        f"{stats.round_trips:,} round trips, {stats.answered_locally:,} answered locally")
+                        f"{counted(stats.round_trips, 'round trip')}, {stats.answered_locally:,} answered locally")
         return "\n".join(rows)
 
 
@@ -189,10 +196,11 @@ def _loss(new: int, error_now: float, dedup: Deduplicator) -> Tuple[str, str]:
     """
     stats = dedup.stats
     if dedup.verify_hits:
-        return "0", f"pages (every local hit verified in the store; {stats.false_hits:,} false positives caught)"
+        return "0", f"pages (every local hit verified in the store; {counted(stats.false_hits, 'false positive')} caught)"
     if stats.false_hit_rate is not None:
         return (f"~{stats.false_hit_rate * stats.local_hits:,.1f}",
-                f"pages (measured: {stats.false_hits:,} of {stats.sampled_hits:,} sampled local hits were new)")
+                f"pages (measured: {stats.false_hits:,} of {counted(stats.sampled_hits, 'sampled local hit')} "
+                f"{'was' if stats.false_hits == 1 else 'were'} new)")
     bound = new * error_now / (1 - error_now) if error_now < 1 else float(new)
     return ("< 0.1" if bound < 0.1 else f"<= {bound:,.1f}",
             f"pages (estimate; filter false-positive rate now {error_now:.2g})")
@@ -286,7 +294,7 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     out = Output(_stdout(), "stdout")
     invalid = 0
     for name, first_line, lines in reader.blocks():
-        links, bases = _split_bases(lines, args.base)
+        links, bases = _split_bases(lines, args.base, reader.undecodable)
         if bases is None:
             result = canonicalize_many(links, base=args.base)
         else:
@@ -330,7 +338,8 @@ def run_info(args: argparse.Namespace) -> int:
             ("size", f"{size:,} bytes ({size / 2**20:,.1f} MiB)"),
             ("capacity", f"{bloom.capacity:,}"),
             ("error rate", f"{bloom.error_rate:g}"),
-            ("bits", f"{bloom.num_bits:,} ({bloom.num_blocks:,} blocks, {bloom.num_hashes} hashes per key)"),
+            ("bits", f"{bloom.num_bits:,} ({counted(bloom.num_blocks, 'block')}, "
+                     f"{counted(bloom.num_hashes, 'hash', 'hashes')} per key)"),
             ("bits per item", f"{bloom.num_bits / bloom.capacity:.2f} at capacity"),
             ("fill", f"{bloom.fill_ratio:.4%}"),
             ("estimated items", f"{bloom.approx_items:,}"),
@@ -369,7 +378,7 @@ def run_merge(args: argparse.Namespace) -> int:
     finally:
         for bloom in filters:
             bloom.close()
-    print(f"crawldedup merge: wrote {args.output} from {len(filters)} filters", file=sys.stderr)
+    print(f"crawldedup merge: wrote {args.output} from {counted(len(filters), 'filter')}", file=sys.stderr)
     return EXIT_OK
 
 

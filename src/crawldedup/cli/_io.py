@@ -10,7 +10,9 @@ import sys
 import time
 import zlib
 from contextlib import contextmanager
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
+
+from ..wording import counted
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -71,6 +73,8 @@ class InputReader:
         #: Bytes taken from the inputs so far (compressed bytes for gzip), for the progress bar.
         self.bytes_read = 0
         self.total_bytes = self._total_size()
+        #: True once a line held bytes that are not UTF-8 (see :func:`as_read`).
+        self.undecodable = False
 
     def _total_size(self) -> Optional[int]:
         total = 0
@@ -153,13 +157,22 @@ class InputReader:
             if cut < 0:
                 rest = data
                 if len(rest) > MAX_LINE_BYTES:
-                    yield _split(rest)
+                    yield _split(self._decode(rest))
                     rest = b""
                 continue
             rest = data[cut + 1:]
-            yield _split(data[:cut])
+            yield _split(self._decode(data[:cut]))
         if rest:
-            yield _split(rest)
+            yield _split(self._decode(rest))
+
+    def _decode(self, block: bytes) -> str:
+        try:
+            return block.decode("utf-8")  # as fast as the fallback on valid input
+        except UnicodeDecodeError:
+            # surrogateescape keeps the bytes that are not UTF-8: --output raw and --rejects
+            # write them back unchanged, and as_read() gives them back to the canonicalizer.
+            self.undecodable = True
+            return block.decode("utf-8", "surrogateescape")
 
 
 def _stdin() -> IO[bytes]:
@@ -193,10 +206,7 @@ def _gunzip(name: str, head: bytes, chunks: Iterator[bytes]) -> Iterator[bytes]:
         raise CLIError(EXIT_IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)")
 
 
-def _split(block: bytes) -> List[str]:
-    # surrogateescape keeps bytes that are not UTF-8: the canonicalizer rejects them with a
-    # reason, and --output raw / --rejects write them back unchanged.
-    text = block.decode("utf-8", "surrogateescape")
+def _split(text: str) -> List[str]:
     if "\r" in text:  # CRLF line ends; a block ends where a newline was cut off
         text = text.replace("\r\n", "\n").removesuffix("\r")
     return text.split("\n")
@@ -204,6 +214,35 @@ def _split(block: bytes) -> List[str]:
 
 def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
+
+
+@overload
+def as_read(texts: Sequence[str]) -> List[Union[str, bytes]]: ...
+@overload
+def as_read(texts: Sequence[Optional[str]]) -> List[Optional[Union[str, bytes]]]: ...
+def as_read(texts: Sequence[Optional[str]]) -> Sequence[Optional[Union[str, bytes]]]:
+    """``texts`` as they were read: each one holding bytes that are not UTF-8 is those bytes again.
+
+    The canonicalizer then names the first bad byte and its offset, as it does for a caller of
+    the API, instead of the character that stands for it in the line. Only for the lines of an
+    :class:`InputReader` whose ``undecodable`` is set: the others hold none.
+    """
+    return [_as_read(text) for text in texts]
+
+
+def _as_read(text: Optional[str]) -> Optional[Union[str, bytes]]:
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that surrogateescape kept
+        return _encode(text)
+    return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that surrogateescape kept
+        return _encode(text)
+    return text
 
 
 # --------------------------------------------------------------------------- output
@@ -250,7 +289,7 @@ class Progress:
             return
         self.last_draw = now
         rate = lines / max(now - self.started, 1e-9)
-        text = f"{lines:,} lines  {rate:,.0f} lines/s"
+        text = f"{counted(lines, 'line')}  {rate:,.0f} lines/s"
         if self.total_bytes:
             done = min(bytes_read / self.total_bytes, 1.0)
             filled = int(done * self.WIDTH)

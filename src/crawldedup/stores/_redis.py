@@ -261,6 +261,14 @@ class RedisStore(ClaimStore):
         reply = self._with_retries(lambda: self.client.eval(_OPEN_NAMESPACE, 1, self.meta_key, *flat))
         stored = {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
         for field in self._must_match:
+            if field == "store" and stored.get(field) != wanted[field]:
+                from .factory import STRATEGY_OF_KIND  # the registry imports this module
+
+                theirs = STRATEGY_OF_KIND.get(stored.get(field, ""), f"store={stored.get(field)!r}")
+                raise NamespaceConflict(
+                    f"namespace {self.namespace!r} holds the claims of the {theirs} strategy, "
+                    f"this is the {self.strategy} strategy: pick another namespace (or round)"
+                )
             if stored.get(field) != wanted[field]:
                 raise NamespaceConflict(
                     f"namespace {self.namespace!r} holds {field}={stored.get(field)!r}, "

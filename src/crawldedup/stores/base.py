@@ -21,6 +21,7 @@ from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequenc
 
 from .._checks import check_name, complaint, integer_in, number_in
 from ..fingerprints import Fingerprints
+from ..wording import counted
 
 #: Version of the key/table layouts written by the stores (recorded with each namespace).
 LAYOUT_VERSION = 1
@@ -52,7 +53,7 @@ class StoreUnavailable(ConnectionError):
         self.store = store
         self.attempts = attempts
         self.reason = reason
-        super().__init__(f"{store}: unavailable after {attempts} attempt{'s' if attempts != 1 else ''} ({reason})")
+        super().__init__(f"{store}: unavailable after {counted(attempts, 'attempt')} ({reason})")
 
 
 class StoreRefused(StoreUnavailable):

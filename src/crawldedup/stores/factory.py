@@ -22,6 +22,8 @@ LOCAL = "local"
 _STORES: Tuple[Type[ClaimStore], ...] = (RedisKeyStore, RedisShardedSetStore, RedisBloomStore, SQLiteStore)
 #: Strategy name -> its store class (None for ``local``), in the order documentation lists them.
 STRATEGIES: Dict[str, Optional[Type[ClaimStore]]] = {LOCAL: None, **{store.strategy: store for store in _STORES}}
+#: Store kind (as namespace records hold it) -> its strategy name, for messages about a record.
+STRATEGY_OF_KIND: Dict[str, str] = {store.kind: store.strategy for store in _STORES}
 #: Other names accepted for a strategy: ``bloom`` is the seed's ``DEDUP_STRATEGY`` value.
 ALIASES: Dict[str, str] = {"bloom": RedisBloomStore.strategy}
 #: Strategies whose store holds claims for a limited time (leases).
