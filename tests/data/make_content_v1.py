@@ -1,8 +1,9 @@
-"""Writes tests/data/content-v1.json: the frozen example of content fingerprint format v1.
+"""Writes tests/data/content-v1.json, index-v1.simidx and index-v1-fingerprints.txt: the frozen
+examples of content fingerprint format v1 and of index file format v1.
 
 Run from the repository root with the Python twin (the reference):
 ``CRAWLDEDUP_NO_EXTENSIONS=1 PYTHONPATH=src python tests/data/make_content_v1.py``. Rerunning it
-must reproduce the committed file byte for byte; if it does not, the format changed.
+must reproduce the committed files byte for byte; if it does not, a format changed.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy, page_text, simhash
+from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy, NearDuplicateIndex, page_text, simhash
 
 HERE = Path(__file__).parent
 TEXTS = [
@@ -51,6 +52,13 @@ def main() -> None:
     path = HERE / "content-v1.json"
     path.write_text(json.dumps(document, ensure_ascii=True, indent=1) + "\n", encoding="ascii")
     print(f"{path}: {len(document['texts'])} texts, {len(PAGES)} pages")
+    fingerprints = [simhash(text) for text in TEXTS]
+    (HERE / "index-v1-fingerprints.txt").write_text("".join(f"{f:016x}\n" for f in fingerprints), encoding="ascii")
+    index_path = HERE / "index-v1.simidx"
+    index_path.unlink(missing_ok=True)
+    with NearDuplicateIndex(3, index_path) as index:
+        index.add_many(fingerprints)
+    print(f"{index_path}: {index_path.stat().st_size} bytes")
 
 
 if __name__ == "__main__":

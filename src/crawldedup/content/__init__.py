@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._simhash_py import simhash, simhash_many, words
+from .index import Matches, NearDuplicateIndex
+from .index_format import INDEX_FORMAT_VERSION, IndexFileError
 from .policy import CONTENT_FORMAT_VERSION, DEFAULT_CONTENT_POLICY, FINGERPRINT_BITS, ContentPolicy
 from .text import DROPPED_ELEMENTS, decode_html, page_text
 from .._env import compiled
@@ -22,7 +24,11 @@ __all__ = [
     "DROPPED_ELEMENTS",
     "FINGERPRINT_BITS",
     "HAS_EXTENSION",
+    "INDEX_FORMAT_VERSION",
     "ContentPolicy",
+    "IndexFileError",
+    "Matches",
+    "NearDuplicateIndex",
     "decode_html",
     "page_text",
     "simhash",
