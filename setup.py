@@ -2,6 +2,7 @@
 
 import os
 import platform
+import re
 import sys
 
 from setuptools import Extension, setup
@@ -14,6 +15,13 @@ REQUIRE_EXTENSIONS = bool(os.environ.get("CRAWLDEDUP_REQUIRE_EXTENSIONS"))
 # What a missing or broken compiler raises: no compiler or Python.h (CCompilerError, ExecError),
 # no MSVC on Windows (PlatformError).
 COMPILE_ERRORS = (CCompilerError, ExecError, PlatformError)
+
+
+def short_reason(exc: Exception) -> str:
+    """The compile error in a few words: setuptools names a failed command with all its flags."""
+    text = " ".join(str(exc).split())
+    found = re.match(r"Command '\['([^']+)'.*(returned non-zero exit status \d+)", text)
+    return f"{found.group(1)} {found.group(2)}" if found else text
 
 
 class OptionalBuildExt(build_ext):
@@ -47,8 +55,7 @@ class OptionalBuildExt(build_ext):
                 print(f"error: crawldedup: {ext.name} did not compile and CRAWLDEDUP_REQUIRE_EXTENSIONS"
                       " is set", file=sys.stderr, flush=True)
                 raise
-            reason = " ".join(str(exc).split())
-            self.failed[ext.name] = reason if len(reason) <= 100 else reason[:99] + "…"
+            self.failed[ext.name] = short_reason(exc)
 
 
 def extension(name: str, pyx: str, **options: object) -> Extension:

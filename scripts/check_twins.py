@@ -8,13 +8,23 @@ uses its pure-Python twin (after CRAWLDEDUP_NO_EXTENSIONS=1, or an install witho
 """
 
 import importlib
+import pkgutil
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import crawldedup
-from crawldedup import bloom, canonical
+from crawldedup import bloom
 
-LAYERS = {"bloom": bloom, "canonical": canonical}
+
+def layers_with_twins() -> dict[str, ModuleType]:
+    """Each layer (subpackage) whose selector says which twin it chose (``HAS_EXTENSION``)."""
+    found = {}
+    for info in pkgutil.iter_modules(crawldedup.__path__):
+        layer = importlib.import_module(f"crawldedup.{info.name}") if info.ispkg else None
+        if layer is not None and hasattr(layer, "HAS_EXTENSION"):
+            found[info.name] = layer
+    return found
 
 
 def compiled_modules() -> list[str]:
@@ -27,13 +37,14 @@ def main(expected: str) -> None:
     if expected not in ("compiled", "pure"):
         sys.exit(f"usage: check_twins.py compiled|pure, got {expected!r}")
     want_compiled = expected == "compiled"
-    wrong = [name for name, layer in LAYERS.items() if layer.HAS_EXTENSION is not want_compiled]
-    if wrong:
+    layers = layers_with_twins()
+    wrong = [name for name, layer in layers.items() if layer.HAS_EXTENSION is not want_compiled]
+    if not layers or wrong:
         sys.exit(f"the {expected} twin is not the one loaded for: {', '.join(wrong)}")
     if want_compiled:
         for module in compiled_modules():
             print("compiled module loaded:", importlib.import_module(module).__name__)
-    print(f"{expected} twins selected: BloomFilter is {bloom.BloomFilter.__module__}.{bloom.BloomFilter.__name__}")
+    print(f"{expected} twins selected in {', '.join(layers)}; BloomFilter is {bloom.BloomFilter.__module__}")
 
 
 if __name__ == "__main__":
