@@ -754,8 +754,10 @@ def test_digest_is_stable_across_processes():
     import sys
 
     code = "from crawldedup import CanonicalPolicy as P; print(P(strip_www=True, keep_params=['b', 'a']).digest)"
+    # PYTHONPATH: the child imports the crawldedup under test, not another one its Python may know.
+    package_parent = os.path.dirname(os.path.dirname(crawldedup.__file__))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "123", "PATH": ""}).stdout.strip()
+                         env={"PYTHONHASHSEED": "123", "PATH": "", "PYTHONPATH": package_parent}).stdout.strip()
     assert out == CanonicalPolicy(strip_www=True, keep_params=["a", "b"]).digest
 
 
