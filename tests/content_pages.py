@@ -71,15 +71,21 @@ class Site:
         latest = f"<div class='latest'>Latest comment: {self.phrase(4, 12)}</div>"
         day, hour = rng.randint(1, 28), rng.randint(0, 23)
         tracker = f"<script>window.dataLayer=[{{'visit':'{rng.getrandbits(64):x}'}}];track({rng.randrange(10**6)})</script>"
-        filler = ""
-        if padding_bytes:
+        state, menu = "", ""
+        if padding_bytes:  # as real pages: a third inline state, two thirds markup of a mega menu
             chunk = f"var s{rng.randrange(10**6)}=" + repr(self.phrase(30, 60)) + ";\n"
-            filler = "<script>" + chunk * (padding_bytes // len(chunk) + 1) + "</script>"
+            state = "<script>" + chunk * (padding_bytes // 3 // len(chunk) + 1) + "</script>"
+            while len(menu) < 2 * padding_bytes // 3:
+                menu += (f"<li class='menu-item menu-item-{rng.randrange(9999)}'><div class='menu-card' "
+                         f"data-track='nav-{rng.randrange(10**6)}'><a href='/s/{rng.randrange(10**6)}'><span "
+                         f"class='menu-label'>{self.phrase(1, 3)}</span></a><img src='/i/{rng.randrange(10**6)}.webp' "
+                         f"alt='' width='64' height='64' loading='lazy'></div></li>")
+            menu = f"<ul class='mega-menu'>{menu}</ul>"
         body = "".join(f"<p>{p}</p>\n" + (ads[i % len(ads)] if ads_in_body and i % 4 == 3 else "") for i, p in enumerate(paragraphs))
         return (
             "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-            f"<title>{title}</title><style>.ad{{border:1px solid #{rng.randrange(4096):03x}}}</style>{tracker}{filler}"
-            f"</head><body><header><nav><ul>{nav}</ul><ul class='trending'>{trending}</ul></nav></header>"
+            f"<title>{title}</title><style>.ad{{border:1px solid #{rng.randrange(4096):03x}}}</style>{tracker}{state}"
+            f"</head><body><header><nav><ul>{nav}</ul>{menu}<ul class='trending'>{trending}</ul></nav></header>"
             f"<main><article><h1>{title}</h1><p class='meta'>Updated 2026-11-{day:02d} {hour:02d}:00, "
             f"{rng.randrange(5000)} comments</p>{ads[0]}{body}{latest}</article>"
             f"<aside><h2>Most read</h2><ol>{most_read}</ol>{ads[-1]}</aside></main>"
