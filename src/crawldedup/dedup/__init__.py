@@ -8,6 +8,12 @@ One batch of URLs costs at most one round trip to the store::
 The local filter learns a batch's URLs only after the store has answered, so a batch that
 fails (``StoreUnavailable``) leaves no trace and can be retried as it is.
 
+Two-phase claims (:meth:`Deduplicator.hold_batch`, then :meth:`HeldBatch.commit` or
+:meth:`HeldBatch.abandon`): for a caller that must use a page before it counts as seen, as the
+CLI writes its line. The local filter learns a held batch only on commit; the store holds it
+with a short lease, or takes it back on abandon, or (RedisBloom) hands its URLs back as
+*stranded* (see :mod:`crawldedup.dedup.held`).
+
 Leases (``claim_many(urls, lease=seconds)``, then :meth:`Deduplicator.done`,
 :meth:`~Deduplicator.release`, :meth:`~Deduplicator.renew`, :meth:`~Deduplicator.expired`):
 the local filter only ever holds *lasting* claims. A URL won with a lease enters it when its
@@ -17,7 +23,7 @@ released or expired URL, except through its false-positive rate like any new URL
 
 The folder, one job per module: ``state.py`` (the stamped state file), ``pipeline.py`` (the
 claim of one batch, step by step), ``leases.py`` (done, release, renew, expired), ``stats.py``
-(the counters), and here the Deduplicator that puts them together.
+(the counters), ``held.py`` (two-phase claims), and here the Deduplicator that puts them together.
 """
 
 from __future__ import annotations
@@ -35,12 +41,13 @@ from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicaliz
 from .._checks import PathArg, check_batch, check_name, number_in
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
 from ..stores.factory import LOCAL, open_store
+from .held import HOLD_SECONDS, HeldBatch, HoldState
 from .leases import URL, Leases, lease_store
 from .pipeline import ClaimPipeline
 from .state import open_state
 from .stats import DedupStats, StatsCounter
 
-__all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "open_state"]
+__all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch", "HoldState", "open_state"]
 
 #: Default share of local hits checked against the store to measure the local filter's loss.
 DEFAULT_SAMPLE_RATE = 0.01
@@ -48,6 +55,17 @@ DEFAULT_SAMPLE_RATE = 0.01
 #: canonical URL never holds a control character (docs/canonical.md), so no key can ever share
 #: a fingerprint with a page through its spelling.
 KEY_DOMAIN = "\x00key\x00"
+
+
+class _Batch(NamedTuple):
+    """A batch canonicalized and fingerprinted: ``hashes[row]`` is the fingerprint of
+    ``valid[row]``, the canonical form of input URL ``positions[row]``."""
+
+    canonical: List[Optional[str]]
+    errors: Dict[int, InvalidURL]
+    positions: np.ndarray
+    valid: List[str]
+    hashes: np.ndarray
 
 
 class ClaimBatch(NamedTuple):
@@ -64,6 +82,10 @@ class Deduplicator:
 
     Arguments left as None take their value from ``config`` (by default
     :class:`~crawldedup.config.DedupConfig`'s defaults; :meth:`from_env` reads the environment).
+
+    The store is opened (and its namespace checked) before the state file: a Deduplicator that
+    cannot reach its store creates no state file. :meth:`claim_batch` claims in one step;
+    :meth:`hold_batch` in two, for a caller that must use a page before it counts as seen.
 
     :param strategy: ``local`` (the local filter alone decides), ``set``, ``sharded-set``,
         ``bloom`` or ``sqlite``.
@@ -134,26 +156,30 @@ class Deduplicator:
         self.verify_hits = bool(verify_hits)
         self.sample_rate = float(sample_rate)
         self._counter = StatsCounter()
-        self.local_filter = open_state(
-            self.config.state_path, self.config.capacity, self.config.error_rate, self.policy, namespace=self.namespace
-        )
-        try:
-            if store is None and self.config.strategy != LOCAL:
-                store = open_store(
-                    self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
-                    redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
-                    capacity=self.config.capacity, error_rate=self.config.error_rate,
-                    ttl_seconds=self.config.ttl_seconds, retry=retry,
-                )
-        except BaseException:
-            self.local_filter.close()
-            raise
         if store is not None and store.policy_digest != self.policy.digest:
-            self.local_filter.close()
             raise ValueError(
                 f"the store was opened for canonical policy {store.policy_digest}, "
                 f"this Deduplicator uses policy {self.policy.digest}"
             )
+        # The store first: a state file is created only once the store was reached and its
+        # namespace checked, so an unreachable store leaves no file behind.
+        opened = store is None and self.config.strategy != LOCAL
+        if opened:
+            store = open_store(
+                self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
+                redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
+                capacity=self.config.capacity, error_rate=self.config.error_rate,
+                ttl_seconds=self.config.ttl_seconds, retry=retry,
+            )
+        try:
+            self.local_filter = open_state(
+                self.config.state_path, self.config.capacity, self.config.error_rate, self.policy,
+                namespace=self.namespace,
+            )
+        except BaseException:
+            if opened and store is not None:
+                store.close()
+            raise
         #: The shared store; None for the ``local`` strategy.
         self.store: Optional[ClaimStore] = store
         self._pipeline = ClaimPipeline(self.local_filter, store, verify_hits=self.verify_hits,
@@ -221,18 +247,60 @@ class Deduplicator:
         if lease is not None:
             lease_store(self.store, self.config.strategy)
             check_lease_seconds(lease)
+        batch = self._prepare(urls, base, bases)
+        won = np.zeros(len(batch.canonical), dtype=bool)
+        if len(batch.positions):
+            won[batch.positions[self._claim_and_learn(batch.hashes, batch.valid, lease)]] = True
+        return ClaimBatch(won.tolist(), batch.canonical, batch.errors)
+
+    def hold_batch(
+        self, urls: Sequence[URL], base: Optional[URL] = None, *, bases: Optional[Sequence[Optional[URL]]] = None,
+        hold_seconds: float = HOLD_SECONDS,
+    ) -> HeldBatch:
+        """Claim a batch in two steps: hold it now, then :meth:`HeldBatch.commit` once its won
+        pages are used (written), or :meth:`HeldBatch.abandon` if they cannot be.
+
+        No page of a held batch is seen before its commit: the local filter learns nothing, and
+        the store holds the won pages as follows. ``set``, ``sharded-set``: leased for
+        ``hold_seconds`` (commit is ``done``, abandon releases; a hold that is neither runs
+        out and the pages come back). ``sqlite``: claimed, and abandon deletes the claims.
+        ``redisbloom``: claimed for good, and abandon returns their canonical URLs (*stranded*)
+        for the caller to keep. ``local``: nothing is recorded until the commit; two holders of
+        one local filter can then both win a page (counted in ``stats.won_twice`` at commit).
+
+        Arguments as :meth:`claim_batch`; invalid URLs are never won.
+
+        :param hold_seconds: lease of the held pages in a store with leases, in (0, 86400].
+        :raises TypeError: when ``urls`` is a single string.
+        :raises InvalidURL: when ``base`` itself is refused.
+        :raises ValueError: for ``hold_seconds`` out of range, ``bases`` of another length than
+            ``urls``, or both ``base`` and ``bases``.
+        :raises StoreUnavailable: when the store stayed unreachable (nothing is held).
+        """
+        leased = self.store is not None and self.store.supports_leases
+        if leased:
+            check_lease_seconds(hold_seconds)
+        batch = self._prepare(urls, base, bases)
+        won = np.zeros(len(batch.canonical), dtype=bool)
+        claimed = self._pipeline.claim(batch.hashes, batch.valid, hold_seconds if leased else None)
+        won[batch.positions[claimed.won]] = True
+        self._counter.add(won=len(claimed.won), lost=len(batch.valid) - len(claimed.won))
+        return HeldBatch(
+            won.tolist(), batch.canonical, batch.errors, hashes=batch.hashes, valid=batch.valid, claimed=claimed,
+            local_filter=self.local_filter, store=self.store, leased=leased, owner=self.worker_id,
+            counter=self._counter,
+        )
+
+    def _prepare(self, urls: Sequence[URL], base: Optional[URL], bases: Optional[Sequence[Optional[URL]]]) -> _Batch:
+        """Canonicalize and fingerprint a batch; count its URLs."""
         if bases is None:
             canonical, errors = self._canonicalize(urls, base)
         else:
             canonical, errors = self._canonicalize_each(urls, base, bases)
-        won = np.zeros(len(canonical), dtype=bool)
         positions = [i for i, c in enumerate(canonical) if c is not None]
-        if positions:
-            valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
-            hashes = hash_many(valid)
-            won[np.asarray(positions)[self._claim_and_learn(hashes, valid, lease)]] = True
+        valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
         self._counter.add(urls=len(canonical), invalid=len(errors))
-        return ClaimBatch(won.tolist(), canonical, errors)
+        return _Batch(canonical, errors, np.asarray(positions, dtype=np.intp), valid, hash_many(valid))
 
     def claim_keys(self, keys: Sequence[URL]) -> List[bool]:
         """Claim precomputed keys (a request fingerprint, a digest of a POST body...) as they are.

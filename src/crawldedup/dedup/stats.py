@@ -34,6 +34,13 @@ class DedupStats:
     :ivar refused: ``done``, ``release`` or ``renew`` refused: this worker did not hold the lease
         (any more), or the URL was invalid.
     :ivar expired: expired leases handed back by :meth:`Deduplicator.expired`.
+    :ivar committed: pages of held batches made seen by :meth:`HeldBatch.commit`.
+    :ivar abandoned: pages of held batches handed back by :meth:`HeldBatch.abandon` (anyone's
+        next claim wins them again).
+    :ivar stranded: pages of abandoned batches that stay claimed in the store although they were
+        never used (RedisBloom cannot take a claim back; or the store failed during the abandon).
+    :ivar won_twice: committed pages another holder had made seen meanwhile (its lease ran out
+        and was taken over, or another holder of the same local filter committed it first).
     """
 
     urls: int = 0
@@ -55,6 +62,10 @@ class DedupStats:
     renewed: int = 0
     refused: int = 0
     expired: int = 0
+    committed: int = 0
+    abandoned: int = 0
+    stranded: int = 0
+    won_twice: int = 0
 
     @property
     def false_hit_rate(self) -> Optional[float]:

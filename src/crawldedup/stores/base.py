@@ -182,6 +182,8 @@ class ClaimStore(abc.ABC):
     kind: ClassVar[str] = ""
     #: Whether the store can hold claims for a limited time (leases).
     supports_leases: ClassVar[bool] = False
+    #: Whether the store can take back a lasting claim (:meth:`unclaim_many`).
+    supports_unclaim: ClassVar[bool] = False
     #: Namespace of the claims, and digest of the canonical policy their fingerprints follow.
     namespace: str
     policy_digest: str
@@ -213,6 +215,10 @@ class ClaimStore(abc.ABC):
         """Settle the leases ``owner`` holds (``done``, ``release`` or ``renew``), one round trip
         (``token`` as in :meth:`_exchange`)."""
         raise self._no_leases()
+
+    def _unclaim(self, fingerprints: Fingerprints) -> None:
+        """Remove lasting claims, one round trip (only stores with :attr:`supports_unclaim`)."""
+        raise NotImplementedError
 
     def _expired(self, limit: int, owner: str, lease_ms: int) -> List[str]:
         """Hand back up to ``limit`` expired leases (re-leased to ``owner`` when ``lease_ms``)."""
@@ -347,6 +353,19 @@ class ClaimStore(abc.ABC):
     def claim_many(self, fingerprints: FingerprintsLike) -> List[bool]:
         """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""
         return self.claim_and_read(fingerprints, ()).won
+
+    def unclaim_many(self, fingerprints: FingerprintsLike) -> None:
+        """Take back lasting claims this caller won and could not use (a page it failed to write),
+        so that anyone's next claim wins them again. Only stores with :attr:`supports_unclaim`.
+
+        :raises ValueError: on a store that cannot take a claim back.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        fingerprints = Fingerprints.of(fingerprints)
+        if not self.supports_unclaim:
+            raise ValueError(f"the {self.strategy} store cannot take back a claim")
+        if len(fingerprints):
+            self._with_retries(lambda: self._unclaim(fingerprints))
 
     def contains_many(self, fingerprints: FingerprintsLike) -> List[bool]:
         """Read fingerprints; True where already claimed (see :meth:`claim_and_read`)."""

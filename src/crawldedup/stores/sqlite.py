@@ -95,6 +95,7 @@ class SQLiteStore(ClaimStore):
     strategy = "sqlite"
     kind = "sqlite"
     store_errors = (sqlite3.DatabaseError,)
+    supports_unclaim = True
 
     def __init__(
         self,
@@ -190,6 +191,12 @@ class SQLiteStore(ClaimStore):
             won = [db.execute(insert, (ns, fp)).rowcount == 1 for fp in claims.as_bytes()]
             present = [db.execute(lookup, (ns, fp)).fetchone() is not None for fp in reads.as_bytes()]
         return ClaimAnswers(won, present)
+
+    def _unclaim(self, fingerprints: Fingerprints) -> None:
+        ns = self._namespace_id
+        with self._transaction() as db:
+            db.executemany("DELETE FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?",
+                           [(ns, fp) for fp in fingerprints.as_bytes()])
 
     def bytes_per_url(self) -> Optional[float]:
         """Bytes of the database pages in use per claimed URL, all namespaces together.
