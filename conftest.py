@@ -6,10 +6,11 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import pytest
 
@@ -285,6 +286,46 @@ def store_location(store_strategy: str, request: pytest.FixtureRequest, tmp_path
         return {"sqlite_path": tmp_path / "claims.sqlite"}
     fixture = "redisbloom_url" if store_strategy == "bloom" else "redis_url"
     return {"redis_url": request.getfixturevalue(fixture)}
+
+
+#: The tmpfs of ``small_fs``: room for a few small filters, so "almost full" is set up with a filler file.
+TMPFS_BYTES = 1 << 20
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted for this test and unmounted after it."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root on Linux (the RLIMIT_FSIZE tests run anywhere)")
+    mount = shutil.which("mount")
+    if mount is None:
+        pytest.skip("no mount command")
+    point = tmp_path / "small"
+    point.mkdir()
+    mounted = subprocess.run([mount, "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0777", "crawldedup-test",
+                              str(point)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", str(point)], check=True, capture_output=True)
+
+
+def _fill(directory: Path, leave_bytes: int) -> None:
+    """Take all the room in ``directory``'s file system but ``leave_bytes``."""
+    stats = os.statvfs(directory)
+    free = stats.f_bavail * stats.f_frsize
+    with open(directory / "filler", "wb") as filler:
+        os.posix_fallocate(filler.fileno(), 0, free - leave_bytes)
+    stats = os.statvfs(directory)
+    assert stats.f_bavail * stats.f_frsize <= leave_bytes
+
+
+@pytest.fixture
+def fill() -> Callable[[Path, int], None]:
+    """``fill(directory, leave_bytes)``: take all the room in ``directory``'s file system but ``leave_bytes``."""
+    return _fill
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

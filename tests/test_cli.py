@@ -310,6 +310,24 @@ def test_unreachable_redis_is_a_store_error(tmp_path: Path) -> None:
     result = run(["filter", "--strategy", "set", "--redis-url", f"redis://127.0.0.1:{port}/0", "--state", "s.bloom"],
                  tmp_path, stdin=b"https://a.example/\n")
     assert_clean_error(result, 5, f"127.0.0.1:{port}")
+    assert not (tmp_path / "s.bloom").exists()  # the state file comes after the store answered
+
+
+def test_a_round_is_a_fresh_dedup_space(tmp_path: Path) -> None:
+    source = write_lines(tmp_path / "links.txt", frontier(range(50)))
+    every_page = [canonical(page) for page in range(50)]
+    first = run(["filter", source, "--strategy", "sqlite", "--round", "2026-12", "--state", "a.bloom"], tmp_path)
+    assert first.returncode == 0, first.stderr.decode()
+    assert out_lines(first) == every_page
+    again = run(["filter", source, "--strategy", "sqlite", "--round", "2026-12", "--state", "b.bloom"], tmp_path)
+    assert again.returncode == 0 and again.stdout == b""  # the store remembers the round
+    other = run(["filter", source, "--strategy", "sqlite", "--round", "2027-01", "--state", "c.bloom"], tmp_path)
+    assert other.returncode == 0 and out_lines(other) == every_page
+    # A state file belongs to its round: it cannot follow the crawl into the next one.
+    follow = run(["filter", source, "--strategy", "sqlite", "--round", "2027-02", "--state", "a.bloom"], tmp_path)
+    assert_clean_error(follow, 3, "a.bloom", "crawldedup:2026-12", "crawldedup:2027-02")
+    bad = run(["filter", source, "--round", "no spaces"], tmp_path)
+    assert_clean_error(bad, 2, "--round", "'no spaces'")
 
 
 @pytest.mark.redis
@@ -406,5 +424,7 @@ def test_closed_stdout_stops_quietly(tmp_path: Path) -> None:
         worker.kill()
     assert worker.returncode == 141, err.decode()
     assert "Traceback" not in err.decode() and "error" not in err.decode()
-    with BloomFilter.open(tmp_path / "s.bloom") as bf:   # still a valid state file
-        assert bf.approx_items >= 1
+    # A valid state file, without the batch its reader left unread: a rerun prints every page once.
+    again = run(["filter", tmp_path / "long.txt", "--state", "s.bloom", "--batch-size", "5000"], tmp_path)
+    assert again.returncode == 0, again.stderr.decode()
+    assert sorted(out_lines(again)) == sorted(canonical(page) for page in range(25_000))

@@ -18,12 +18,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -36,8 +34,6 @@ if bloom.HAS_EXTENSION:
 #: A filter of this capacity at 1% is 131,200 bytes (4,096 + 1,986 blocks of 64).
 CAPACITY = 100_000
 FILE_BYTES = 131_200
-#: The tmpfs: room for a few such filters, so "almost full" is set up with a filler file.
-TMPFS_BYTES = 1 << 20
 
 SCENARIO = textwrap.dedent("""
     import json, os, resource, shutil, signal, sys
@@ -96,36 +92,6 @@ def assert_no_room(result: dict, path: Path, *codes: int) -> None:
 # ----- a tmpfs with no room ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def small_fs(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs mounted for this test and unmounted after it."""
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root on Linux (the RLIMIT_FSIZE tests below run anywhere)")
-    mount = shutil.which("mount")
-    if mount is None:
-        pytest.skip("no mount command")
-    point = tmp_path / "small"
-    point.mkdir()
-    mounted = subprocess.run([mount, "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0777", "crawldedup-test",
-                              str(point)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield point
-    finally:
-        subprocess.run(["umount", str(point)], check=True, capture_output=True)
-
-
-def fill(directory: Path, leave_bytes: int) -> None:
-    """Take all the room in ``directory``'s file system but ``leave_bytes``."""
-    stats = os.statvfs(directory)
-    free = stats.f_bavail * stats.f_frsize
-    with open(directory / "filler", "wb") as filler:
-        os.posix_fallocate(filler.fileno(), 0, free - leave_bytes)
-    stats = os.statvfs(directory)
-    assert stats.f_bavail * stats.f_frsize <= leave_bytes
-
-
 @pytest.mark.parametrize("twin", TWINS)
 def test_a_filter_that_fits_works_there(small_fs, twin):
     """The control: the same scenario succeeds when there is room, so the failures below are the disk's."""
@@ -146,7 +112,7 @@ def test_creating_a_filter_larger_than_the_disk(small_fs, twin):
 
 @pytest.mark.parametrize("twin", TWINS)
 @pytest.mark.parametrize("action", ["create", "copy"])
-def test_a_new_filter_on_an_almost_full_disk(small_fs, twin, action):
+def test_a_new_filter_on_an_almost_full_disk(small_fs, fill, twin, action):
     """Room for the header page but not for the bits: an error at creation, not SIGBUS at the first add."""
     fill(small_fs, leave_bytes=64 * 1024)
     path = small_fs / f"{action}.bloom"
@@ -155,7 +121,7 @@ def test_a_new_filter_on_an_almost_full_disk(small_fs, twin, action):
 
 
 @pytest.mark.parametrize("twin", TWINS)
-def test_opening_a_sparse_file_on_a_full_disk(small_fs, tmp_path, twin):
+def test_opening_a_sparse_file_on_a_full_disk(small_fs, fill, tmp_path, twin):
     """A valid file whose blocks were never allocated (copied sparse): mode r+ reserves them or fails cleanly."""
     source = tmp_path / "source.bloom"
     with bloom.PyBloomFilter(CAPACITY, 0.01, source) as bf:
@@ -171,7 +137,7 @@ def test_opening_a_sparse_file_on_a_full_disk(small_fs, tmp_path, twin):
         assert bf.num_blocks == (FILE_BYTES - 4096) // 64
 
 
-def test_the_command_on_a_full_disk(small_fs, tmp_path):
+def test_the_command_on_a_full_disk(small_fs, fill, tmp_path):
     fill(small_fs, leave_bytes=64 * 1024)
     state = small_fs / "state.bloom"
     urls = "".join(f"https://full.example/{i}\n" for i in range(100)).encode()
@@ -185,7 +151,7 @@ def test_the_command_on_a_full_disk(small_fs, tmp_path):
     assert_nothing_left(state)
 
 
-def test_merge_onto_a_full_disk(small_fs, tmp_path):
+def test_merge_onto_a_full_disk(small_fs, fill, tmp_path):
     inputs = []
     for name in ("a", "b"):
         with bloom.PyBloomFilter(CAPACITY, 0.01, tmp_path / f"{name}.bloom") as bf:

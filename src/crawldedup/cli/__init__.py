@@ -46,14 +46,15 @@ from ._io import (
     Interruptions,
     Output,
     Progress,
+    UnwrittenPages,
     as_read,
 )
-from .._checks import check_error_rate, redis_url_refusal
+from .._checks import check_error_rate, check_name, redis_url_refusal
 from ..config import DedupConfig
 from ..bloom.format import FORMAT_VERSION
 from ..bloom import BloomFilter, FilterFileError
 from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
-from ..dedup import Deduplicator
+from ..dedup import Deduplicator, HeldBatch
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
 from ..wording import counted
@@ -68,6 +69,8 @@ BASE_SEPARATOR = "\t"
 DEFAULT_STATE = "crawldedup.bloom"
 #: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
 DEFAULT_SQLITE = "crawldedup.sqlite"
+#: Where ``filter`` keeps the pages a store kept but that could not be written, without --unwritten.
+DEFAULT_UNWRITTEN = "crawldedup.unwritten"
 
 
 # --------------------------------------------------------------------------- lines to URLs
@@ -103,15 +106,22 @@ def _reason(error: Exception) -> str:
 
 
 class FilterRun:
-    """One ``filter`` run: reads lines, claims them in batches, writes the winners and the rejects."""
+    """One ``filter`` run: reads lines, claims them in batches, writes the winners and the rejects.
+
+    A page becomes seen only once its line is written: each batch is held
+    (:meth:`Deduplicator.hold_batch`), its lines written and flushed, and only then committed;
+    a batch whose write fails is abandoned, its pages handed back to the store, or, where the
+    store cannot take them back (``redisbloom``), kept in the unwritten-pages file.
+    """
 
     def __init__(self, args: argparse.Namespace, dedup: Deduplicator, reader: InputReader,
-                 rejects: Optional[Output], interruptions: Interruptions) -> None:
+                 rejects: Optional[Output], interruptions: Interruptions, unwritten: UnwrittenPages) -> None:
         self.args = args
         self.dedup = dedup
         self.reader = reader
         self.rejects = rejects
         self.interruptions = interruptions
+        self.unwritten = unwritten
         self.out = Output(_stdout(), "stdout")
         progress = sys.stderr.isatty() if args.progress is None else args.progress
         self.progress = Progress(sys.stderr, progress, reader.total_bytes)
@@ -119,6 +129,8 @@ class FilterRun:
         self.lines = 0
         self.invalid = 0
         self.new = 0
+        #: Pages of batches given up whose claims the store kept (in the unwritten-pages file).
+        self.stranded = 0
 
     def run(self) -> None:
         """Claim every line of the inputs, a batch at a time."""
@@ -134,32 +146,48 @@ class FilterRun:
             self._claim(pending)
 
     def _claim(self, lines: List[str]) -> None:
-        # Claimed, printed and counted as one step: a signal waits for its end, so no page is
-        # claimed without being printed.
+        # Held, printed, committed and counted as one step: a signal waits for its end, so no
+        # page is seen without being printed.
         with self.interruptions.deferred():
             # BASE<TAB>LINK lines carry their own base; the Deduplicator canonicalizes each link once.
             links, bases = _split_bases(lines, self.args.base, self.reader.undecodable)
             if bases is None:
-                batch = self.dedup.claim_batch(links, base=self.args.base)
+                batch = self.dedup.hold_batch(links, base=self.args.base)
             else:
-                batch = self.dedup.claim_batch(links, bases=bases)
+                batch = self.dedup.hold_batch(links, bases=bases)
             errors = batch.errors
             if self.args.output == "canonical":
                 winners = [url for url, won in zip(batch.canonical, batch.won) if won and url is not None]
             else:
                 winners = [lines[position] for position, won in enumerate(batch.won) if won]
-            self.out.write_lines(winners)
+            try:
+                self.out.write_lines(winners)
+            except BaseException:
+                self._give_back(batch, len(lines))
+                raise
+            batch.commit()
             if self.rejects is not None and errors:
                 self.rejects.write_lines([f"{lines[i]}\t{_reason(errors[i])}" for i in sorted(errors)])
             self.lines += len(lines)
             self.invalid += len(errors)
             self.new += len(winners)
 
+    def _give_back(self, batch: HeldBatch, lines: int) -> None:
+        """Abandon a batch that could not be written. Its pages go back to the store, to be
+        printed by a later run; those the store keeps (``redisbloom``) go to the unwritten-pages
+        file, and the batch counts as read, its pages as unwritten."""
+        stranded = batch.abandon()
+        if stranded:
+            self.unwritten.keep(stranded)
+            self.lines += lines
+            self.invalid += len(batch.errors)
+            self.stranded += len(stranded)
+
     def summary(self, interrupted: Optional[int]) -> str:
         """The end-of-run report for stderr (one screen)."""
         seconds = time.monotonic() - self.started
         rate = self.lines / seconds if seconds > 0 else 0.0
-        duplicates = self.lines - self.invalid - self.new
+        duplicates = self.lines - self.invalid - self.new - self.stranded
         bloom = self.dedup.local_filter
         fill = bloom.fill_ratio
         error_now = bloom.estimated_error_rate
@@ -175,6 +203,7 @@ class FilterRun:
             f"  invalid             {self.invalid:>12,}{rejects}",
             f"  duplicates dropped  {duplicates:>12,}",
             f"  new                 {self.new:>12,}",
+            *([f"  unwritten           {self.stranded:>12,}   kept in {self.unwritten.path}"] if self.stranded else []),
             f"  false-positive loss {loss:>12}   {loss_note}",
             f"  filter fill         {fill:>12.2%}   ~{bloom.approx_items:,} of {counted(bloom.capacity, 'item')} "
             f"at {bloom.error_rate * 100:g}% error, {bloom.path}",
@@ -220,7 +249,7 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
     try:
         return Deduplicator(
             strategy, config=config, state=state, redis_url=args.redis_url, namespace=args.namespace,
-            capacity=args.capacity, error_rate=args.error_rate, verify_hits=args.verify_hits,
+            capacity=args.capacity, error_rate=args.error_rate, verify_hits=args.verify_hits, crawl_round=args.round,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
         )
     except NamespaceConflict as exc:
@@ -253,19 +282,29 @@ def run_filter(args: argparse.Namespace) -> int:
             rejects = Output(open(args.rejects, "wb"), args.rejects)
         except OSError as exc:
             raise CLIError(EXIT_IO, f"cannot write {args.rejects}: {exc.strerror or exc}") from None
+    unwritten = UnwrittenPages(args.unwritten or DEFAULT_UNWRITTEN)
     try:
         dedup = _open_deduplicator(args)
         try:
             with Interruptions() as interruptions:
-                job = FilterRun(args, dedup, reader, rejects, interruptions)
-                interrupted = None
+                job = FilterRun(args, dedup, reader, rejects, interruptions, unwritten)
+                interrupted, failure = None, None
                 try:
                     job.run()
                 except KeyboardInterrupt:
                     interrupted = interruptions.signum or signal.SIGINT
+                except CLIError as exc:  # an output that cannot be written, an input that cannot be read
+                    failure = exc
                 finally:
                     interruptions.settle()
                     job.progress.clear()
+                if failure is None:
+                    try:  # on disk before the state file is closed
+                        job.out.sync()
+                    except CLIError as exc:
+                        failure = exc
+                if failure is not None:  # one line, as every error (the batches written are committed)
+                    raise failure
                 if not args.quiet:
                     print(job.summary(interrupted), file=sys.stderr)
         except BrokenPipeError:
@@ -273,6 +312,9 @@ def run_filter(args: argparse.Namespace) -> int:
         except OSError as exc:  # StoreUnavailable is a ConnectionError
             raise _os_error(exc, f"state file {dedup.local_filter.path}") from None
         finally:
+            report = unwritten.report()
+            if report:  # even with --quiet: pages the store keeps but nobody printed
+                print(f"crawldedup filter: {report}", file=sys.stderr)
             dedup.close()
     finally:
         if rejects is not None:
@@ -423,6 +465,13 @@ def _strategy(text: str) -> str:
         raise argparse.ArgumentTypeError(f"must be one of {STRATEGY_CHOICES}, got {text!r}") from None
 
 
+def _round_name(text: str) -> str:
+    try:
+        return check_name("a round", text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _redis_url(text: str) -> str:
     refusal = redis_url_refusal(text)
     if refusal:
@@ -505,9 +554,14 @@ def build_parser() -> argparse.ArgumentParser:
     filt.add_argument("--sqlite", metavar="FILE",
                       help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
     filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    filt.add_argument("--round", type=_round_name, metavar="NAME",
+                      help="a crawl round: a fresh dedup space <namespace>:<NAME> in the store and the state file")
     filt.add_argument("--verify-hits", action="store_true",
                       help="send the local filter's hits to the store too, so that a false positive loses no page")
     filt.add_argument("--rejects", metavar="FILE", help="write each invalid line there as LINE<TAB>REASON")
+    filt.add_argument("--unwritten", metavar="FILE",
+                      help="append there the pages the store keeps although their lines could not be written "
+                           f"(redisbloom: it cannot take a claim back; default ./{DEFAULT_UNWRITTEN}, created when needed)")
     filt.add_argument("--batch-size", type=_positive_int, default=BATCH_LINES, metavar="N",
                       help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time")
     filt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -3,9 +3,12 @@ batch writes, a progress bar, and signals that wait for the end of a batch."""
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import signal
 import stat
+import struct
 import sys
 import time
 import zlib
@@ -13,6 +16,12 @@ from contextlib import contextmanager
 from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 from ..wording import counted
+
+try:
+    import fcntl
+    import termios
+except ImportError:  # pragma: no cover  (Windows: no pipe to wait on)
+    fcntl = termios = None  # type: ignore[assignment]
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -249,7 +258,15 @@ def _as_read(text: Optional[str]) -> Optional[Union[str, bytes]]:
 
 
 class Output:
-    """Writes whole batches to a binary stream in one call each.
+    """Writes whole batches to a binary stream in one call each, written and flushed on return.
+
+    On a regular file a batch that fails is cut off again (the file is truncated to where the
+    batch began), so the file holds whole batches only: the lines of a batch that was handed
+    back are not in it, and a rerun that prints them prints each page once.
+
+    On a pipe, a batch is written only once its reader has taken every byte of it out of the
+    pipe: ``head`` exits with the rest of the pipe unread (up to 64 KiB on Linux), and those
+    lines must count as not written. A reader that exits first is a :class:`BrokenPipeError`.
 
     :raises CLIError: (``EXIT_IO``) the stream cannot be written (disk full, closed pipe...).
     """
@@ -257,17 +274,152 @@ class Output:
     def __init__(self, stream: IO[bytes], name: str) -> None:
         self.stream = stream
         self.name = name
+        try:
+            self._fd: Optional[int] = stream.fileno()
+            mode = os.fstat(self._fd).st_mode
+        except (OSError, ValueError, AttributeError):  # no descriptor (a test's BytesIO)
+            self._fd, mode = None, 0
+        self.regular_file = _is_regular(mode)
+        self._pipe = stat.S_ISFIFO(mode) and _pipe_pending(self._fd) is not None
 
     def write_lines(self, lines: List[str]) -> None:
         if not lines:
             return
+        start = os.lseek(self._fd, 0, os.SEEK_CUR) if self.regular_file and self._fd is not None else None
         try:
-            self.stream.write(_encode("\n".join(lines) + "\n"))
-            self.stream.flush()
-        except BrokenPipeError:
+            self._write_all(_encode("\n".join(lines) + "\n"))
+            if self._pipe:
+                self._wait_until_read()
+        except BaseException as exc:
+            self._drop_batch(start)
+            if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+                raise CLIError(EXIT_IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
             raise
+
+    def _write_all(self, data: bytes) -> None:
+        """Write ``data`` whole or raise: straight to the descriptor, because a buffered stream can
+        take a short write (a file reaching its size limit) for a whole one and go on."""
+        if self._fd is None:
+            self.stream.write(data)
+            self.stream.flush()
+            return
+        self.stream.flush()  # nothing buffered, so the bytes stay in order
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+
+    def _wait_until_read(self) -> None:
+        """Return once the pipe is empty; raise BrokenPipeError once its reader is gone.
+
+        Polls the bytes left in the pipe, from 0.5 ms up to every 50 ms: a reader that keeps up
+        (``wc``, ``sort``, a file) empties it within the first polls.
+        """
+        assert self._fd is not None
+        gone = select.poll()
+        gone.register(self._fd, select.POLLERR)  # the write end of a pipe whose reader closed
+        delay = 0.0005
+        while _pipe_pending(self._fd):
+            if gone.poll(0):
+                raise BrokenPipeError(errno.EPIPE, "the reader of stdout went away")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def sync(self) -> None:
+        """Flush, and on a regular file fsync: what was written is on disk.
+
+        :raises CLIError: (``EXIT_IO``) when the file system refuses.
+        """
+        try:
+            self.stream.flush()
+            if self.regular_file and self._fd is not None:
+                os.fsync(self._fd)
         except OSError as exc:
             raise CLIError(EXIT_IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
+
+    def _drop_batch(self, start: Optional[int]) -> None:
+        """Drop what a failed batch left: truncate a regular file where the batch began, and send
+        what the stream still buffers to /dev/null, so that no later flush writes it (after the
+        cut, or as a second error at exit). Nothing more is written to this stream."""
+        if self._fd is None:
+            return
+        try:
+            if start is not None:
+                os.ftruncate(self._fd, start)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._fd)
+            os.close(devnull)
+        except OSError:  # pragma: no cover  (the batch stays handed back: a rerun prints it again)
+            pass
+
+
+def _pipe_pending(fd: Optional[int]) -> Optional[int]:
+    """Bytes written to the pipe ``fd`` and not yet read (FIONREAD, which Linux answers on either
+    end of a pipe); None where the system does not say."""
+    if fd is None or fcntl is None:
+        return None
+    try:
+        return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0])
+    except OSError:
+        return None
+
+
+class UnwrittenPages:
+    """The file of pages claimed for good but never written (``--unwritten``): one canonical URL
+    a line, appended, created only when a page needs it, and fsynced after each batch. A batch
+    that does not fit is cut off again, so the file only ever holds whole lines of pages kept.
+
+    :param path: the file.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        #: Pages kept in the file, and pages that could not be (lost, and said so).
+        self.kept = 0
+        self.lost = 0
+        self.error: Optional[str] = None
+
+    def keep(self, urls: List[str]) -> None:
+        """Append ``urls``; a failure is remembered (``lost``, ``error``), not raised: the run is
+        already failing for another reason."""
+        if not urls:
+            return
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            self._lose(urls, exc)
+            return
+        start: Optional[int] = None
+        try:
+            start = os.fstat(fd).st_size
+            data = memoryview(_encode("".join(url + "\n" for url in urls)))
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        except OSError as exc:
+            if start is not None:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:  # pragma: no cover
+                    pass
+            self._lose(urls, exc)
+            return
+        finally:
+            os.close(fd)
+        self.kept += len(urls)
+
+    def _lose(self, urls: List[str], exc: OSError) -> None:
+        self.lost += len(urls)
+        self.error = exc.strerror or str(exc)
+
+    def report(self) -> Optional[str]:
+        """One line saying where the unwritten pages went, or None when there were none."""
+        if self.lost:
+            return (f"{counted(self.lost, 'page')} claimed in the store, not written, could not be kept in "
+                    f"{self.path} ({self.error}): lost to this crawl"
+                    + (f"; {counted(self.kept, 'more page')} are in {self.path}" if self.kept else ""))
+        if self.kept:
+            return f"{counted(self.kept, 'page')} claimed in the store, not written: their URLs are in {self.path}"
+        return None
 
 
 class Progress:
