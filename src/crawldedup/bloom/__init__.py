@@ -25,10 +25,6 @@ HAS_EXTENSION = _compiled is not None
 if TYPE_CHECKING or _compiled is None:
     BloomFilter = PyBloomFilter
 else:
-    # The reference's docstrings, so that help() shows one documented API. An extension built
-    # from an older checkout (an editable install not rebuilt since) has no document_like: it
-    # still serves, with its own docstrings.
-    if hasattr(_compiled, "document_like"):
-        _compiled.document_like(PyBloomFilter)
+    _compiled.document_like(PyBloomFilter)  # the reference's docstrings: one documented API
     BloomFilter = _compiled.CBloomFilter
     hash_many = _compiled.hash_many
