@@ -122,7 +122,7 @@ class FilterRun:
         self.rejects = rejects
         self.interruptions = interruptions
         self.unwritten = unwritten
-        self.out = Output(_stdout(), "stdout")
+        self.out = Output(_stdout(), "stdout", until_read=True)  # a page is seen once its line is read
         progress = sys.stderr.isatty() if args.progress is None else args.progress
         self.progress = Progress(sys.stderr, progress, reader.total_bytes)
         self.started = time.monotonic()

@@ -264,14 +264,15 @@ class Output:
     batch began), so the file holds whole batches only: the lines of a batch that was handed
     back are not in it, and a rerun that prints them prints each page once.
 
-    On a pipe, a batch is written only once its reader has taken every byte of it out of the
-    pipe: ``head`` exits with the rest of the pipe unread (up to 64 KiB on Linux), and those
-    lines must count as not written. A reader that exits first is a :class:`BrokenPipeError`.
+    With ``until_read``, on a pipe a batch is written only once its reader has taken every byte
+    of it out of the pipe: ``head`` exits with the rest of the pipe unread (up to 64 KiB on
+    Linux), and those lines must count as not written. A reader that exits first is a
+    :class:`BrokenPipeError`.
 
     :raises CLIError: (``EXIT_IO``) the stream cannot be written (disk full, closed pipe...).
     """
 
-    def __init__(self, stream: IO[bytes], name: str) -> None:
+    def __init__(self, stream: IO[bytes], name: str, *, until_read: bool = False) -> None:
         self.stream = stream
         self.name = name
         try:
@@ -280,7 +281,7 @@ class Output:
         except (OSError, ValueError, AttributeError):  # no descriptor (a test's BytesIO)
             self._fd, mode = None, 0
         self.regular_file = _is_regular(mode)
-        self._pipe = stat.S_ISFIFO(mode) and _pipe_pending(self._fd) is not None
+        self._pipe = until_read and stat.S_ISFIFO(mode) and _pipe_pending(self._fd) is not None
 
     def write_lines(self, lines: List[str]) -> None:
         if not lines:
