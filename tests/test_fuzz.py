@@ -28,7 +28,6 @@ import selectors
 import struct
 import subprocess
 import sys
-import tempfile
 import textwrap
 import zlib
 from pathlib import Path

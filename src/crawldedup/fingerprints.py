@@ -12,7 +12,7 @@ from typing import Iterable, List, Sequence, Union
 import mmh3
 import numpy as np
 
-from .wording import counted
+from ._wording import counted
 
 Key = Union[str, bytes, bytearray, memoryview]
 #: Bytes in a fingerprint (MurmurHash3 x64-128 of the canonical URL).

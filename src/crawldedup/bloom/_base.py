@@ -19,7 +19,7 @@ from .._checks import PathArg
 from .storage import BloomFile
 from .format import BLOCK_BITS, Header, check_parameters
 from .sizing import choose_shape
-from ..wording import counted
+from .._wording import counted
 
 #: ``update`` feeds ``add_many`` in chunks of this many keys: large enough to amortise the
 #: call, small enough (~5 MB of hashes and pointers) that an endless iterable is fine.

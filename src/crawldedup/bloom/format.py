@@ -10,7 +10,7 @@ import struct
 import zlib
 
 from .._checks import check_capacity, check_error_rate
-from ..wording import counted
+from .._wording import counted
 
 #: First 8 bytes of every filter file.
 MAGIC = b"CDDBLOOM"

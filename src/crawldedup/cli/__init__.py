@@ -57,7 +57,7 @@ from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicaliz
 from ..dedup import Deduplicator, HeldBatch
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
-from ..wording import counted
+from .._wording import counted
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.

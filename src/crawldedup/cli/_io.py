@@ -15,7 +15,7 @@ import zlib
 from contextlib import contextmanager
 from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
-from ..wording import counted
+from .._wording import counted
 
 try:
     import fcntl

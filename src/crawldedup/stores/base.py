@@ -21,7 +21,7 @@ from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequenc
 
 from .._checks import check_name, complaint, integer_in, number_in
 from ..fingerprints import Fingerprints
-from ..wording import counted
+from .._wording import counted
 
 #: Version of the key/table layouts written by the stores (recorded with each namespace).
 LAYOUT_VERSION = 1
