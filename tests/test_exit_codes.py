@@ -36,7 +36,7 @@ def test_the_docstring_the_help_and_the_docs_list_the_same_codes():
             for code, meaning in re.findall(r"^\| (\d+) \| (.*) \|$", DOCS.read_text(encoding="utf-8"), re.MULTILINE)]
     assert docs == expected
     doc = one_line(crawldedup.cli.__doc__ or "")
-    for command in ([], ["filter"], ["canonicalize"], ["info"], ["merge"]):
+    for command in ([], ["filter"], ["canonicalize"], ["audit"], ["info"], ["merge"]):
         shown = run([*command, "--help"], Path.cwd(), b"")
         assert shown.returncode == 0
         text = one_line(shown.stdout.decode())

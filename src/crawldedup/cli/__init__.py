@@ -1,4 +1,5 @@
-"""The ``crawldedup`` command: filter a crawl frontier, check canonical forms, inspect and merge filters.
+"""The ``crawldedup`` command: filter a crawl frontier, check canonical forms, audit a fetch log,
+inspect and merge filters.
 
 Exit codes (``EXIT_CODES``, also in ``--help`` and docs/cli.md)::
 
@@ -24,6 +25,7 @@ ends with ``see crawldedup COMMAND --help``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -58,6 +60,7 @@ from ..dedup import Deduplicator, HeldBatch
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
 from .._wording import counted
+from .audit import Audit, render
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -65,6 +68,9 @@ BATCH_LINES = 10_000
 #: A tab separates a base from a relative link on one line (``BASE<TAB>LINK``). A tab can never
 #: be part of a URL (browsers and the canonical policy remove it), so the form is unambiguous.
 BASE_SEPARATOR = "\t"
+#: Pages and spellings per page that ``audit`` shows without --top and --spellings: one screen.
+AUDIT_TOP = 20
+AUDIT_SPELLINGS = 5
 #: Where ``filter`` keeps its state without --state or $CRAWLDEDUP_STATE.
 DEFAULT_STATE = "crawldedup.bloom"
 #: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
@@ -349,6 +355,23 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     return EXIT_INVALID if invalid else EXIT_OK
 
 
+# --------------------------------------------------------------------------- audit
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """Report the pages a log of fetched URLs holds more than once, and the spellings that merged."""
+    reader = InputReader(args.inputs)
+    reader.check_readable()
+    audit = Audit()
+    audit.read(reader)
+    top = args.top if args.top is not None or args.json else AUDIT_TOP
+    spellings = args.spellings if args.spellings is not None or args.json else AUDIT_SPELLINGS
+    report = audit.report(top, spellings)
+    text = json.dumps(report, indent=2) + "\n" if args.json else render(report)
+    Output(_stdout(), "stdout").write_lines(text.splitlines())
+    return EXIT_OK
+
+
 def _stdout() -> IO[bytes]:
     return sys.stdout.buffer
 
@@ -583,6 +606,20 @@ def build_parser() -> argparse.ArgumentParser:
                                epilog=epilog, formatter_class=_Formatter)
     info.add_argument("file", metavar="FILE")
     info.set_defaults(run=run_info)
+
+    audit = commands.add_parser(
+        "audit", help="find the pages a log of fetched URLs holds more than once",
+        description="Canonicalize a log of fetched URLs as filter does and report each page fetched more "
+                    "than once: its fetches, the spellings that merged into it, and the rule that merged each. "
+                    "Invalid lines are counted.",
+        epilog=epilog, formatter_class=_Formatter)
+    audit.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
+    audit.add_argument("--top", type=_positive_int, metavar="N",
+                       help=f"show the N most-fetched pages (default {AUDIT_TOP}; with --json: all)")
+    audit.add_argument("--spellings", type=_positive_int, metavar="N",
+                       help=f"show the N most-used spellings of each page (default {AUDIT_SPELLINGS}; with --json: all)")
+    audit.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
+    audit.set_defaults(run=run_audit)
 
     merge = commands.add_parser(
         "merge", help="union compatible filter files",
