@@ -27,6 +27,7 @@ VARIANTS: List[Tuple[str, List[str]]] = [
     ("https://shop.example/item/{p}?a=1&b=2#reviews", ["fragment"]),
     ("https%3A%2F%2Fshop.example%2Fitem%2F{p}%3Fa%3D1%26b%3D2", ["wrapped URL"]),
     ("https://shop.example/%69tem/{p}?a=1&b=2", ["percent-encoding"]),
+    ("https://Shop.Example./item/{p}?&a=1&b=2", ["scheme/host case", "host trailing dot", "empty parameter"]),
     ("HTTPS://shop.example:443/item/{p}?b=2&gclid=x{p}&a=1#top",
      ["scheme/host case", "default port", "tracking parameter dropped", "parameter order", "fragment"]),
 ]

@@ -19,16 +19,20 @@ from ._io import InputReader, as_read
 
 WRAPPED = "wrapped URL"
 CASE = "scheme/host case"
+UNICODE_HOST = "Unicode host"
+HOST_DOT = "host trailing dot"
 PORT = "default port"
 DOT_SEGMENTS = "dot segments"
 TRAILING_SLASH = "trailing slash"
 ENCODING = "percent-encoding"
+EMPTY_PARAMETER = "empty parameter"
 TRACKING = "tracking parameter dropped"
 ORDER = "parameter order"
 FRAGMENT = "fragment"
 OTHER = "other"
 #: Every rule :func:`merge_rules` names, in the order it lists them.
-RULES = (WRAPPED, CASE, PORT, DOT_SEGMENTS, TRAILING_SLASH, ENCODING, TRACKING, ORDER, FRAGMENT, OTHER)
+RULES = (WRAPPED, CASE, UNICODE_HOST, HOST_DOT, PORT, DOT_SEGMENTS, TRAILING_SLASH, ENCODING, EMPTY_PARAMETER,
+         TRACKING, ORDER, FRAGMENT, OTHER)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -36,7 +40,7 @@ def merge_rules(spelling: str, canonical: str) -> List[str]:
     """The rules (from :data:`RULES`) that make ``spelling`` read as ``canonical``.
 
     Empty when the spelling is the canonical form; ``other`` for a difference none of the named
-    rules explains (an IDN host, a host's trailing dot, an empty parameter...). The comparison
+    rules explains (a host IDNA 2003 cannot encode, a userinfo...). The comparison
     is of parsed parts: it names what differs, and does not apply the canonical policy again.
     """
     if spelling == canonical:
@@ -76,11 +80,28 @@ def _port(parts: SplitResult) -> Optional[int]:
 def _authority_rules(ours: SplitResult, theirs: SplitResult) -> Iterable[str]:
     host, canonical_host = _host(ours), _host(theirs)
     if host != canonical_host:
-        yield CASE if host.lower() == canonical_host else OTHER
+        yield from _host_rules(host, canonical_host)
     port = _port(ours)
     if port != _port(theirs):
         yield PORT if port == _DEFAULT_PORTS.get(theirs.scheme) else OTHER
     if ours.netloc.rpartition("@")[0] != theirs.netloc.rpartition("@")[0]:
+        yield OTHER
+
+
+def _host_rules(host: str, canonical: str) -> Iterable[str]:
+    if host.endswith(".") and not canonical.endswith("."):
+        yield HOST_DOT
+        host = host[:-1]
+    if host.lower() != host:
+        yield CASE
+        host = host.lower()
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+            yield UNICODE_HOST
+        except UnicodeError:  # what IDNA 2003 refuses: no cheap rule to name
+            pass
+    if host != canonical:
         yield OTHER
 
 
@@ -104,8 +125,8 @@ def _path_rules(path: str, canonical: str) -> Iterable[str]:
 
 def _query_rules(query: str, canonical: str) -> Iterable[str]:
     pieces = [piece for piece in query.split("&") if piece]
-    if query and len(pieces) < query.count("&") + 1:  # an empty parameter (a=1&&b=2)
-        yield OTHER
+    if query and len(pieces) < query.count("&") + 1:  # a=1&&b=2, ?&a=1
+        yield EMPTY_PARAMETER
     canonical_pieces = [piece for piece in canonical.split("&") if piece]
     kept_keys = {_decoded(piece)[0] for piece in canonical_pieces}
     kept = [piece for piece in pieces if _decoded(piece)[0] in kept_keys]
@@ -161,7 +182,7 @@ class Audit:
 
     def _page(self, url: str, fetches: int, limit: Optional[int]) -> Dict[str, Any]:
         counts = sorted(self.spellings[url].items(), key=lambda item: (-item[1], item[0]))
-        shown = [{"spelling": spelling, "fetches": count, "rules": merge_rules(spelling, url)}
+        shown: List[Dict[str, Any]] = [{"spelling": spelling, "fetches": count, "rules": merge_rules(spelling, url)}
                  for spelling, count in counts[:limit]]
         return {
             "canonical": url,
