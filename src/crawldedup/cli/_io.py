@@ -247,11 +247,6 @@ def _as_read(text: Optional[str]) -> Optional[Union[str, bytes]]:
     except UnicodeEncodeError:  # a byte that surrogateescape kept
         return _encode(text)
     return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a byte that surrogateescape kept
-        return _encode(text)
-    return text
 
 
 # --------------------------------------------------------------------------- output
