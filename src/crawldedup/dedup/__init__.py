@@ -45,9 +45,9 @@ from .held import HOLD_SECONDS, HeldBatch, HoldState
 from .leases import URL, Leases, lease_store
 from .pipeline import ClaimPipeline
 from .state import open_state
-from .stats import DedupStats, StatsCounter
+from .stats import DedupStats, StatsCounter, StatsListener
 
-__all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch", "HoldState", "open_state"]
+__all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch", "HoldState", "StatsListener", "open_state"]
 
 #: Default share of local hits checked against the store to measure the local filter's loss.
 DEFAULT_SAMPLE_RATE = 0.01
@@ -201,6 +201,11 @@ class Deduplicator:
     def stats(self) -> DedupStats:
         """A snapshot of the counters (no I/O)."""
         return self._counter.snapshot()
+
+    def watch_stats(self, listener: StatsListener) -> None:
+        """Follow the counters live: ``listener`` gets the totals now, then every change and the
+        time of every claim round trip (as :mod:`crawldedup.metrics` does)."""
+        self._counter.watch(listener)
 
     def claim(self, url: URL, lease: Optional[float] = None) -> bool:
         """Claim one URL; True for exactly one caller across all workers (False when invalid).

@@ -9,6 +9,7 @@ claim, on commit for a held one).
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -123,11 +124,15 @@ class ClaimPipeline:
                    canonical: Sequence[str], lease: Optional[float]) -> ClaimAnswers:
         """One round trip: claim ``claim_rows`` (leased when ``lease``), read ``read_rows``."""
         terms = Lease(self.owner, lease, [canonical[row] for row in claim_rows.tolist()]) if lease is not None else None
+        started = time.perf_counter()
         try:
-            return store.claim_and_read(Fingerprints(hashes[claim_rows]), Fingerprints(hashes[read_rows]), lease=terms)
+            answers = store.claim_and_read(Fingerprints(hashes[claim_rows]), Fingerprints(hashes[read_rows]), lease=terms)
         except BaseException:
             self.counter.add(failed_batches=1)
             raise
+        if len(claim_rows) or len(read_rows):
+            self.counter.store_call(time.perf_counter() - started)
+        return answers
 
     @staticmethod
     def _lasting_misses(hit: np.ndarray, candidates: np.ndarray, claims: FirstRows,

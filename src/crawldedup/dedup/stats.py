@@ -1,11 +1,12 @@
-"""The Deduplicator's statistics: a private counter, read as a frozen :class:`DedupStats` snapshot."""
+"""The Deduplicator's statistics: a private counter, read as a frozen :class:`DedupStats` snapshot,
+and followed live by listeners (:class:`StatsListener`, such as :mod:`crawldedup.metrics`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, List, Mapping, Optional, Protocol
 
 
 @dataclass(frozen=True)
@@ -82,18 +83,47 @@ class DedupStats:
 _FIELDS = tuple(field.name for field in dataclasses.fields(DedupStats))
 
 
+class StatsListener(Protocol):
+    """What follows a Deduplicator's counters as they change (:meth:`Deduplicator.watch_stats`).
+
+    Both methods are called while the counters are locked, so each change reaches a listener
+    once, in order; they must be quick and must not call back into the Deduplicator.
+    """
+
+    def counted(self, deltas: Mapping[str, int]) -> None:
+        """``deltas``: what was just added, by :class:`DedupStats` field name (the first call: the totals)."""
+
+    def store_call(self, seconds: float) -> None:
+        """A claim round trip (counted in ``round_trips``) took ``seconds``, its retries included."""
+
+
 class StatsCounter:
     """Counters that the claim steps add to (once per batch, thread-safe) and readers snapshot."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Dict[str, int] = dict.fromkeys(_FIELDS, 0)
+        self._listeners: List[StatsListener] = []
 
     def add(self, **deltas: int) -> None:
         """Add each delta to the counter of its name (a :class:`DedupStats` field)."""
         with self._lock:
             for name, delta in deltas.items():
                 self._counts[name] += delta
+            for listener in self._listeners:
+                listener.counted(deltas)
+
+    def store_call(self, seconds: float) -> None:
+        """Tell the listeners how long a claim round trip took."""
+        with self._lock:
+            for listener in self._listeners:
+                listener.store_call(seconds)
+
+    def watch(self, listener: StatsListener) -> None:
+        """Send ``listener`` the totals now, then every later change (none missed, none twice)."""
+        with self._lock:
+            listener.counted(dict(self._counts))
+            self._listeners.append(listener)
 
     def snapshot(self) -> DedupStats:
         """The counters now, frozen."""

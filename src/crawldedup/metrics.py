@@ -1,0 +1,167 @@
+"""Prometheus metrics of Deduplicators (``pip install 'crawldedup[metrics]'``, prometheus_client).
+
+::
+
+    metrics = DedupMetrics()            # once per process, on prometheus_client's default registry
+    metrics.attach(dedup)               # any number of Deduplicators
+    body, content_type = metrics.exposition()   # what GET /metrics answers, or:
+    server, _ = metrics.start_http_server(9108)  # a thread serving them
+
+Every counter of :class:`~crawldedup.DedupStats` is a Prometheus counter named
+``crawldedup_<field>_total`` (``round_trips`` is ``crawldedup_store_round_trips_total``),
+labelled with the Deduplicator's namespace; :data:`METRICS` lists them all. The values come
+from the Deduplicator's own counters (:meth:`~crawldedup.Deduplicator.watch_stats`), so a
+scrape equals ``dedup.stats``, including what was counted before :meth:`DedupMetrics.attach`.
+Deduplicators of one namespace add up, as the processes of one crawl do.
+
+Multiprocess mode: set ``PROMETHEUS_MULTIPROC_DIR`` (an empty directory) in every process
+before it imports prometheus_client; :meth:`DedupMetrics.exposition` then reads every
+process's files (counters and the histogram add up; the gauges show the fullest filter among
+the processes alive). As prometheus_client documents, a server that forks workers calls
+``prometheus_client.multiprocess.mark_process_dead(pid)`` when one exits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+from typing import Dict, Mapping, Optional, Protocol, Tuple
+from wsgiref.simple_server import WSGIServer
+
+try:
+    from prometheus_client import (
+        CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server,
+    )
+    from prometheus_client.multiprocess import MultiProcessCollector
+    from prometheus_client.registry import REGISTRY
+except ImportError:  # pragma: no cover  (the extra is missing)
+    raise ImportError("crawldedup.metrics needs prometheus_client: pip install 'crawldedup[metrics]'") from None
+
+from .bloom import BloomFilter
+from .bloom.sizing import expected_false_positive_rate
+from .dedup.stats import DedupStats, StatsListener
+
+__all__ = ["LATENCY_BUCKETS_SECONDS", "METRICS", "DedupMetrics"]
+
+PREFIX = "crawldedup"
+#: Upper bounds of the store-latency histogram, in seconds: a batch of 1,000 claims takes
+#: 2-10 ms on loopback Redis (docs/performance.md); retries with backoff reach seconds.
+LATENCY_BUCKETS_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Counters whose Prometheus name says more than the field's.
+_RENAMED = {"round_trips": "store_round_trips"}
+_IVAR = re.compile(r":ivar (\w+): (.*?)(?=\n\s*:ivar |\Z)", re.S)
+_ROLE = re.compile(r":\w+:`~?([^`]+)`|``([^`]+)``")
+
+
+def _counter_help() -> Dict[str, str]:
+    """Each DedupStats field's description, from its docstring (one place documents the counters)."""
+    described = {
+        name: " ".join(_ROLE.sub(lambda m: m.group(1) or m.group(2), text).split())
+        for name, text in _IVAR.findall(DedupStats.__doc__ or "")
+    }
+    return {field.name: described[field.name][:1].upper() + described[field.name][1:]
+            for field in dataclasses.fields(DedupStats)}
+
+
+_COUNTER_HELP = _counter_help()
+#: Prometheus name of each DedupStats counter (without ``_total``, which the exposition adds).
+COUNTER_NAMES: Dict[str, str] = {field: f"{PREFIX}_{_RENAMED.get(field, field)}" for field in _COUNTER_HELP}
+LATENCY = f"{PREFIX}_store_latency_seconds"
+FILL = f"{PREFIX}_filter_fill_ratio"
+ERROR_RATE = f"{PREFIX}_filter_estimated_error_rate"
+#: Every metric: its name as exposed, its type and what it counts.
+METRICS: Tuple[Tuple[str, str, str], ...] = (
+    *((f"{name}_total", "counter", _COUNTER_HELP[field]) for field, name in COUNTER_NAMES.items()),
+    (LATENCY, "histogram", "Time of a claim round trip to the store, its retries included."),
+    (FILL, "gauge", "URLs the local filter holds (its approximate count) over its capacity."),
+    (ERROR_RATE, "gauge", "False-positive rate of the local filter at its approximate count."),
+)
+_HELP = {name: text for name, _, text in METRICS}
+
+
+class Watched(Protocol):
+    """What :meth:`DedupMetrics.attach` needs of a Deduplicator."""
+
+    namespace: str
+    local_filter: BloomFilter
+
+    def watch_stats(self, listener: StatsListener) -> None: ...
+
+
+class DedupMetrics:
+    """The Prometheus metrics (:data:`METRICS`) of the Deduplicators attached, labelled by namespace.
+
+    Make one per process and registry: a second one on the same registry raises ``ValueError``
+    (prometheus_client's duplicated timeseries).
+
+    :param registry: where the metrics are registered (default: prometheus_client's ``REGISTRY``).
+    """
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+        self.registry = registry if registry is not None else REGISTRY
+        labels = ("namespace",)
+        self._counters = {
+            field: Counter(name, _COUNTER_HELP[field], labels, registry=self.registry)
+            for field, name in COUNTER_NAMES.items()
+        }
+        self._latency = Histogram(LATENCY, _HELP[LATENCY], labels, buckets=LATENCY_BUCKETS_SECONDS,
+                                  registry=self.registry)
+        self._fill = Gauge(FILL, _HELP[FILL], labels, multiprocess_mode="livemax", registry=self.registry)
+        self._error_rate = Gauge(ERROR_RATE, _HELP[ERROR_RATE], labels, multiprocess_mode="livemax",
+                                 registry=self.registry)
+
+    def attach(self, dedup: Watched) -> None:
+        """Count ``dedup``'s statistics from now on, starting with its totals so far (the latency
+        histogram starts empty: round trips made before are not timed)."""
+        namespace = dedup.namespace
+        dedup.watch_stats(_Listener(
+            {field: counter.labels(namespace) for field, counter in self._counters.items()},
+            self._latency.labels(namespace), self._fill.labels(namespace), self._error_rate.labels(namespace),
+            dedup.local_filter,
+        ))
+
+    def scrape_registry(self) -> CollectorRegistry:
+        """What a scrape reads: :attr:`registry`, or in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``
+        set) the files of every process."""
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            return self.registry
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        return registry
+
+    def exposition(self) -> Tuple[bytes, str]:
+        """The metrics in Prometheus's text format, and its content type (what GET /metrics answers)."""
+        return generate_latest(self.scrape_registry()), CONTENT_TYPE_LATEST
+
+    def start_http_server(self, port: int, addr: str = "127.0.0.1") -> Tuple[WSGIServer, threading.Thread]:
+        """Serve the metrics on ``addr:port`` from a daemon thread (port 0: a free one, see
+        ``server.server_port``); ``server.shutdown()`` stops it."""
+        return start_http_server(port, addr, registry=self.scrape_registry())
+
+
+class _Listener:
+    """One Deduplicator's side of :class:`DedupMetrics`: its namespace's series and its filter."""
+
+    def __init__(self, counters: Mapping[str, Counter], latency: Histogram, fill: Gauge, error_rate: Gauge,
+                 local_filter: BloomFilter) -> None:
+        self.counters = counters
+        self.latency = latency
+        self.fill = fill
+        self.error_rate = error_rate
+        self.local_filter = local_filter
+
+    def counted(self, deltas: Mapping[str, int]) -> None:
+        for field, delta in deltas.items():
+            if delta:
+                self.counters[field].inc(delta)
+        # From the filter's count, not a scan of its bits: ~7 us, so every batch can afford it.
+        if not self.local_filter.closed:
+            items = self.local_filter.approx_items
+            self.fill.set(items / self.local_filter.capacity)
+            self.error_rate.set(expected_false_positive_rate(
+                items, self.local_filter.num_blocks, self.local_filter.num_hashes))
+
+    def store_call(self, seconds: float) -> None:
+        self.latency.observe(seconds)
