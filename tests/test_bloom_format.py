@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from crawldedup import FilterFileError, bloom
+from crawldedup.bloom.format import FORMAT_VERSION
 
 DATA = Path(__file__).parent / "data"
 #: sha256 of the block area of tests/data/format-v1.bloom; a change means the format changed.
@@ -144,7 +145,7 @@ def make_bad(kind: str, directory: Path) -> Path:
         data = b"%PDF-1.7\n" + bytes(5000)
     elif kind == "newer version":
         page = bytearray(data[:4096])
-        struct.pack_into("<I", page, 8, 2)
+        struct.pack_into("<I", page, 8, FORMAT_VERSION + 1)
         struct.pack_into("<I", page, 4092, zlib.crc32(bytes(page[:4092])))
         data = bytes(page) + data[4096:]
     elif kind.startswith("flipped byte"):
@@ -168,7 +169,7 @@ BAD_FILES = {
     "trailing bytes": "trailing bytes",
     "wrong magic": "bad magic",
     "foreign file": "bad magic",
-    "newer version": "format version 2 is newer",
+    "newer version": f"format version {FORMAT_VERSION + 1} is newer",
     "flipped byte 9": "unsupported format version|newer",
     "flipped byte 33": "checksum",
     "flipped byte 50": "checksum",

@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence
 
 import pytest
 
-from crawldedup import BloomFilter
+from crawldedup.bloom import open_filter
 
 COMMAND = [sys.executable, "-m", "crawldedup"]
 PAGES = 300
@@ -71,7 +71,7 @@ def assert_clean_error(result: subprocess.CompletedProcess, code: int, *words: s
 
 def block_area(path: Path) -> bytes:
     """The filter's bits: the last num_bits / 8 bytes of the file (the header comes first)."""
-    with BloomFilter.open(path) as bf:
+    with open_filter(path) as bf:
         size = bf.num_bits // 8
     data = path.read_bytes()
     return data[len(data) - size:]
@@ -99,7 +99,7 @@ def test_filter_prints_each_page_once_then_nothing(tmp_path: Path) -> None:
 def test_filter_default_state_file_is_created_in_the_working_directory(tmp_path: Path) -> None:
     result = run(["filter", "--capacity", "1000"], tmp_path, stdin=b"https://a.example/x\n")
     assert result.returncode == 0, result.stderr.decode()
-    with BloomFilter.open(tmp_path / "crawldedup.bloom") as bf:
+    with open_filter(tmp_path / "crawldedup.bloom") as bf:
         assert bf.capacity == 1000
         assert "https://a.example/x" in bf
 
@@ -222,7 +222,7 @@ def test_info_describes_a_filter_file(tmp_path: Path) -> None:
     result = run(["info", "s.bloom"], tmp_path)
     assert result.returncode == 0, result.stderr.decode()
     text = result.stdout.decode()
-    with BloomFilter.open(tmp_path / "s.bloom") as bf:
+    with open_filter(tmp_path / "s.bloom") as bf:
         expected_bits = bf.num_bits
         expected_items = bf.approx_items
     assert re.search(r"capacity\s+20,000\b", text), text
@@ -377,7 +377,7 @@ def interrupt_after_first_line(worker: subprocess.Popen, state: Path) -> List[st
     # The summary so far counts exactly the pages printed: none was claimed and left unprinted.
     assert summary_count(subprocess.CompletedProcess([], 130, b"", err), "new") == len(printed)
     # The state file is valid and holds every page that was printed.
-    with BloomFilter.open(state) as bf:
+    with open_filter(state) as bf:
         assert all(url in bf for url in printed)
     return printed
 

@@ -59,7 +59,8 @@ def test_canonicalize_names_bytes_that_are_not_utf8_as_the_api_does(tmp_path: Pa
 
 def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     # One page, one batch, a filter of one block with one probe per key: every count is 1.
-    result = run(["filter", "--strategy", "sqlite", "--capacity", "1", "--error-rate", "0.5", "--state", "s.bloom"],
+    result = run(["filter", "--strategy", "sqlite", "--capacity", "1", "--error-rate", "0.5", "--state", "s.bloom",
+                  "--ttl-days", "0"],
                  tmp_path, stdin=b"https://a.example/\n")
     assert result.returncode == 0, result.stderr.decode()
     summary = result.stderr.decode()
@@ -78,7 +79,7 @@ def test_counts_of_more_than_one_are_plural(tmp_path: Path) -> None:
     summary = result.stderr.decode()
     assert "2 round trips," in summary and "of 10,000,000 items" in summary
     info = run(["info", "s.bloom"], tmp_path).stdout.decode()
-    assert " blocks, 7 hashes per key)" in info
+    assert " blocks in each of 5 slots, 7 hashes per key)" in info
     merged = run(["merge", "s.bloom", "s.bloom", "-o", "m.bloom"], tmp_path)
     assert merged.stderr.decode().strip() == "crawldedup merge: wrote m.bloom from 2 filters"
 

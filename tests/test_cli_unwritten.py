@@ -61,8 +61,9 @@ def strategy(request: pytest.FixtureRequest) -> str:
 def workdir(tmp_path: Path, strategy: str, request: pytest.FixtureRequest) -> Path:
     """A directory with the frontier, and ``args`` (the options of the strategy) beside it."""
     (tmp_path / "frontier.txt").write_text("".join(line + "\n" for line in LINES))
-    # Capacity 20,000: a 28 KB state file, under the file size limit below.
-    options = ["--strategy", strategy, "--batch-size", str(BATCH), "--capacity", "20000", "--state", "s.bloom"]
+    # Capacity 10,000: a 68 KB state file (the five slots of the default window), under the
+    # file size limit below.
+    options = ["--strategy", strategy, "--batch-size", str(BATCH), "--capacity", "10000", "--state", "s.bloom"]
     if strategy == "sqlite":
         options += ["--sqlite", "claims.sqlite"]
     elif strategy != "local":

@@ -15,10 +15,12 @@ from ._checks import (
     check_path,
     check_redis_url,
     complaint,
+    integer_in,
     number_in,
     redis_url_refusal,
 )
 from .stores.factory import STRATEGY_CHOICES, strategy_name
+from .windows import DEFAULT_GENERATIONS, MAX_GENERATIONS, Window
 
 #: Seconds in a day, for VISITED_TTL_DAYS.
 DAY_SECONDS = 86_400
@@ -63,6 +65,9 @@ SETTINGS: Dict[str, Setting] = {
     "state_path": Setting("CRAWLDEDUP_STATE", str, "a file path or unset (memory)", lambda v: check_path("state_path", v)),
     "namespace": Setting("CRAWLDEDUP_NAMESPACE", str.strip, NAME_RULE, lambda v: check_name("namespace", v)),
     "sqlite_path": Setting("CRAWLDEDUP_SQLITE", str, "a file path or unset", lambda v: check_path("sqlite_path", v)),
+    "generations": Setting("CRAWLDEDUP_GENERATIONS", lambda text: int(text.strip()),
+                           f"an integer in [1, {MAX_GENERATIONS}] (a page is won again at most W / generations late)",
+                           lambda v: integer_in("generations", v, 1, MAX_GENERATIONS)),
 }
 
 
@@ -73,12 +78,16 @@ class DedupConfig:
     :param strategy: ``DEDUP_STRATEGY``: ``local``, ``set``, ``sharded-set``, ``redisbloom``
         (``bloom`` is the same) or ``sqlite``.
     :param redis_url: ``REDIS_URL``: the Redis of the ``set``, ``sharded-set`` and ``redisbloom`` stores.
-    :param ttl_days: ``VISITED_TTL_DAYS``: how long a claim lasts in the ``set`` store; 0 = forever.
+    :param ttl_days: ``VISITED_TTL_DAYS``: the recrawl window W, in every strategy: a page
+        claimed at time t is seen until at least t + W and won again, by one worker, by
+        t + W (1 + 1 / generations) at the latest; 0 = claims never expire.
     :param capacity: ``BLOOM_CAPACITY``: URLs the local filter and the store are sized for.
     :param error_rate: ``BLOOM_ERROR_RATE``: false-positive rate of the local filter (and RedisBloom).
     :param state_path: ``CRAWLDEDUP_STATE``: the local filter's file; None keeps it in memory.
     :param namespace: ``CRAWLDEDUP_NAMESPACE``: the crawl's key prefix in the store.
     :param sqlite_path: ``CRAWLDEDUP_SQLITE``: the database file of the ``sqlite`` store.
+    :param generations: ``CRAWLDEDUP_GENERATIONS``: the generations G the window is cut into
+        (default 4: at most 25% late).
     :raises ValueError: when a field is out of range (the message names its variable).
     """
 
@@ -90,6 +99,7 @@ class DedupConfig:
     state_path: Optional[str] = None
     namespace: str = "crawldedup"
     sqlite_path: Optional[str] = None
+    generations: int = DEFAULT_GENERATIONS
 
     def __post_init__(self) -> None:
         for field, value in vars(self).items():
@@ -104,6 +114,12 @@ class DedupConfig:
     def ttl_seconds(self) -> Optional[int]:
         """Claim lifetime in whole seconds (at least 1), or None for claims that never expire."""
         return max(1, round(self.ttl_days * DAY_SECONDS)) if self.ttl_days else None
+
+    @property
+    def window(self) -> Optional[Window]:
+        """The recrawl window (``ttl_seconds`` in ``generations``), or None when claims never expire."""
+        seconds = self.ttl_seconds
+        return Window(float(seconds), self.generations) if seconds is not None else None
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "DedupConfig":

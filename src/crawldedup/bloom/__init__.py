@@ -1,30 +1,67 @@
-"""The local Bloom filter: a blocked bit array in a memory-mapped file.
+"""The local Bloom filter: a blocked bit array in a memory-mapped file, plain or windowed.
 
 The selector of the filter layer: ``BloomFilter`` is the compiled twin
 (``_bloom_c.CBloomFilter``) when it is built and allowed (see ``crawldedup._env``), else the
 typed pure-Python reference ``PyBloomFilter`` (``_bloom_py``); both write the same bytes.
-Nothing but this module imports a twin. The file format is in ``docs/format.md`` and
-:mod:`.format`; sizing in :mod:`.sizing`; the mapped file in :mod:`.storage`; the writers'
-locks in :mod:`.writer_lock`.
+``WindowedBloomFilter`` (:mod:`.windowed`) forgets keys after a recrawl window; it probes with
+the same twin's kernels. Nothing but this module imports a twin. The file format is in
+``docs/format.md`` and :mod:`.format`; sizing in :mod:`.sizing`; the mapped file in
+:mod:`.storage`; the writers' locks in :mod:`.writer_lock`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
+from .._checks import PathArg
 from .._env import compiled
 from ..fingerprints import hash_many
+from ..windows import Clock, system_clock
+from . import _bloom_py
 from ._bloom_py import PyBloomFilter
-from .format import FilterFileError
+from .format import FilterFileError, FilterKindError
+from .windowed import Generation, WindowedFilterBase
 
-__all__ = ["BloomFilter", "FilterFileError", "HAS_EXTENSION", "PyBloomFilter", "hash_many"]
+__all__ = ["BloomFilter", "FilterFileError", "FilterKindError", "Generation", "HAS_EXTENSION", "LocalFilter",
+           "PyBloomFilter", "PyWindowedBloomFilter", "WindowedBloomFilter", "hash_many", "open_filter"]
+
+
+class PyWindowedBloomFilter(WindowedFilterBase):
+    __doc__ = WindowedFilterBase.__doc__
+    _contains_kernel = staticmethod(_bloom_py.windowed_contains)
+    _add_kernel = staticmethod(_bloom_py.windowed_add)
+
 
 _compiled = None if TYPE_CHECKING else compiled("crawldedup.bloom._bloom_c")
-#: True when ``BloomFilter`` and ``hash_many`` are the compiled twin's.
+#: True when ``BloomFilter``, ``WindowedBloomFilter`` and ``hash_many`` are the compiled twin's.
 HAS_EXTENSION = _compiled is not None
 if TYPE_CHECKING or _compiled is None:
     BloomFilter = PyBloomFilter
+    WindowedBloomFilter = PyWindowedBloomFilter
 else:
     _compiled.document_like(PyBloomFilter)  # the reference's docstrings: one documented API
     BloomFilter = _compiled.CBloomFilter
     hash_many = _compiled.hash_many
+
+    class WindowedBloomFilter(WindowedFilterBase):
+        __doc__ = WindowedFilterBase.__doc__
+        _contains_kernel = staticmethod(_compiled.windowed_contains)
+        _add_kernel = staticmethod(_compiled.windowed_add)
+        _hash_keys = staticmethod(_compiled.hash_many)
+
+#: The local filter of a crawl: plain (claims never expire) or windowed.
+LocalFilter = Union[BloomFilter, WindowedBloomFilter]
+
+
+def open_filter(path: PathArg, mode: str = "r", *, clock: Clock = system_clock) -> LocalFilter:
+    """Open a filter file of either kind: a plain filter (format v1) or a windowed one (v2).
+
+    :param clock: the time source of a windowed filter.
+    :raises ValueError: for a mode other than ``"r"`` and ``"r+"``.
+    :raises FilterFileError: when the path is missing, a directory or not a valid filter.
+    :raises BlockingIOError: with ``"r+"``, when other writers cannot share the file.
+    """
+    try:
+        return BloomFilter.open(path, mode)
+    except FilterKindError:
+        return WindowedBloomFilter.open(path, mode, clock=clock)

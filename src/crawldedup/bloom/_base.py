@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Optional, TypeVar
 import numpy as np
 
 from .._checks import PathArg
+from ..fingerprints import hash_many
 from .storage import BloomFile
 from .format import BLOCK_BITS, Header, check_parameters
 from .sizing import choose_shape
@@ -63,6 +64,10 @@ class FilterBase:
     _busy: int
     #: Whether the twin can set bits with atomic ORs, and so share a file with other writers.
     _ATOMIC_OR = False
+    #: Whether the filter has a recrawl window (format v2, :mod:`.windowed`).
+    _WINDOWED = False
+    #: How ``add_many`` and ``contains_many`` hash their keys: the twin's ``hash_many``.
+    _hash_keys = staticmethod(hash_many)
 
     def __init__(
         self,
@@ -140,7 +145,30 @@ class FilterBase:
             chunk = list(itertools.islice(iterator, UPDATE_CHUNK))
             if not chunk:
                 return
-            self.add_many(chunk)  # type: ignore[attr-defined]
+            self.add_many(chunk)
+
+    def add_hashes(self, hashes: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def contains_hashes(self, hashes: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def add_many(self, items: Iterable[Any]) -> np.ndarray:
+        """Add keys in order; return a bool array, True where the key was new when added.
+
+        :raises TypeError: for a key that is neither ``str`` nor bytes-like (nothing is added).
+        :raises io.UnsupportedOperation: when the filter is read-only.
+        :raises ValueError: when the filter is closed.
+        """
+        return self.add_hashes(self._hash_keys(items))
+
+    def contains_many(self, items: Iterable[Any]) -> np.ndarray:
+        """Return a bool array, True where the key is probably in the filter.
+
+        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
+        :raises ValueError: when the filter is closed.
+        """
+        return self.contains_hashes(self._hash_keys(items))
 
     def flush(self) -> None:
         """Write the mapped bits and the current count to disk (msync); a no-op in memory.
@@ -237,9 +265,11 @@ class FilterBase:
         header = self._file.header
         return (
             f"<{type(self).__name__} path={self._file.path!r} capacity={header.capacity} "
-            f"error_rate={header.error_rate!r} blocks={header.num_blocks} "
-            f"num_hashes={header.num_hashes} approx_items={self._count}>"
+            f"error_rate={header.error_rate!r} {self._shape_fields(header)} approx_items={self._count}>"
         )
+
+    def _shape_fields(self, header: Header) -> str:
+        return f"blocks={header.num_blocks} num_hashes={header.num_hashes}"
 
     # -- whole-filter operations ------------------------------------------------------------
 
@@ -255,6 +285,8 @@ class FilterBase:
         """
         if not isinstance(other, FilterBase):
             raise TypeError(f"can only union with another Bloom filter, got {type(other).__name__}")
+        if other._WINDOWED:
+            raise ValueError("cannot union a plain filter with a windowed one")
         theirs = other._open_file()
         with self._exclusive() as file:
             if file.read_only:

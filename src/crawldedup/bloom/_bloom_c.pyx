@@ -282,6 +282,82 @@ cdef void contains_hashed(const uint8_t* bits, uint64_t num_blocks, int num_hash
         out[i] = block_contains(block_of(<uint8_t*>bits, hashes[2 * i], num_blocks), hashes[2 * i + 1], num_hashes)
 
 
+cdef inline const uint8_t* super_block(const uint8_t* bits, uint64_t h1, uint64_t num_blocks,
+                                       uint64_t slots) noexcept nogil:
+    return bits + cdd_mulhi_u64_u32(h1, num_blocks) * slots * BLOCK_BYTES
+
+
+cdef inline bint in_slots(const uint8_t* base, uint64_t h2, int num_hashes, uint64_t slots,
+                          uint64_t mask) noexcept nogil:
+    cdef uint64_t slot
+    for slot in range(slots):
+        if mask >> slot & 1 and block_contains(base + slot * BLOCK_BYTES, h2, num_hashes):
+            return True
+    return False
+
+
+cdef inline void prefetch_slots(const uint8_t* base, uint64_t slots, uint64_t mask, bint write) noexcept nogil:
+    cdef uint64_t slot
+    for slot in range(slots):
+        if mask >> slot & 1:
+            if write:
+                cdd_prefetch_write(base + slot * BLOCK_BYTES)
+            else:
+                cdd_prefetch_read(base + slot * BLOCK_BYTES)
+
+
+cdef void windowed_hashed(uint8_t* bits, uint64_t num_blocks, int num_hashes, uint64_t slots, uint64_t mask,
+                          Py_ssize_t current, const uint64_t* hashes, Py_ssize_t count, uint8_t* out) noexcept nogil:
+    """Look up (``current`` < 0) or add to slot ``current`` the keys that none of the slots in
+    ``mask`` holds. A key's slots are side by side (one super-block), so its lookup reads
+    adjacent cache lines, prefetched PREFETCH_AHEAD keys ahead like the plain filter's one line."""
+    cdef Py_ssize_t i
+    cdef uint8_t* base
+    cdef bint adding = current >= 0
+    cdef uint64_t touched = mask | ((<uint64_t>1 << current) if adding else 0)
+    for i in range(min(count, PREFETCH_AHEAD)):
+        prefetch_slots(super_block(bits, hashes[2 * i], num_blocks, slots), slots, touched, adding)
+    for i in range(count):
+        if i + PREFETCH_AHEAD < count:
+            prefetch_slots(super_block(bits, hashes[2 * (i + PREFETCH_AHEAD)], num_blocks, slots), slots, touched,
+                           adding)
+        base = <uint8_t*>super_block(bits, hashes[2 * i], num_blocks, slots)
+        if in_slots(base, hashes[2 * i + 1], num_hashes, slots, mask):
+            out[i] = not adding
+        elif adding:
+            out[i] = block_add(base + current * BLOCK_BYTES, hashes[2 * i + 1], num_hashes, False)
+
+
+cdef object run_windowed(blocks, uint64_t num_blocks, int num_hashes, uint64_t slots, uint64_t mask,
+                         Py_ssize_t current, hashes):
+    cdef const uint64_t[:, ::1] rows = as_hash_array(hashes)
+    cdef Py_ssize_t count = rows.shape[0]
+    result = np.zeros(count, dtype=bool)
+    cdef uint8_t[::1] out = result.view(np.uint8)
+    cdef const uint8_t[::1] view = blocks  # written only when adding, to a writable mapping
+    if count:
+        with nogil:
+            windowed_hashed(<uint8_t*>&view[0], num_blocks, num_hashes, slots, mask, current, &rows[0, 0], count,
+                            &out[0])
+    return result
+
+
+def windowed_contains(blocks, uint64_t num_blocks, int num_hashes, uint64_t slots, uint64_t live, hashes):
+    """Per key of ``hashes`` (``(n, 2)`` uint64), whether one of the slots in the bit mask
+    ``live`` holds it; equal to ``_bloom_py.windowed_contains``, with the GIL released."""
+    return run_windowed(blocks, num_blocks, num_hashes, slots, live, -1, hashes)
+
+
+def windowed_add(blocks, uint64_t num_blocks, int num_hashes, uint64_t slots, uint64_t older, uint64_t current,
+                 hashes):
+    """Add, in order, the keys that none of the slots in the mask ``older`` holds to slot
+    ``current``; True where the key was new. Equal to ``_bloom_py.windowed_add``; plain ORs
+    (a windowed file has one writer), the GIL released."""
+    if not blocks.flags.writeable:
+        raise read_only_error()
+    return run_windowed(blocks, num_blocks, num_hashes, slots, older, current, hashes)
+
+
 def hash_many(items):
     """Return the ``(n, 2)`` uint64 array of MurmurHash3 x64-128 ``(h1, h2)`` rows of ``items``.
 

@@ -14,12 +14,12 @@ import numpy as np
 from .storage import BloomFile
 from ._base import FilterBase, as_hash_array, closed_error, read_only_error
 from .format import BLOCK_BITS, BLOCK_BYTES, PROBE_MULTIPLIER, PROBE_SHIFT
-from ..fingerprints import hash_many, hash_one, multiply_shift
+from ..fingerprints import hash_one, multiply_shift
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-__all__ = ["PyBloomFilter"]
+__all__ = ["PyBloomFilter", "windowed_add", "windowed_contains"]
 
 _MASK64 = (1 << 64) - 1
 #: The Python batch paths work through 2,048 keys at a time, so that their scratch arrays stay
@@ -67,6 +67,76 @@ def _first_occurrences(values: np.ndarray) -> np.ndarray:
     return first
 
 
+def probe_bits(hashes: np.ndarray, num_blocks: int, num_hashes: int, slots: int = 1, slot: int = 0) -> np.ndarray:
+    """Return the ``(n, k)`` bit numbers (from the first block's first bit) probed by each key
+    in ``slot`` of its super-block (a plain filter: ``slots = 1``, ``slot = 0``)."""
+    blocks = multiply_shift(hashes[:, 0], num_blocks) * np.uint64(slots) + np.uint64(slot)
+    first_bit = (blocks * np.uint64(BLOCK_BITS)).astype(np.int64)
+    x = hashes[:, 1].copy()
+    bit_numbers = np.empty((len(hashes), num_hashes), dtype=np.int64)
+    for probe in range(num_hashes):
+        x *= np.uint64(PROBE_MULTIPLIER)  # wraps modulo 2**64, like the C
+        bit_numbers[:, probe] = first_bit + (x >> np.uint64(PROBE_SHIFT)).astype(np.int64)
+    return bit_numbers
+
+
+def _all_set(bits: np.ndarray, bit_numbers: np.ndarray) -> np.ndarray:
+    """Per row of ``bit_numbers``, whether all its bits are set."""
+    masks = np.left_shift(1, bit_numbers & 7).astype(np.uint8)
+    return ((bits[bit_numbers >> 3] & masks) != 0).all(axis=1)
+
+
+def _add_bits(bits: np.ndarray, bit_numbers: np.ndarray, num_hashes: int) -> np.ndarray:
+    """Set the ``(n, k)`` bits of up to ``_CHUNK`` keys, in order; True where the key was new."""
+    bit_numbers = bit_numbers.ravel()
+    clear = np.flatnonzero((bits[bit_numbers >> 3] >> (bit_numbers & 7).astype(np.uint8) & 1) == 0)
+    clear_bits = bit_numbers[clear]
+    first = _first_occurrences(clear_bits)
+    # One key after the other: a key is new when one of its probes is the first to set a bit.
+    new = np.zeros(len(bit_numbers) // num_hashes, dtype=bool)
+    new[clear[first] // num_hashes] = True
+    _set_bits(bits, clear_bits[first])
+    return new
+
+
+def _slots_of(mask: int) -> list[int]:
+    return [slot for slot in range(mask.bit_length()) if mask >> slot & 1]
+
+
+def _contains_in_slots(bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, live: int,
+                       hashes: np.ndarray) -> np.ndarray:
+    found = np.zeros(len(hashes), dtype=bool)
+    for slot in _slots_of(live):
+        rest = np.flatnonzero(~found)
+        found[rest] = _all_set(bits, probe_bits(hashes[rest], num_blocks, num_hashes, slots, slot))
+    return found
+
+
+def windowed_contains(bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, live: int,
+                      hashes: np.ndarray) -> np.ndarray:
+    """Per key of ``hashes`` (``(n, 2)`` uint64), whether one of the slots in the bit mask
+    ``live`` holds it: the lookup of a windowed filter (:mod:`.windowed`)."""
+    found = np.empty(len(hashes), dtype=bool)
+    for start in range(0, len(hashes), _CHUNK):
+        found[start:start + _CHUNK] = _contains_in_slots(bits, num_blocks, num_hashes, slots, live,
+                                                         hashes[start:start + _CHUNK])
+    return found
+
+
+def windowed_add(bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, older: int, current: int,
+                 hashes: np.ndarray) -> np.ndarray:
+    """Add, in order, the keys of ``hashes`` that none of the slots in the mask ``older`` holds
+    to slot ``current``; True where the key was new (in none of them before)."""
+    new = np.zeros(len(hashes), dtype=bool)
+    for start in range(0, len(hashes), _CHUNK):
+        chunk = hashes[start:start + _CHUNK]
+        rows = np.flatnonzero(~_contains_in_slots(bits, num_blocks, num_hashes, slots, older, chunk))
+        if len(rows):
+            bit_numbers = probe_bits(chunk[rows], num_blocks, num_hashes, slots, current)
+            new[start + rows] = _add_bits(bits, bit_numbers, num_hashes)
+    return new
+
+
 class PyBloomFilter(FilterBase):
     """A Bloom filter of ``str`` or bytes-like keys, stored in a memory-mapped file.
 
@@ -112,16 +182,6 @@ class PyBloomFilter(FilterBase):
             bit = x >> PROBE_SHIFT
             yield base + (bit >> 3), 1 << (bit & 7)
 
-    def _probe_bits(self, hashes: np.ndarray) -> np.ndarray:
-        """Return the ``(n, k)`` bit numbers (from the first block's first bit) probed by each key."""
-        first_bit = (multiply_shift(hashes[:, 0], self._num_blocks) * np.uint64(BLOCK_BITS)).astype(np.int64)
-        x = hashes[:, 1].copy()
-        bit_numbers = np.empty((len(hashes), self._num_hashes), dtype=np.int64)
-        for probe in range(self._num_hashes):
-            x *= np.uint64(PROBE_MULTIPLIER)  # wraps modulo 2**64, like the C
-            bit_numbers[:, probe] = first_bit + (x >> np.uint64(PROBE_SHIFT)).astype(np.int64)
-        return bit_numbers
-
     def add(self, item: Any) -> bool:
         """Add one key; return True when it was new (not already, probably, in the filter).
 
@@ -155,23 +215,6 @@ class PyBloomFilter(FilterBase):
             raise closed_error()
         return all(bits[offset] & mask for offset, mask in self._probes(h1, h2))
 
-    def add_many(self, items: Iterable[Any]) -> np.ndarray:
-        """Add keys in order; return a bool array, True where the key was new when added.
-
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like (nothing is added).
-        :raises io.UnsupportedOperation: when the filter is read-only.
-        :raises ValueError: when the filter is closed.
-        """
-        return self.add_hashes(hash_many(items))
-
-    def contains_many(self, items: Iterable[Any]) -> np.ndarray:
-        """Return a bool array, True where the key is probably in the filter.
-
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
-        :raises ValueError: when the filter is closed.
-        """
-        return self.contains_hashes(hash_many(items))
-
     def add_hashes(self, hashes: Any) -> np.ndarray:
         """Like ``add_many`` for keys already hashed by ``hash_many`` (an ``(n, 2)`` uint64 array).
 
@@ -189,15 +232,7 @@ class PyBloomFilter(FilterBase):
 
     def _add_chunk(self, bits: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """Set the bits of up to ``_CHUNK`` keys; True where the key was new when added."""
-        bit_numbers = self._probe_bits(hashes).ravel()
-        clear = np.flatnonzero((bits[bit_numbers >> 3] >> (bit_numbers & 7).astype(np.uint8) & 1) == 0)
-        clear_bits = bit_numbers[clear]
-        first = _first_occurrences(clear_bits)
-        # One key after the other: a key is new when one of its probes is the first to set a bit.
-        new = np.zeros(len(hashes), dtype=bool)
-        new[clear[first] // self._num_hashes] = True
-        _set_bits(bits, clear_bits[first])
-        return new
+        return _add_bits(bits, probe_bits(hashes, self._num_blocks, self._num_hashes), self._num_hashes)
 
     def contains_hashes(self, hashes: Any) -> np.ndarray:
         """Like ``contains_many`` for keys already hashed by ``hash_many``.
@@ -210,9 +245,8 @@ class PyBloomFilter(FilterBase):
         with self._exclusive():
             assert self._bits is not None
             for start in range(0, len(hashes), _CHUNK):
-                bit_numbers = self._probe_bits(hashes[start:start + _CHUNK])
-                masks = np.left_shift(1, bit_numbers & 7).astype(np.uint8)
-                found[start:start + _CHUNK] = ((self._bits[bit_numbers >> 3] & masks) != 0).all(axis=1)
+                bit_numbers = probe_bits(hashes[start:start + _CHUNK], self._num_blocks, self._num_hashes)
+                found[start:start + _CHUNK] = _all_set(self._bits, bit_numbers)
         return found
 
     def _writable_bytes(self) -> memoryview:

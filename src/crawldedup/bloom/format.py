@@ -1,20 +1,28 @@
-"""File format v1 of a Bloom filter: the header page, its fields and the checks made on open.
+"""File formats v1 (plain) and v2 (windowed) of a Bloom filter: the header page, its fields and
+the checks made on open.
 
-The layout is documented in ``docs/format.md``; any change to it bumps ``FORMAT_VERSION``.
+The layout is documented in ``docs/format.md``; any change to it bumps ``FORMAT_VERSION``. A
+plain filter is still written as v1, byte for byte as before v2 existed; only a windowed
+filter (generations in slots, see :mod:`.windowed`) is written as v2.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import struct
 import zlib
+from typing import Tuple
 
 from .._checks import check_capacity, check_error_rate
 from .._wording import counted
+from ..windows import MAX_GENERATIONS
 
 #: First 8 bytes of every filter file.
 MAGIC = b"CDDBLOOM"
-FORMAT_VERSION = 1
+#: The newest version this crawldedup reads and writes; plain filters are written as v1.
+FORMAT_VERSION = 2
+PLAIN_FORMAT_VERSION = 1
 #: The header is one 4 KiB page, so the blocks that follow are page- and cache-line-aligned.
 HEADER_BYTES = 4096
 #: One block is one 64-byte cache line: every key sets and tests bits in exactly one block.
@@ -22,6 +30,9 @@ BLOCK_BYTES = 64
 BLOCK_BITS = BLOCK_BYTES * 8
 #: Layout 1: block = (h1 * num_blocks) >> 64; probe i uses the top 9 bits of h2 * PROBE_MULTIPLIER**i.
 LAYOUT_BLOCKED_512 = 1
+#: Layout 2 (v2): super-block = (h1 * num_blocks) >> 64 holds one 64-byte block per slot,
+#: side by side; slot s of super-block b is block b * slots + s. Probes as in layout 1.
+LAYOUT_WINDOWED_512 = 2
 #: Hash 1: MurmurHash3 x64-128 of the key's UTF-8 (str) or raw (bytes-like) bytes.
 HASH_MURMUR3_X64_128 = 1
 HASH_SEED = 0
@@ -45,9 +56,19 @@ _FIELDS = struct.Struct("<8sIIIIIIQdQIIQII1024s")
 #: The CRC-32 (zlib) of bytes [0, CHECKSUM_OFFSET) sits in the page's last 4 bytes.
 CHECKSUM_OFFSET = HEADER_BYTES - 4
 _KNOWN_FLAGS = FLAG_CLEAN
+#: v2 only, right after the v1 fields: window seconds, generations, slots; then per slot the
+#: generation it holds (NO_GENERATION when empty) and its approx_items.
+_WINDOW_FIELDS = struct.Struct("<dII")
+_SLOT_FIELDS = struct.Struct("<qQ")
+NO_GENERATION = -1
 
 class FilterFileError(ValueError):
     """A file that is not a readable crawldedup filter; the message names the path and the problem."""
+
+
+class FilterKindError(FilterFileError):
+    """A valid filter file of the other kind: windowed where a plain filter was opened, or plain
+    where a windowed one was."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,20 +82,41 @@ class Header:
     metadata: bytes = b""
     approx_items: int = 0
     clean: bool = True
+    #: Windowed filters (v2) only: the window W in seconds and its generations G (0: plain).
+    window_seconds: float = 0.0
+    generations: int = 0
+    #: Per slot (G + 1 of them), the generation it holds (NO_GENERATION: empty) and its count.
+    slot_generations: Tuple[int, ...] = ()
+    slot_items: Tuple[int, ...] = ()
+
+    @property
+    def windowed(self) -> bool:
+        """True for a windowed filter (format v2)."""
+        return self.generations > 0
+
+    @property
+    def slots(self) -> int:
+        """Blocks per super-block: G + 1 for a windowed filter, 1 for a plain one."""
+        return len(self.slot_generations) if self.windowed else 1
 
     @property
     def file_bytes(self) -> int:
         """Exact size of a file with this header: the header page plus the blocks."""
-        return HEADER_BYTES + self.num_blocks * BLOCK_BYTES
+        return HEADER_BYTES + self.num_blocks * self.slots * BLOCK_BYTES
 
     def pack(self) -> bytes:
         """Return the 4096-byte header page, checksum included."""
+        version, layout = (FORMAT_VERSION, LAYOUT_WINDOWED_512) if self.windowed else (PLAIN_FORMAT_VERSION, LAYOUT_BLOCKED_512)
         fields = _FIELDS.pack(
-            MAGIC, FORMAT_VERSION, HEADER_BYTES, LAYOUT_BLOCKED_512, HASH_MURMUR3_X64_128,
+            MAGIC, version, HEADER_BYTES, layout, HASH_MURMUR3_X64_128,
             HASH_SEED, BLOCK_BYTES, self.capacity, self.error_rate, self.num_blocks,
             self.num_hashes, FLAG_CLEAN if self.clean else 0, min(self.approx_items, MAX_APPROX_ITEMS),
             len(self.metadata), 0, self.metadata,
         )
+        if self.windowed:
+            fields += _WINDOW_FIELDS.pack(self.window_seconds, self.generations, self.slots)
+            fields += b"".join(_SLOT_FIELDS.pack(generation, min(items, MAX_APPROX_ITEMS))
+                               for generation, items in zip(self.slot_generations, self.slot_items))
         page = fields + bytes(CHECKSUM_OFFSET - len(fields))
         return page + struct.pack("<I", zlib.crc32(page))
 
@@ -102,14 +144,16 @@ class Header:
         if version > FORMAT_VERSION:
             raise bad(f"format version {version} is newer than this crawldedup reads "
                       f"(up to {FORMAT_VERSION}); upgrade crawldedup")
-        if version != FORMAT_VERSION:
-            raise bad(f"unsupported format version {version}, expected {FORMAT_VERSION}")
+        if version not in (PLAIN_FORMAT_VERSION, FORMAT_VERSION):
+            raise bad(f"unsupported format version {version}, expected {PLAIN_FORMAT_VERSION} or {FORMAT_VERSION}")
         (stored_crc,) = struct.unpack_from("<I", page, CHECKSUM_OFFSET)
         actual_crc = zlib.crc32(page[:CHECKSUM_OFFSET])
         if stored_crc != actual_crc:
             raise bad(f"corrupted header: checksum {actual_crc:#010x} does not match the stored {stored_crc:#010x}")
+        windowed = version == FORMAT_VERSION
         expected = {
-            "header size": (header_bytes, HEADER_BYTES), "layout id": (layout_id, LAYOUT_BLOCKED_512),
+            "header size": (header_bytes, HEADER_BYTES),
+            "layout id": (layout_id, LAYOUT_WINDOWED_512 if windowed else LAYOUT_BLOCKED_512),
             "hash id": (hash_id, HASH_MURMUR3_X64_128), "hash seed": (seed, HASH_SEED),
             "block size": (block_bytes, BLOCK_BYTES), "reserved field": (reserved, 0),
         }
@@ -124,18 +168,44 @@ class Header:
             (flags & ~_KNOWN_FLAGS == 0, f"unknown flags {flags:#x}"),
             (approx_items <= MAX_APPROX_ITEMS, f"approx_items must be <= {MAX_APPROX_ITEMS}, got {approx_items}"),
             (metadata_len <= MAX_METADATA_BYTES, f"metadata length must be <= {MAX_METADATA_BYTES}, got {metadata_len}"),
-            (not any(metadata[metadata_len:]) and not any(page[_FIELDS.size:CHECKSUM_OFFSET]),
-             "reserved header bytes are not zero"),
         ]
+        window: dict = {}
+        used = _FIELDS.size
+        if windowed:
+            window, used, window_checks = _unpack_window(page)
+            checks += window_checks
+        checks.append((not any(metadata[metadata_len:]) and not any(page[used:CHECKSUM_OFFSET]),
+                       "reserved header bytes are not zero"))
         for ok, problem in checks:
             if not ok:
                 raise bad(f"corrupted header: {problem}")
         header = cls(capacity, error_rate, num_blocks, num_hashes, metadata[:metadata_len],
-                     approx_items, bool(flags & FLAG_CLEAN))
+                     approx_items, bool(flags & FLAG_CLEAN), **window)
         if file_bytes != header.file_bytes:
             kind = "truncated bits" if file_bytes < header.file_bytes else "trailing bytes"
             raise bad(f"{kind}: file is {counted(file_bytes, 'byte')}, the header says {header.file_bytes:,}")
         return header
+
+
+def _unpack_window(page: bytes) -> Tuple[dict, int, list]:
+    """The window fields of a v2 header: the Header fields, the bytes used, and their checks."""
+    window_seconds, generations, slots = _WINDOW_FIELDS.unpack_from(page, _FIELDS.size)
+    checks = [
+        (math.isfinite(window_seconds) and window_seconds > 0, f"window must be > 0 seconds, got {window_seconds!r}"),
+        (1 <= generations <= MAX_GENERATIONS, f"generations must be in [1, {MAX_GENERATIONS}], got {generations}"),
+        (slots == generations + 1, f"slots must be generations + 1 = {generations + 1}, got {slots}"),
+    ]
+    if not all(ok for ok, _ in checks):
+        return {}, _FIELDS.size + _WINDOW_FIELDS.size, checks
+    start = _FIELDS.size + _WINDOW_FIELDS.size
+    rows = [_SLOT_FIELDS.unpack_from(page, start + i * _SLOT_FIELDS.size) for i in range(slots)]
+    checks += [
+        (all(generation >= NO_GENERATION for generation, _ in rows), "a slot's generation is below -1"),
+        (all(items <= MAX_APPROX_ITEMS for _, items in rows), f"a slot's approx_items is above {MAX_APPROX_ITEMS}"),
+    ]
+    fields = {"window_seconds": window_seconds, "generations": generations,
+              "slot_generations": tuple(g for g, _ in rows), "slot_items": tuple(n for _, n in rows)}
+    return fields, start + slots * _SLOT_FIELDS.size, checks
 
 
 def check_parameters(capacity: int, error_rate: float, metadata: bytes) -> None:

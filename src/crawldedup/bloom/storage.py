@@ -21,7 +21,7 @@ import numpy as np
 
 from . import writer_lock
 from .._checks import PathArg
-from .format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, FilterFileError, Header
+from .format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, FilterFileError, FilterKindError, Header
 
 
 #: Statistics scan the blocks in 64 MiB slices, so a 1.2 GB filter needs no 1.2 GB temporary.
@@ -143,16 +143,18 @@ class BloomFile:
         if not overwrite and os.path.lexists(path):
             raise FileExistsError(errno.EEXIST, "filter file exists (pass overwrite=True to replace it)", path)
         _write_new_file(dataclasses.replace(header, clean=True), path, overwrite)
-        return cls.open(path, "r+", atomic_or)
+        return cls.open(path, "r+", atomic_or, windowed=header.windowed)
 
     @classmethod
-    def open(cls, path: PathArg, mode: str, atomic_or: bool) -> BloomFile:
+    def open(cls, path: PathArg, mode: str, atomic_or: bool, windowed: bool = False) -> BloomFile:
         """Open an existing filter file after checking its whole header and its size.
 
         With mode ``"r+"`` this process joins the file's writers (``crawldedup._writers``).
 
         :param atomic_or: whether the filter sets bits with atomic ORs when it shares the file.
+        :param windowed: whether the caller is a windowed filter (format v2) or a plain one (v1).
         :raises ValueError: for a mode other than ``"r"`` and ``"r+"``.
+        :raises FilterKindError: for a file of the other kind (windowed or plain).
         :raises FilterFileError: for a missing path, a directory or a file that is not a valid filter.
         :raises OSError: with mode ``"r+"``, when the disk cannot hold the blocks of a sparse file.
         :raises BlockingIOError: with mode ``"r+"``, when the file's other writers cannot share it.
@@ -172,6 +174,10 @@ class BloomFile:
                 raise FilterFileError(f"{path}: not a regular file")
             with writer_lock.header_access(file.fileno(), write=False):
                 header = Header.unpack(file.read(HEADER_BYTES), path, status.st_size)
+            if header.windowed != windowed:
+                raise FilterKindError(f"{path}: a windowed filter (format v2): open it with "
+                                      "crawldedup.bloom.open_filter or WindowedBloomFilter.open" if header.windowed
+                                      else f"{path}: a plain filter without a recrawl window (format v1)")
             if mode == "r+":  # a sparse file (copied with cp --sparse, say) gets its blocks now
                 _reserve_space(file.fileno(), header.file_bytes, path)
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
@@ -185,43 +191,56 @@ class BloomFile:
         self = cls(mm, header, path, mode == "r", atomic_or, writers)
         if not header.clean:
             # A writer did not close it (crash, kill, or still open): recount from the bits.
-            self.header = dataclasses.replace(header, approx_items=self.estimate_items())
+            counts = tuple(self.estimate_items(slot) for slot in range(header.slots))
+            self.header = dataclasses.replace(header, approx_items=sum(counts),
+                                              slot_items=counts if header.windowed else ())
         self.write_state(self.header.approx_items, clean=False)
         return self
 
     def blocks(self) -> np.ndarray:
         """Return a uint8 view of the blocks (read-only when the file is); drop it before ``close``."""
-        return np.frombuffer(self.mm, dtype=np.uint8, count=self.header.num_blocks * BLOCK_BYTES,
+        return np.frombuffer(self.mm, dtype=np.uint8, count=self.header.num_blocks * self.header.slots * BLOCK_BYTES,
                              offset=HEADER_BYTES)
 
-    def block_popcounts(self) -> Iterator[np.ndarray]:
-        """Yield the number of set bits of every block, in slices of ``_SCAN_BLOCKS`` blocks."""
-        rows = self.blocks().reshape(-1, BLOCK_BYTES)
+    def slot_blocks(self, slot: int) -> np.ndarray:
+        """Return a ``(num_blocks, 64)`` view of one slot's blocks (all of them in a plain filter)."""
+        return self.blocks().reshape(self.header.num_blocks, self.header.slots, BLOCK_BYTES)[:, slot, :]
+
+    def block_popcounts(self, slot: int = 0) -> Iterator[np.ndarray]:
+        """Yield the number of set bits of every block of ``slot``, in slices of ``_SCAN_BLOCKS`` blocks."""
+        rows = self.slot_blocks(slot)
         for start in range(0, len(rows), _SCAN_BLOCKS):
             yield _popcount_rows(rows[start:start + _SCAN_BLOCKS])
 
-    def estimate_items(self) -> int:
-        """Estimate how many keys were added, from the set bits of each block.
+    def clear_slot(self, slot: int) -> None:
+        """Zero every block of ``slot`` (a windowed filter reusing it for a new generation)."""
+        rows = self.slot_blocks(slot)
+        for start in range(0, len(rows), _SCAN_BLOCKS):
+            rows[start:start + _SCAN_BLOCKS] = 0
+
+    def estimate_items(self, slot: int = 0) -> int:
+        """Estimate how many keys were added to ``slot``, from the set bits of each block.
 
         ``l`` keys set ``s = 512 (1 - (1 - 1/512) ** (k l))`` distinct bits of a block on
         average; inverting that per block and summing gives the estimate.
         """
         per_key = self.header.num_hashes * math.log1p(-1.0 / BLOCK_BITS)
         total = 0.0
-        for counts in self.block_popcounts():
+        for counts in self.block_popcounts(slot):
             unset = np.maximum(1.0 - counts / BLOCK_BITS, 0.5 / BLOCK_BITS)  # a full block counts as nearly full
             total += float(np.log(unset).sum()) / per_key
         return int(round(total))
 
-    def fill_ratio(self) -> float:
-        """Return the fraction of bits set (scans the whole bit array)."""
-        set_bits = sum(int(counts.sum()) for counts in self.block_popcounts())
+    def fill_ratio(self, slot: int = 0) -> float:
+        """Return the fraction of bits set in ``slot`` (scans its bit array)."""
+        set_bits = sum(int(counts.sum()) for counts in self.block_popcounts(slot))
         return set_bits / (self.header.num_blocks * BLOCK_BITS)
 
-    def estimated_error_rate(self) -> float:
-        """Return the false-positive rate of a random absent key: the mean over blocks of ``fill ** k``."""
+    def estimated_error_rate(self, slot: int = 0) -> float:
+        """Return the false-positive rate of a random absent key in ``slot``: the mean over its
+        blocks of ``fill ** k``."""
         k = self.header.num_hashes
-        total = sum(float(((counts / BLOCK_BITS) ** k).sum()) for counts in self.block_popcounts())
+        total = sum(float(((counts / BLOCK_BITS) ** k).sum()) for counts in self.block_popcounts(slot))
         return total / self.header.num_blocks
 
     @contextlib.contextmanager
@@ -240,11 +259,15 @@ class BloomFile:
 
     def write_state(self, approx_items: int, clean: bool) -> None:
         """Store the count and the clean-close flag in the header page (no-op when read-only)."""
+        self.write_header(dataclasses.replace(self.header, approx_items=approx_items, clean=clean))
+
+    def write_header(self, header: Header) -> None:
+        """Store ``header`` (same shape) in the header page (no-op when read-only)."""
         if self.read_only:
             return
         if self.writers is not None:
             self.writers.check_writable()
-        self.header = dataclasses.replace(self.header, approx_items=approx_items, clean=clean)
+        self.header = header
         with self.writers.header_written() if self.writers is not None else contextlib.nullcontext():
             self.mm[:HEADER_BYTES] = self.header.pack()
 

@@ -52,9 +52,9 @@ from ._io import (
     as_read,
 )
 from .._checks import check_error_rate, check_name, redis_url_refusal
-from ..config import DedupConfig
-from ..bloom.format import FORMAT_VERSION
-from ..bloom import BloomFilter, FilterFileError
+from ..config import SETTINGS, DedupConfig
+from ..bloom.format import FORMAT_VERSION, PLAIN_FORMAT_VERSION
+from ..bloom import FilterFileError, LocalFilter, WindowedBloomFilter, open_filter
 from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
 from ..dedup import Deduplicator, HeldBatch
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
@@ -256,6 +256,7 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
         return Deduplicator(
             strategy, config=config, state=state, redis_url=args.redis_url, namespace=args.namespace,
             capacity=args.capacity, error_rate=args.error_rate, verify_hits=args.verify_hits, crawl_round=args.round,
+            ttl_days=args.ttl_days, generations=args.generations,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
         )
     except NamespaceConflict as exc:
@@ -379,13 +380,13 @@ def _stdout() -> IO[bytes]:
 # --------------------------------------------------------------------------- info and merge
 
 
-def _open_filter(path: str) -> BloomFilter:
-    """Open an existing filter file read-only.
+def _open_filter(path: str) -> LocalFilter:
+    """Open an existing filter file (plain or windowed) read-only.
 
     :raises CLIError: (``EXIT_STATE``) a missing, unreadable or invalid file.
     """
     try:
-        return BloomFilter.open(path, "r")
+        return open_filter(path, "r")
     except OSError as exc:
         raise _os_error(exc, f"filter file {path}") from None
     except ValueError as exc:  # FilterFileError names the path and the problem
@@ -397,13 +398,16 @@ def run_info(args: argparse.Namespace) -> int:
     with _open_filter(args.file) as bloom:
         size = os.path.getsize(args.file)
         metadata = bloom.metadata.decode("ascii", "backslashreplace") or "(none)"
+        windowed = isinstance(bloom, WindowedBloomFilter)
+        version = FORMAT_VERSION if windowed else PLAIN_FORMAT_VERSION
+        slots = f" in each of {bloom.window.live_count} slots" if isinstance(bloom, WindowedBloomFilter) else ""
         rows = [
             ("file", args.file),
-            ("format", f"crawldedup filter v{FORMAT_VERSION}, 64-byte blocks, MurmurHash3 x64-128"),
+            ("format", f"crawldedup filter v{version}, 64-byte blocks, MurmurHash3 x64-128"),
             ("size", f"{size:,} bytes ({size / 2**20:,.1f} MiB)"),
-            ("capacity", f"{bloom.capacity:,}"),
+            ("capacity", f"{bloom.capacity:,}{' per window' if windowed else ''}"),
             ("error rate", f"{bloom.error_rate:g}"),
-            ("bits", f"{bloom.num_bits:,} ({counted(bloom.num_blocks, 'block')}, "
+            ("bits", f"{bloom.num_bits:,} ({counted(bloom.num_blocks, 'block')}{slots}, "
                      f"{counted(bloom.num_hashes, 'hash', 'hashes')} per key)"),
             ("bits per item", f"{bloom.num_bits / bloom.capacity:.2f} at capacity"),
             ("fill", f"{bloom.fill_ratio:.4%}"),
@@ -411,9 +415,19 @@ def run_info(args: argparse.Namespace) -> int:
             ("error rate now", f"{bloom.estimated_error_rate:.3g}"),
             ("metadata", metadata),
         ]
+        if isinstance(bloom, WindowedBloomFilter):
+            rows[5:5] = [("window", f"{bloom.window.describe()} (claims forgotten after it)")] + [
+                (f"generation {g.generation}", f"slot {g.slot}, from {_utc(g.starts_at)}, forgotten at "
+                                              f"{_utc(g.forgotten_at)}, ~{g.approx_items:,} items")
+                for g in bloom.generations()
+            ]
     width = max(len(name) for name, _ in rows) + 2
     _stdout().write("".join(f"{name:<{width}}{value}\n" for name, value in rows).encode("utf-8", "backslashreplace"))
     return EXIT_OK
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
 def run_merge(args: argparse.Namespace) -> int:
@@ -432,7 +446,7 @@ def run_merge(args: argparse.Namespace) -> int:
             merged = first.copy(path=temporary, overwrite=True)
             with merged:
                 for other in filters[1:]:
-                    merged |= other
+                    merged.union(other)
                 merged.flush()
             os.replace(temporary, args.output)
         except OSError as exc:
@@ -447,11 +461,18 @@ def run_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_compatible(first_path: str, first: BloomFilter, path: str, other: BloomFilter) -> None:
-    """Refuse to merge filters of another shape or fed by another canonical policy.
+def _window_of(bloom: LocalFilter) -> str:
+    return bloom.window.describe() if isinstance(bloom, WindowedBloomFilter) else "none (claims never expire)"
+
+
+def _check_compatible(first_path: str, first: LocalFilter, path: str, other: LocalFilter) -> None:
+    """Refuse to merge filters of another window, shape or canonical policy.
 
     :raises CLIError: (``EXIT_STATE``) naming both files and what differs.
     """
+    if _window_of(first) != _window_of(other):
+        raise CLIError(EXIT_STATE, f"cannot merge {path} into {first_path}: different recrawl windows "
+                                   f"({_window_of(first)} vs {_window_of(other)})")
     differences = [
         f"{name} {getattr(first, name)!r} vs {getattr(other, name)!r}"
         for name in ("capacity", "error_rate", "num_blocks", "num_hashes", "metadata")
@@ -479,6 +500,16 @@ def _probability(text: str) -> float:
         return check_error_rate(float(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
+
+
+def _days(text: str) -> float:
+    setting = SETTINGS["ttl_days"]
+    try:
+        value = float(text)
+        setting.check(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {setting.allowed}, got {text!r}") from None
+    return value
 
 
 def _strategy(text: str) -> str:
@@ -576,6 +607,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
     filt.add_argument("--sqlite", metavar="FILE",
                       help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
+    filt.add_argument("--ttl-days", type=_days, metavar="DAYS",
+                      help="the recrawl window: a page is seen for DAYS, then won again; 0 = for ever "
+                           "($VISITED_TTL_DAYS, default 30)")
+    filt.add_argument("--generations", type=_positive_int, metavar="G",
+                      help="generations of the window: a page is won again at most DAYS / G late "
+                           "($CRAWLDEDUP_GENERATIONS, default 4)")
     filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
     filt.add_argument("--round", type=_round_name, metavar="NAME",
                       help="a crawl round: a fresh dedup space <namespace>:<NAME> in the store and the state file")

@@ -46,6 +46,7 @@ from .leases import URL, Leases, lease_store
 from .pipeline import ClaimPipeline
 from .state import open_state
 from .stats import DedupStats, StatsCounter, StatsListener
+from ..windows import Clock, system_clock
 
 __all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch", "HoldState", "StatsListener", "open_state"]
 
@@ -96,7 +97,9 @@ class Deduplicator:
     :param state: the local filter's file (None: in memory); stamped with the policy and namespace.
     :param capacity: URLs the local filter and the store are sized for.
     :param error_rate: false-positive rate of the local filter (and of RedisBloom).
-    :param ttl_days: lifetime of a claim in the ``set`` store; 0 = forever.
+    :param ttl_days: the recrawl window W in days, in every strategy: a page claimed (or done)
+        at time t is seen until at least t + W and won again, by exactly one worker, by
+        t + W (1 + 1 / generations) at the latest; 0 = claims never expire.
     :param sqlite_path: database file of the ``sqlite`` store.
     :param policy: the canonical policy (default :data:`~crawldedup.DEFAULT_POLICY`); recorded
         with the namespace and the state file, which refuse another one.
@@ -110,6 +113,9 @@ class Deduplicator:
     :param worker_id: the owner recorded with this Deduplicator's leases (default: 16 random
         hex characters, so two Deduplicators never share leases); 1 to 200 characters from
         ``[A-Za-z0-9_.:/@+=-]``.
+    :param generations: the generations G of the window (default 4).
+    :param clock: the time source of everything that ages (seconds since the epoch); tests
+        pass a :class:`~crawldedup.windows.ManualClock`.
     :raises ValueError: for a value out of range (naming its setting and variable).
     :raises FilterFileError: for a state file of another policy or namespace.
     :raises NamespaceConflict: for a store namespace of another policy or store kind.
@@ -135,13 +141,15 @@ class Deduplicator:
         store: Optional[ClaimStore] = None,
         config: Optional[DedupConfig] = None,
         worker_id: Optional[str] = None,
+        generations: Optional[int] = None,
+        clock: Clock = system_clock,
     ) -> None:
         #: Owner of this Deduplicator's leases.
         self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
         # Mixed field types; DedupConfig checks each value it receives.
         overrides: Dict[str, Any] = {
             "strategy": strategy, "redis_url": redis_url, "namespace": namespace, "capacity": capacity,
-            "error_rate": error_rate, "ttl_days": ttl_days,
+            "error_rate": error_rate, "ttl_days": ttl_days, "generations": generations,
             "state_path": os.fspath(state) if state is not None else None,
             "sqlite_path": os.fspath(sqlite_path) if sqlite_path is not None else None,
         }
@@ -174,7 +182,7 @@ class Deduplicator:
         try:
             self.local_filter = open_state(
                 self.config.state_path, self.config.capacity, self.config.error_rate, self.policy,
-                namespace=self.namespace,
+                namespace=self.namespace, window=self.config.window, clock=clock,
             )
         except BaseException:
             if opened and store is not None:

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..bloom import BloomFilter
+from ..bloom import LocalFilter
 from ..canonical import InvalidURL
 from ..fingerprints import Fingerprints
 from ..stores.base import ClaimStore, StoreUnavailable
@@ -54,7 +54,7 @@ class HeldBatch:
     """
 
     def __init__(self, won: List[bool], canonical: List[Optional[str]], errors: Dict[int, InvalidURL], *,
-                 hashes: np.ndarray, valid: Sequence[str], claimed: Claimed, local_filter: BloomFilter,
+                 hashes: np.ndarray, valid: Sequence[str], claimed: Claimed, local_filter: LocalFilter,
                  store: Optional[ClaimStore], leased: bool, owner: str, counter: StatsCounter) -> None:
         self.won = won
         self.canonical = canonical

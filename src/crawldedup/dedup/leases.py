@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from ..bloom import BloomFilter, hash_many
+from ..bloom import LocalFilter, hash_many
 from ..canonical import CanonicalPolicy, canonicalize_many
 from ..fingerprints import Fingerprints
 from ..stores.base import ClaimStore, LeasesUnsupported, check_lease_seconds
@@ -35,7 +35,7 @@ def lease_store(store: Optional[ClaimStore], strategy: str) -> ClaimStore:
 class Leases:
     """The lease steps of one Deduplicator (see :meth:`crawldedup.Deduplicator.done` and its siblings)."""
 
-    def __init__(self, store: Optional[ClaimStore], strategy: str, local_filter: BloomFilter, owner: str,
+    def __init__(self, store: Optional[ClaimStore], strategy: str, local_filter: LocalFilter, owner: str,
                  policy: CanonicalPolicy, counter: StatsCounter) -> None:
         self.store = store
         self.strategy = strategy

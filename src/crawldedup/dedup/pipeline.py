@@ -14,7 +14,7 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ..bloom import BloomFilter
+from ..bloom import LocalFilter
 from ..fingerprints import Fingerprints
 from ..stores.base import ClaimAnswers, ClaimStore, Lease
 from .stats import StatsCounter
@@ -74,7 +74,7 @@ class ClaimPipeline:
     :param counter: where the batch's lookup and store counters go.
     """
 
-    def __init__(self, local_filter: BloomFilter, store: Optional[ClaimStore], *, verify_hits: bool,
+    def __init__(self, local_filter: LocalFilter, store: Optional[ClaimStore], *, verify_hits: bool,
                  sample_rate: float, owner: str, counter: StatsCounter) -> None:
         self.local_filter = local_filter
         self.store = store

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Optional
 
 from .._checks import PathArg
-from ..bloom import BloomFilter, FilterFileError
+from ..bloom import BloomFilter, FilterFileError, LocalFilter, WindowedBloomFilter, open_filter
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy
+from ..windows import Clock, Window, system_clock
 
 #: First word of the metadata that stamps a local state file.
 STATE_STAMP = b"crawldedup-state/1"
@@ -19,7 +20,7 @@ def _stamp(policy_digest: str, namespace: Optional[str]) -> bytes:
     return b" ".join(words)
 
 
-def _check_stamp(bloom: BloomFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
+def _check_stamp(bloom: LocalFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
     words = bloom.metadata.split(b" ")
     if words[0] != STATE_STAMP:
         raise FilterFileError(f"{path}: not a crawldedup state file (its metadata has no {STATE_STAMP.decode()} stamp)")
@@ -34,6 +35,19 @@ def _check_stamp(bloom: BloomFilter, path: PathArg, policy_digest: str, namespac
         )
 
 
+def _check_window(bloom: LocalFilter, path: PathArg, window: Optional[Window]) -> None:
+    has = bloom.window if isinstance(bloom, WindowedBloomFilter) else None
+    if has == window:
+        return
+    if has is None:
+        raise FilterFileError(f"{path}: made without a recrawl window (its claims never expire), this crawl "
+                              f"forgets claims after {window and window.describe()}: set ttl_days to 0 to keep "
+                              "using the file, or start a new state file")
+    wanted = f"forgets claims after {window.describe()}" if window else "keeps claims for ever (ttl_days 0)"
+    raise FilterFileError(f"{path}: made for a recrawl window of {has.describe()}, this crawl {wanted}: "
+                          "start a new state file, or use the settings it was made with")
+
+
 def open_state(
     path: Optional[PathArg],
     capacity: int,
@@ -41,10 +55,12 @@ def open_state(
     policy: Optional[CanonicalPolicy] = None,
     *,
     namespace: Optional[str] = None,
-) -> BloomFilter:
+    window: Optional[Window] = None,
+    clock: Clock = system_clock,
+) -> LocalFilter:
     """Open the local filter file of a crawl, or create it stamped with the canonical policy.
 
-    An existing file keeps its own capacity and error rate.
+    An existing file keeps its own capacity and error rate; its window must be ``window``.
 
     :param path: the state file; None gives an anonymous in-memory filter.
     :param capacity: URLs a new filter is sized for.
@@ -52,21 +68,25 @@ def open_state(
     :param policy: the canonical policy in force (default :data:`~crawldedup.DEFAULT_POLICY`).
     :param namespace: when given, also stamped, and an existing file must carry the same one
         (a state file must not follow a crawl into its next round).
+    :param window: the recrawl window: a windowed filter forgets claims after it; None (claims
+        never expire) gives a plain filter.
+    :param clock: the time source of a windowed filter.
     :raises FilterFileError: for a file stamped with another policy or namespace (naming both),
-        an unstamped file, or one that is not a valid filter.
+        made for another window (or none), an unstamped file, or one that is not a valid filter.
     :raises ValueError: for a capacity or error rate out of range.
     """
     digest = (policy or DEFAULT_POLICY).digest
     stamp = _stamp(digest, namespace)
-    if path is None:
-        return BloomFilter(capacity, error_rate, metadata=stamp)
     try:
+        if window is not None:
+            return WindowedBloomFilter(capacity, error_rate, window, path=path, metadata=stamp, clock=clock)
         return BloomFilter(capacity, error_rate, path=path, metadata=stamp)
     except FileExistsError:
-        pass
-    bloom = BloomFilter.open(path, "r+")
+        assert path is not None
+    bloom = open_filter(path, "r+", clock=clock)
     try:
         _check_stamp(bloom, path, digest, namespace)
+        _check_window(bloom, path, window)
     except BaseException:
         bloom.close()
         raise
