@@ -39,7 +39,7 @@ try:
 except ImportError:  # pragma: no cover  (the extra is missing)
     raise ImportError("crawldedup.metrics needs prometheus_client: pip install 'crawldedup[metrics]'") from None
 
-from .bloom import BloomFilter
+from .bloom import LocalFilter
 from .bloom.sizing import expected_false_positive_rate
 from .dedup.stats import DedupStats, StatsListener
 
@@ -85,7 +85,7 @@ class Watched(Protocol):
     """What :meth:`DedupMetrics.attach` needs of a Deduplicator."""
 
     namespace: str
-    local_filter: BloomFilter
+    local_filter: LocalFilter
 
     def watch_stats(self, listener: StatsListener) -> None: ...
 
@@ -145,7 +145,7 @@ class _Listener:
     """One Deduplicator's side of :class:`DedupMetrics`: its namespace's series and its filter."""
 
     def __init__(self, counters: Mapping[str, Counter], latency: Histogram, fill: Gauge, error_rate: Gauge,
-                 local_filter: BloomFilter) -> None:
+                 local_filter: LocalFilter) -> None:
         self.counters = counters
         self.latency = latency
         self.fill = fill
