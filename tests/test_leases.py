@@ -21,6 +21,8 @@ from crawldedup import canonicalize
 from crawldedup.dedup import Deduplicator
 from crawldedup.stores import LeasesUnsupported, RedisKeyStore, RedisShardedSetStore
 
+# Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
+pytestmark = pytest.mark.server_matrix
 WORKER = Path(__file__).parent / "workers" / "lease_worker.py"
 #: Upper bound of any wait for a lease to pass (the leases themselves last well under a second).
 WAIT_SECONDS = 30.0
@@ -32,8 +34,8 @@ def pages(n: int, prefix: str = "p") -> List[str]:
 
 
 @pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), pytest.param("cluster", marks=pytest.mark.redis)])
-def redis_location(request: pytest.FixtureRequest) -> str:
-    """A flushed single Redis, then a flushed 3-master Redis Cluster."""
+def redis_location(request: pytest.FixtureRequest, server_kind: str) -> str:
+    """A flushed single server of ``server_kind``, then a flushed 3-master cluster of it."""
     return request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
 
 

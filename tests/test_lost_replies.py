@@ -26,6 +26,8 @@ from crawldedup.stores import (
 )
 from crawldedup.stores.base import Lease
 
+# Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
+pytestmark = pytest.mark.server_matrix
 DIGEST = "0123456789abcdef"
 RETRY = RetryPolicy(retries=2, backoff_seconds=0.01, max_backoff_seconds=0.05)
 STORES = ["set", "sharded-set", "bloom"]

@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterator, Optional, Sequence
 import pytest
 import redis
 
-from conftest import RedisServer, find_redisbloom, required_redis_server, serve_redis
+from conftest import SERVER_KINDS, RedisServer, find_redisbloom, required_redis_server, required_server, serve_redis
 from crawldedup import Deduplicator, StoreRefused, StoreUnavailable
 from crawldedup.stores import RetryPolicy, SQLiteStore
 from crawldedup.stores.factory import open_store
@@ -121,10 +121,41 @@ def admin(redis_url: str) -> Iterator[redis.Redis]:
 
 def test_bloom_without_the_module_says_how_to_load_it(bare_redis):
     admin = bare_redis.client()
-    refused = refused_once(admin, lambda: make("bloom", bare_redis.url), "ERR",
-                           "lacks the RedisBloom module", "--loadmodule", "Redis Stack", "BF.RESERVE")
-    assert isinstance(refused, StoreUnavailable)  # `except StoreUnavailable` still catches it
+    admin.config_resetstat()
+    with pytest.raises(StoreRefused) as raised:
+        make("bloom", bare_redis.url)
+    # Refused at open by COMMAND INFO, before any BF.* command could fail on the server.
+    message = str(raised.value)
+    for words in ("lacks the RedisBloom module", "--loadmodule", "Redis Stack", "BF.RESERVE, BF.MADD, BF.MEXISTS"):
+        assert words in message, message
+    assert raised.value.attempts == 1
+    assert isinstance(raised.value, StoreUnavailable)  # `except StoreUnavailable` still catches it
+    assert "cmdstat_eval" not in admin.info("commandstats") and admin.dbsize() == 0  # not even the namespace record
     admin.close()
+
+
+#: A command each store sends only from its scripts, disabled in the server's configuration.
+DISABLED = {"set": "PERSIST", "sharded-set": "SADD"}
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+def test_a_server_without_a_command_of_the_store_is_refused_at_open_naming_it(kind):
+    binary = required_server(kind)
+    disabled = [arg for command in DISABLED.values() for arg in ("--rename-command", command, "")]
+    server = next(serve := serve_redis(binary, None, disabled))
+    try:
+        admin = server.client()
+        for strategy, command in DISABLED.items():
+            with pytest.raises(StoreRefused) as raised:
+                make(strategy, server.url)
+            message = str(raised.value)
+            assert raised.value.attempts == 1
+            assert "lacks commands this store needs" in message and "rename-command" in message, message
+            assert message.endswith(f"(COMMAND INFO knows no {command})"), message
+        assert admin.dbsize() == 0  # refused before the namespace record was written
+        admin.close()
+    finally:
+        serve.close()
 
 
 @pytest.mark.parametrize("strategy", REDIS_STRATEGIES)
@@ -325,12 +356,13 @@ def test_cli_sqlite_path_that_is_not_a_writable_database(tmp_path, immutable, ki
     assert_one_line(result, 6, str(path), SQLITE_CASES[kind])
 
 
-def cli_refused_once(admin: redis.Redis, args: Sequence[str], cwd: Path, code: str, *words: str,
+def cli_refused_once(admin: redis.Redis, args: Sequence[str], cwd: Path, code: Optional[str], *words: str,
                      handshake: bool = True) -> str:
     """``crawldedup filter ARGS`` fails with one line and exit code 6 after one attempt (counted as
-    in :func:`refused_once`); returns the line."""
+    in :func:`refused_once`; ``code`` None: refused without an error reply); returns the line."""
     expected = handshake_errors(admin) if handshake else Counter()
-    expected[code] += 1
+    if code is not None:
+        expected[code] += 1
     admin.config_resetstat()
     (cwd / "s.bloom").unlink(missing_ok=True)  # a state file belongs to one namespace
     line = assert_one_line(run_filter(args, cwd), 6, *words)
@@ -340,7 +372,8 @@ def cli_refused_once(admin: redis.Redis, args: Sequence[str], cwd: Path, code: s
 
 def test_cli_bloom_without_the_module(tmp_path, bare_redis):
     admin = bare_redis.client()
-    cli_refused_once(admin, ["--strategy", "bloom", "--redis-url", bare_redis.url], tmp_path, "ERR",
+    # COMMAND INFO finds no BF.* command at open: no command fails on the server.
+    cli_refused_once(admin, ["--strategy", "bloom", "--redis-url", bare_redis.url], tmp_path, None,
                      "lacks the RedisBloom module", "--loadmodule")
     admin.close()
 

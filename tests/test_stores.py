@@ -26,6 +26,8 @@ from crawldedup.stores.factory import open_store
 from crawldedup.stores.redisbloom import bf_info
 from crawldedup.stores.sharded_set import MEMBERS_PER_SHARD, shards_for
 
+# Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
+pytestmark = pytest.mark.server_matrix
 DIGEST = "0123456789abcdef"
 OTHER_DIGEST = "fedcba9876543210"
 

@@ -37,6 +37,7 @@ from .base import (
     Lease,
     NamespaceConflict,
     RetryPolicy,
+    StoreRefused,
     check_lease_seconds,
     check_policy_digest,
 )
@@ -98,6 +99,9 @@ _TRANSIENT_REPLY_ERRORS = (TryAgainError, AskError, ClusterDownError)
 _PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
 #: What Redis appends to an error raised inside a script.
 _SCRIPT_SUFFIX = re.compile(r"\s*script: [0-9a-f]+, on @user_script:\d+\.?$")
+#: What to do about a server without RedisBloom's commands.
+_NO_REDISBLOOM = ("the server lacks the RedisBloom module: load it (redis-server --loadmodule "
+                  "/path/to/redisbloom.so, or loadmodule in redis.conf), or use Redis Stack")
 
 
 def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
@@ -168,6 +172,11 @@ class RedisStore(ClaimStore):
     store_errors = (redis.RedisError, RedisClusterException)
     #: Fields of the namespace record that must equal ours; the others are adopted.
     _must_match: ClassVar[Tuple[str, ...]] = ("layout", "store", "fingerprint", "policy")
+    #: Every command the store's claims and leases send, itself or from its scripts (receipts
+    #: and the namespace record here; subclasses add theirs). The store asks the server for all of them when it
+    #: opens (``COMMAND INFO``), so that a server without one (renamed or disabled by
+    #: ``rename-command``, or a server that does not implement it) is refused there, naming it.
+    commands: ClassVar[Tuple[str, ...]] = ("EVAL", "EXISTS", "HSET", "HGETALL", "GET", "SET")
 
     def __init__(
         self,
@@ -202,6 +211,7 @@ class RedisStore(ClaimStore):
             **(layout or {}),
         }
         try:
+            self._with_retries(self._check_commands)
             self.meta = self._open_namespace(wanted)
             self._adopt_namespace()
         except BaseException:  # no store, so no open connection (a client given to us stays open)
@@ -250,10 +260,38 @@ class RedisStore(ClaimStore):
                     f"uses them): pick another namespace, or delete its keys")
         if "unknown command" in text.lower() or "unknown redis command" in text.lower():
             if "BF." in text or self.strategy == "redisbloom":
-                return ("the server lacks the RedisBloom module: load it (redis-server --loadmodule "
-                        "/path/to/redisbloom.so, or loadmodule in redis.conf), or use Redis Stack")
+                return _NO_REDISBLOOM
             return "the server does not know a command this store needs"
         return "the server refused a command this store needs"
+
+    def _check_commands(self) -> None:
+        """Refuse a server that lacks one of :attr:`commands` (``COMMAND INFO`` answers nil for it).
+
+        A server (or ACL user) that refuses ``COMMAND`` itself is not refused for that: the
+        store's commands then speak for themselves at their first use.
+
+        :raises StoreRefused: naming the missing commands.
+        """
+        # A cluster client asks one node (all of a cluster's nodes run one server version).
+        options: Dict[str, Any] = {}
+        if isinstance(self.client, RedisCluster):
+            options["target_nodes"] = self.client.get_default_node()
+        try:
+            known = self.client.execute_command("COMMAND INFO", *self.commands, **options)
+        except ResponseError as exc:
+            if self._refusal(exc) is None:  # LOADING, BUSY...: not now, try again
+                raise
+            return
+        missing = [name for name, info in zip(self.commands, known) if not info]
+        if not missing:
+            return
+        if any(name.startswith("BF.") for name in missing):
+            problem = _NO_REDISBLOOM
+        else:
+            problem = ("the server lacks commands this store needs (renamed or disabled with "
+                       "rename-command in its configuration, or not implemented by this server): "
+                       f"{', '.join(missing)}")
+        raise StoreRefused(self.description, 1, f"COMMAND INFO knows no {', '.join(missing)}", problem)
 
     def _open_namespace(self, wanted: Dict[str, str]) -> Dict[str, str]:
         """Create the namespace record or check ours against it; returns the record."""
@@ -435,6 +473,7 @@ class GroupedScriptStore(RedisStore):
     """
 
     supports_leases = True
+    commands = (*RedisStore.commands, "ZADD", "ZSCORE", "ZREM", "ZRANGEBYSCORE", "HEXISTS", "HGET", "HDEL", "TIME")
     #: Lua defining the store's primitives on one claim key ``k`` and its member ``m``.
     _primitives: ClassVar[str] = ""
 

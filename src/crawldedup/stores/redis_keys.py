@@ -58,6 +58,7 @@ class RedisKeyStore(GroupedScriptStore):
 
     strategy = "set"
     kind = "keys"
+    commands = (*GroupedScriptStore.commands, "EXPIRE", "PERSIST", "DEL")
     _primitives = _PRIMITIVES
 
     def __init__(self, url: Optional[str] = None, *, ttl_seconds: Optional[int] = None, **kwargs: Any) -> None:

@@ -69,6 +69,7 @@ class RedisBloomStore(RedisStore):
 
     strategy = "redisbloom"
     kind = "bloom"
+    commands = (*RedisStore.commands, "BF.RESERVE", "BF.MADD", "BF.MEXISTS")
 
     def __init__(self, url: Optional[str] = None, *, capacity: int, error_rate: float, **kwargs: Any) -> None:
         check_capacity(capacity)

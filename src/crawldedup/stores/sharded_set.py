@@ -80,6 +80,7 @@ class RedisShardedSetStore(GroupedScriptStore):
 
     strategy = "sharded-set"
     kind = "sharded-set"
+    commands = (*GroupedScriptStore.commands, "SADD", "SISMEMBER", "SREM")
     _primitives = _PRIMITIVES
 
     def __init__(self, url: Optional[str] = None, *, capacity: int, **kwargs: Any) -> None:
