@@ -220,3 +220,24 @@ def test_lease_steps_through_lost_replies(proxy, redis_server, strategy):
         receipts = admin.keys(b"*:receipt:*")
         assert receipts and all(0 < admin.ttl(k) <= store.receipt_seconds for k in receipts)
         admin.close()
+
+
+def test_content_check_through_a_lost_reply(proxy, redis_server):
+    """The page script ran, its reply was lost: the retry reads the call's receipt, not the
+    batch's own writes (which would make every new page unchanged)."""
+    urls = pages(300)
+    first = [random.Random(i).getrandbits(64) for i in range(300)]
+    second = first[:100] + [fp ^ 0xFFFF_FFFF for fp in first[100:]]  # two thirds change
+    with Deduplicator("set", redis_url=redis_server.url, namespace="clean", capacity=10_000) as clean:
+        expected = [clean.check_content(urls, first), clean.check_content(urls, second)]
+    with Deduplicator("set", redis_url=proxy.url, namespace="faulty", capacity=10_000, retry=RETRY) as dedup:
+        got = []
+        for fps in (first, second):
+            proxy.lose_next_reply()
+            got.append(dedup.check_content(urls, fps))
+        assert proxy.replies_lost == 2 and dedup.store.failed_attempts == 2
+    assert got == expected
+    assert {c.verdict for c in got[0]} == {"new"} and {c.verdict for c in got[1]} == {"unchanged", "changed"}
+    admin = redis_server.client()
+    assert len(admin.keys(b"{faulty:pages}:receipt:*")) == 1  # each call deleted the one before it
+    admin.close()

@@ -28,6 +28,7 @@ from .index_format import (
 )
 from .policy import DEFAULT_CONTENT_POLICY, ContentPolicy
 from .._checks import is_integer
+from .._files import replace_file
 
 __all__ = ["Matches", "NearDuplicateIndex"]
 
@@ -365,19 +366,7 @@ class NearDuplicateIndex:
         for array in arrays:
             crc = zlib.crc32(array.data.cast("B"), crc)
         header = IndexHeader(self._max_distance, self._count, self._policy_digest, crc)
-        temporary = self._path.with_name(f".{self._path.name}.{os.getpid()}.tmp")
-        try:
-            with open(temporary, "wb") as file:
-                file.write(header.pack())
-                for array in arrays:
-                    file.write(array.data.cast("B"))
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, self._path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-        _sync_directory(self._path.parent)
+        replace_file(self._path, [header.pack(), *(array.data.cast("B") for array in arrays)])
         del arrays  # they may be views of the old mapping, which is released next
         self._release_map()
         self._attach()
@@ -410,14 +399,3 @@ class NearDuplicateIndex:
         where = "memory" if self._path is None else str(self._path)
         return f"NearDuplicateIndex(max_distance={self._max_distance}, {len(self)} fingerprints, {where})"
 
-
-def _sync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover  (Windows)
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

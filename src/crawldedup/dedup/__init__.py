@@ -38,9 +38,13 @@ import numpy as np
 from ..config import DedupConfig
 from ..bloom import hash_many
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
-from .._checks import PathArg, check_batch, check_name, number_in
+from .._checks import PathArg, check_batch, check_name, integer_in, number_in
+from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
+from ..content.index_format import MAX_DISTANCE
+from ..pages import PageCheck, open_pages
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
 from ..stores.factory import LOCAL, open_store
+from .content import ContentChecks
 from .held import HOLD_SECONDS, HeldBatch, HoldState
 from .leases import URL, Leases, lease_store
 from .pipeline import ClaimPipeline
@@ -116,6 +120,10 @@ class Deduplicator:
     :param generations: the generations G of the window (default 4).
     :param clock: the time source of everything that ages (seconds since the epoch); tests
         pass a :class:`~crawldedup.windows.ManualClock`.
+    :param content_distance: k of :meth:`check_content`, in [1, 7]: a page within k bits of
+        a fingerprint is near it (recorded with the stored pages, which refuse another k).
+    :param content_policy: the content policy the checked SimHashes were made with (default
+        :data:`~crawldedup.content.DEFAULT_CONTENT_POLICY`), recorded like k.
     :raises ValueError: for a value out of range (naming its setting and variable).
     :raises FilterFileError: for a state file of another policy or namespace.
     :raises NamespaceConflict: for a store namespace of another policy or store kind.
@@ -143,6 +151,8 @@ class Deduplicator:
         worker_id: Optional[str] = None,
         generations: Optional[int] = None,
         clock: Clock = system_clock,
+        content_distance: int = 3,
+        content_policy: Optional[ContentPolicy] = None,
     ) -> None:
         #: Owner of this Deduplicator's leases.
         self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
@@ -192,6 +202,16 @@ class Deduplicator:
         self.store: Optional[ClaimStore] = store
         self._pipeline = ClaimPipeline(self.local_filter, store, verify_hits=self.verify_hits,
                                        sample_rate=self.sample_rate, owner=self.worker_id, counter=self._counter)
+        integer_in("content_distance", content_distance, 1, MAX_DISTANCE)
+        if content_policy is not None and not isinstance(content_policy, ContentPolicy):
+            raise TypeError(f"content_policy must be a ContentPolicy, got {type(content_policy).__name__}")
+        content_digest = (content_policy or DEFAULT_CONTENT_POLICY).digest
+        self._content = ContentChecks(
+            lambda: open_pages(self.store, self.config.state_path, max_distance=content_distance,
+                               content_digest=content_digest, canonical_digest=self.policy.digest,
+                               capacity=self.config.capacity),
+            content_distance, lambda urls: self._canonicalize(urls, None),
+        )
         self._leases = Leases(store, self.config.strategy, self.local_filter, self.worker_id, self.policy, self._counter)
 
     @classmethod
@@ -418,6 +438,36 @@ class Deduplicator:
         self._counter.add(won=len(won), lost=len(hashes) - len(won))
         return won
 
+    def check_content(self, urls: Sequence[URL], fingerprints: Sequence[int]) -> List[PageCheck]:
+        """Compare each page's content fingerprint with its last one and with other pages'; store it.
+
+        Per URL, a :class:`~crawldedup.pages.PageCheck` whose ``verdict`` is ``new`` (never
+        stored), ``unchanged`` (within k bits of the page's last fingerprint), ``duplicate``
+        (otherwise within k bits of another page's latest fingerprint: ``duplicate_of`` names
+        it, the nearest) or ``changed`` (neither), or ``invalid`` for a URL the canonical policy
+        refuses. Spellings of one page are one page. Every valid page's fingerprint becomes its
+        latest, in batch order (a page later in the batch sees the ones before it), in one round
+        trip: a Redis script, a SQLite transaction, or the local journal's one write
+        (``<state>.pages``; in memory without a state file). docs/content.md, "Stored pages".
+
+        :param urls: the pages' URLs as fetched (``str`` or ``bytes``).
+        :param fingerprints: their SimHashes (:func:`crawldedup.content.simhash`), unsigned 64-bit.
+        :raises TypeError: for a single string, or fingerprints that are not ints.
+        :raises ValueError: for fingerprints out of range or of another length than ``urls``.
+        :raises NamespaceConflict: when the namespace's pages were stored with another k or content policy.
+        :raises PageFileError: for a local journal of another k or policy, or a damaged one.
+        :raises StoreUnavailable: when the store stayed unreachable (nothing was stored).
+        """
+        return self._content.check(urls, fingerprints)
+
+    def store_bytes_per_page(self) -> Optional[float]:
+        """Bytes per page stored by :meth:`check_content`, measured now (I/O; opens the page store).
+
+        :returns: None while no page is stored.
+        :raises StoreUnavailable: when the store cannot be reached.
+        """
+        return self._content.pages.bytes_per_page()
+
     def store_bytes_per_url(self) -> Optional[float]:
         """Bytes per claimed URL in the store, measured now (I/O); for ``local``, the filter's bytes per item.
 
@@ -432,10 +482,13 @@ class Deduplicator:
     def close(self) -> None:
         """Close the store and the local filter (flushing its file)."""
         try:
-            if self.store is not None:
-                self.store.close()
+            self._content.close()
         finally:
-            self.local_filter.close()
+            try:
+                if self.store is not None:
+                    self.store.close()
+            finally:
+                self.local_filter.close()
 
     def __enter__(self) -> "Deduplicator":
         return self

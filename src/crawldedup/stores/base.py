@@ -395,6 +395,15 @@ class ClaimStore(abc.ABC):
                     del self._failed_calls[next(iter(self._failed_calls))]
             raise
 
+    def round_trip(self, call: Callable[[], T]) -> T:
+        """Run ``call``, one exchange of another layer over this store's connection or file (the
+        pages of content checks), under this store's retries and error messages.
+
+        :raises StoreRefused: at the first permanent error.
+        :raises StoreUnavailable: when every attempt failed with a transient error.
+        """
+        return self._with_retries(call)
+
     def _with_retries(self, call: Callable[[], T]) -> T:
         """Run ``call`` under the retry policy; count round trips and failures.
 

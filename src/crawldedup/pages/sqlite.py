@@ -1,0 +1,164 @@
+"""The ``sqlite`` strategy's pages: two tables beside the claims, in the claim store's file.
+
+Schema (a documented format, docs/content.md "Stored pages")::
+
+    CREATE TABLE crawldedup_page_namespaces (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+        layout INTEGER NOT NULL, canonical_policy TEXT NOT NULL, content_policy TEXT NOT NULL,
+        max_distance INTEGER NOT NULL)
+    CREATE TABLE crawldedup_pages (namespace INTEGER NOT NULL, page INTEGER NOT NULL,
+        simhash INTEGER NOT NULL, url TEXT NOT NULL, PRIMARY KEY (namespace, page)) WITHOUT ROWID
+    CREATE TABLE crawldedup_page_blocks (namespace INTEGER NOT NULL, block INTEGER NOT NULL,
+        page INTEGER NOT NULL, PRIMARY KEY (namespace, block, page)) WITHOUT ROWID
+
+``page`` is the page id (:func:`~crawldedup.pages.plan.page_ids`), ``simhash`` the SimHash
+as a signed 64-bit integer, ``block`` each of its k + 1 blocks as ``t << 32 | value`` (Manku
+et al.'s blocked tables as one index: a lookup reads the pages sharing one of its blocks).
+A batch is one ``BEGIN IMMEDIATE`` transaction on a connection of its own to the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any, List, Optional, Tuple
+
+from ..stores.base import NamespaceConflict
+from ..stores.sqlite import BUSY_TIMEOUT_SECONDS, SQLiteStore
+from .base import PageStore
+from .plan import PageBatch, Seen, block_values
+
+__all__ = ["PAGE_LAYOUT_VERSION", "SQLitePages"]
+
+#: Version of the page tables (recorded with each page namespace).
+PAGE_LAYOUT_VERSION = 1
+_SIGN = 1 << 63
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS crawldedup_page_namespaces (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, layout INTEGER NOT NULL,
+    canonical_policy TEXT NOT NULL, content_policy TEXT NOT NULL, max_distance INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS crawldedup_pages (
+    namespace INTEGER NOT NULL, page INTEGER NOT NULL, simhash INTEGER NOT NULL, url TEXT NOT NULL,
+    PRIMARY KEY (namespace, page)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS crawldedup_page_blocks (
+    namespace INTEGER NOT NULL, block INTEGER NOT NULL, page INTEGER NOT NULL,
+    PRIMARY KEY (namespace, block, page)) WITHOUT ROWID;
+"""
+
+
+def _signed(simhash: int) -> int:
+    return simhash - (1 << 64) if simhash >= _SIGN else simhash
+
+
+def _unsigned(stored: int) -> int:
+    return stored + (1 << 64) if stored < 0 else stored
+
+
+class SQLitePages(PageStore):
+    """Pages in the SQLite file of ``store``, under its namespace.
+
+    :raises NamespaceConflict: when the namespace's pages were made with another k or policy.
+    :raises StoreRefused: when the file is not a writable SQLite database.
+    :raises StoreUnavailable: when the file stays locked.
+    """
+
+    strategy = "sqlite"
+
+    def __init__(self, store: SQLiteStore, *, max_distance: int, content_digest: str) -> None:
+        super().__init__(max_distance, content_digest)
+        self._store = store
+        self._lock = threading.Lock()
+        self._db = store.round_trip(self._connect)
+        try:
+            self._namespace = store.round_trip(self._open_namespace)
+        except BaseException:
+            self._db.close()
+            raise
+        self._blocks = ",".join("?" * (max_distance + 1))
+
+    @property
+    def description(self) -> str:
+        return f"pages of the {self._store.description}"
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._store.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
+                             check_same_thread=False)
+        try:
+            db.executescript(_SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _transaction(self, work: Any) -> Any:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(self._db)
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+            return result
+
+    def _open_namespace(self) -> int:
+        wanted = (PAGE_LAYOUT_VERSION, self._store.policy_digest, self.content_digest, self.max_distance)
+
+        def work(db: sqlite3.Connection) -> Tuple[Any, ...]:
+            db.execute("INSERT OR IGNORE INTO crawldedup_page_namespaces (name, layout, canonical_policy, "
+                       "content_policy, max_distance) VALUES (?, ?, ?, ?, ?)", (self._store.namespace, *wanted))
+            return db.execute("SELECT id, layout, canonical_policy, content_policy, max_distance FROM "
+                              "crawldedup_page_namespaces WHERE name = ?", (self._store.namespace,)).fetchone()
+
+        row = self._transaction(work)
+        for field, stored, ours in zip(("layout", "canonical_policy", "content_policy", "max_distance"), row[1:], wanted):
+            if stored != ours:
+                raise NamespaceConflict(
+                    f"{self._store.path}: the pages of namespace {self._store.namespace!r} hold {field}={stored!r}, "
+                    f"this crawl uses {field}={ours!r}: pick another namespace (or round)"
+                )
+        return int(row[0])
+
+    def exchange(self, batch: PageBatch) -> List[Seen]:
+        return self._store.round_trip(lambda: self._transaction(lambda db: self._apply(db, batch)))
+
+    def _apply(self, db: sqlite3.Connection, batch: PageBatch) -> List[Seen]:
+        ns, k = self._namespace, self.max_distance
+        near_sql = (f"SELECT DISTINCT p.page, p.simhash, p.url FROM crawldedup_page_blocks b JOIN crawldedup_pages p "
+                    f"ON p.namespace = b.namespace AND p.page = b.page "
+                    f"WHERE b.namespace = ? AND b.block IN ({self._blocks}) AND b.page != ?")
+        seen = []
+        for page, simhash, url in zip(batch.ids, batch.simhashes, batch.urls):
+            row = db.execute("SELECT simhash FROM crawldedup_pages WHERE namespace = ? AND page = ?", (ns, page)).fetchone()
+            previous = None if row is None else _unsigned(row[0])
+            blocks = [t << 32 | value for t, value in enumerate(block_values(simhash, k))]
+            near = [(_unsigned(other), other_url) for _, other, other_url in db.execute(near_sql, (ns, *blocks, page))]
+            seen.append(Seen(previous, near))
+            if previous == simhash:
+                continue
+            if previous is not None:
+                db.executemany("DELETE FROM crawldedup_page_blocks WHERE namespace = ? AND block = ? AND page = ?",
+                               [(ns, t << 32 | value, page) for t, value in enumerate(block_values(previous, k))])
+            db.execute("INSERT OR REPLACE INTO crawldedup_pages (namespace, page, simhash, url) VALUES (?, ?, ?, ?)",
+                       (ns, page, _signed(simhash), url))
+            db.executemany("INSERT OR IGNORE INTO crawldedup_page_blocks (namespace, block, page) VALUES (?, ?, ?)",
+                           [(ns, block, page) for block in blocks])
+        return seen
+
+    def bytes_per_page(self) -> Optional[float]:
+        """Bytes of the two page tables' pages per stored page, all namespaces together (reads
+        both tables: for a report, not per batch)."""
+
+        def measure() -> Optional[float]:
+            with self._lock:
+                pages = self._db.execute("SELECT count(*) FROM crawldedup_pages").fetchone()[0]
+                used = self._db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN "
+                                        "('crawldedup_pages', 'crawldedup_page_blocks')").fetchone()[0]
+            return used / pages if pages else None
+
+        return self._store.round_trip(measure)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
