@@ -4,7 +4,8 @@ inspect and merge filters.
 Exit codes (``EXIT_CODES``, also in ``--help`` and docs/cli.md)::
 
     0    success
-    1    canonicalize: at least one line was not an accepted URL
+    1    canonicalize: at least one line was not an accepted URL; content: at least one page could
+         not be checked
     2    usage: an unknown option, a bad option value or a bad environment variable
     3    a state or filter file is missing, corrupt or incompatible, merge would overwrite a file,
          or the store's namespace was made by another store kind or canonical policy
@@ -61,6 +62,7 @@ from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
 from .._wording import counted
 from .audit import Audit, render
+from . import content
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -657,6 +659,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"show the N most-used spellings of each page (default {AUDIT_SPELLINGS}; with --json: all)")
     audit.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
     audit.set_defaults(run=run_audit)
+
+    content.add_parser(commands, epilog, _Formatter)
 
     merge = commands.add_parser(
         "merge", help="union compatible filter files",

@@ -35,7 +35,8 @@ EXIT_STORE_REFUSED = 6
 #: ``crawldedup.cli`` docstring and of docs/cli.md (a test keeps the three the same).
 EXIT_CODES: Tuple[Tuple[int, str], ...] = (
     (EXIT_OK, "success"),
-    (EXIT_INVALID, "canonicalize: at least one line was not an accepted URL"),
+    (EXIT_INVALID, "canonicalize: at least one line was not an accepted URL; content: at least one page "
+                   "could not be checked"),
     (EXIT_USAGE, "usage: an unknown option, a bad option value or a bad environment variable"),
     (EXIT_STATE, "a state or filter file is missing, corrupt or incompatible, merge would overwrite a file, "
                  "or the store's namespace was made by another store kind or canonical policy"),

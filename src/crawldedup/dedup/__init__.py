@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import secrets
 from dataclasses import replace
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -438,7 +438,7 @@ class Deduplicator:
         self._counter.add(won=len(won), lost=len(hashes) - len(won))
         return won
 
-    def check_content(self, urls: Sequence[URL], fingerprints: Sequence[int]) -> List[PageCheck]:
+    def check_content(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> List[PageCheck]:
         """Compare each page's content fingerprint with its last one and with other pages'; store it.
 
         Per URL, a :class:`~crawldedup.pages.PageCheck` whose ``verdict`` is ``new`` (never

@@ -7,7 +7,7 @@ store's answer into one verdict per URL; a sync or an async shell sends the batc
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class ContentChecks:
             self._pages = self._opener()
         return self._pages
 
-    def prepare(self, urls: Sequence[URL], fingerprints: Sequence[int]) -> PreparedPages:
+    def prepare(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> PreparedPages:
         """Check and canonicalize a batch (no I/O).
 
         :raises TypeError: for a single string, or fingerprints that are not ints.
@@ -77,7 +77,7 @@ class ContentChecks:
             checks[position] = check
         return checks
 
-    def check(self, urls: Sequence[URL], fingerprints: Sequence[int]) -> List[PageCheck]:
+    def check(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> List[PageCheck]:
         """prepare, one exchange, finish."""
         prepared = self.prepare(urls, fingerprints)
         seen = self.pages.exchange(prepared.batch) if prepared.positions else []
