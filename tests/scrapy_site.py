@@ -18,7 +18,7 @@ import html
 import posixpath
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 from urllib.parse import parse_qs, unquote, urlsplit
 
 HOST = "shop.example"
@@ -71,10 +71,14 @@ class ShopSite:
     :param pages: number of pages.
     :param wait_for_agents: hold every response until this many distinct User-Agents have
         asked for something (at most ``gate_seconds``), so that concurrent crawlers overlap.
+    :param article: the text of each page's article (none without it); may be replaced
+        between crawls, as a site's pages change.
     """
 
-    def __init__(self, pages: int, *, wait_for_agents: int = 0, gate_seconds: float = 20.0) -> None:
+    def __init__(self, pages: int, *, wait_for_agents: int = 0, gate_seconds: float = 20.0,
+                 article: Optional[Callable[[int], str]] = None) -> None:
         self.pages = pages
+        self.article = article
         self.wait_for_agents = wait_for_agents
         self.gate_seconds = gate_seconds
         self.fetches: Dict[int, int] = collections.Counter()
@@ -144,7 +148,9 @@ class ShopSite:
         )
         # The base keeps relative links valid when the page is fetched as /p/4/ or /p/./4.
         base = html.escape(ORIGIN + page_path(page))
-        return f'<html><head><base href="{base}"><title>page {page}</title></head><body><ul>{links}</ul></body></html>'.encode()
+        article = f"<article><p>{html.escape(self.article(page))}</p></article>" if self.article else ""
+        return (f'<html><head><base href="{base}"><title>page {page}</title></head><body><ul>{links}</ul>'
+                f'{article}</body></html>').encode()
 
     def _admit(self, agent: str) -> None:
         with self._lock:

@@ -104,6 +104,16 @@ def test_verdicts_equal_the_reference(family):
     assert kinds == {"new", "unchanged", "changed", "duplicate"}  # the workload exercises each
 
 
+@pytest.mark.parametrize("k", [1, 2, 4, 5, 7])
+def test_every_k_gives_the_reference_verdicts(family, k):
+    """Blocks of 32 down to 8 bits, and widths that straddle the two 32-bit halves Redis's
+    script reads (k = 2, 4, 5: blocks of 22, 13 and 11 bits)."""
+    batches = workload(seed=k, rounds=3)
+    with dedup(family, content_distance=k) as d:
+        got = [[(c.verdict, c.duplicate_of, c.distance) for c in d.check_content(urls, fps)] for urls, fps in batches]
+    assert got == reference(batches, k)
+
+
 def test_a_page_reads_the_pages_before_it_in_its_batch(family):
     urls = ["https://a.example/", "https://b.example/", "https://a.example/", "https://c.example/"]
     with dedup(family) as d:
@@ -134,6 +144,21 @@ def test_pages_outlive_the_deduplicator(family):
         with dedup(family) as d:
             got.append([(c.verdict, c.duplicate_of, c.distance) for c in d.check_content(urls, fps)])
     assert got == expected
+
+
+def test_rounds_of_a_namespace_compare_with_each_other(family, tmp_path):
+    """URL claims are per round; pages are the crawl's, so round 2 sees round 1's pages."""
+    if family["strategy"] == "local" and "state" not in family:
+        pytest.skip("pages in memory end with their Deduplicator")
+    urls = ["https://a.example/", "https://b.example/"]
+    for round_, expected in (("r1", ["new", "new"]), ("r2", ["unchanged", "changed"])):
+        options = dict(family, crawl_round=round_)
+        if "state" in family:  # each round its own state file, the pages in one journal
+            options.update(state=tmp_path / f"{round_}.state", pages_path=tmp_path / "crawl.pages")
+        with dedup(options) as d:
+            assert d.claim_many(urls) == [True, True]  # a fresh URL space every round
+            fps = [1, 0xFFFF << 40] if round_ == "r1" else [1, 0xFFFF << 40 ^ 0xFFFF << 10]
+            assert [c.verdict for c in d.check_content(urls, fps)] == expected
 
 
 def test_another_k_or_content_policy_is_refused(family):

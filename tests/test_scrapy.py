@@ -11,6 +11,7 @@ import importlib.util
 import json
 import logging
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ from scrapy.utils.reactor import install_reactor  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, FilterFileError, canonicalize  # noqa: E402
-from crawldedup.scrapy import STATE_FILE_NAME, STATS_SYNC_EVERY, DupeFilter  # noqa: E402
+from crawldedup.scrapy import CONTENT_META_KEY, STATE_FILE_NAME, STATS_SYNC_EVERY, ContentMiddleware, DupeFilter  # noqa: E402
 
 HERE = Path(__file__).parent
 CRAWL_SCRIPT = HERE / "workers" / "scrapy_crawl.py"
@@ -422,3 +423,61 @@ def test_a_crawl_resumed_from_jobdir_does_not_refetch_the_first_part(tmp_path):
     assert set(first_part) & set(second_part) == set(), summary
     both = {page: first_part.get(page, 0) + second_part.get(page, 0) for page in range(PAGES)}
     assert both == {page: 1 for page in range(PAGES)}, summary
+
+
+# --- the content middleware ---------------------------------------------------------------
+
+CONTENT = {**DUPEFILTER, "DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.ContentMiddleware": 100}}
+
+
+def article(seed: int) -> str:
+    """300 words drawn for ``seed``: two seeds give texts far apart (about 32 bits)."""
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choice("etaoinshrdlu") for _ in range(rng.randint(3, 9))) for _ in range(300))
+
+
+@pytest.mark.slow
+def test_content_middleware_tags_then_drops_in_real_crawls(tmp_path):
+    """Crawl 1: pages 2k and 2k + 1 hold one article, so one of each pair is a duplicate.
+    Crawl 2 (a re-inspection: another JOBDIR, the same pages file), every page a start URL,
+    ten pages rewritten, unchanged ones dropped: only the ten reach the spider."""
+    pages, rewritten = 60, range(10)
+    texts = {page: article(page // 2) for page in range(pages)}
+    store = {"CRAWLDEDUP_CONTENT_PAGES": str(tmp_path / "crawl.pages"), "CRAWLDEDUP_CAPACITY": 10_000}
+    with site_module.ShopSite(pages, article=texts.__getitem__) as site:
+        first = run_crawl(site, tmp_path, "first", {**CONTENT, **store, "JOBDIR": str(tmp_path / "job1")})["stats"]
+        assert site.unknown == [] and len(site.fetches) == pages
+        texts.update({page: article(1_000 + page) for page in rewritten})
+        second = run_crawl(site, tmp_path, "second", {**CONTENT, **store, "JOBDIR": str(tmp_path / "job2"),
+                                                        "CRAWLDEDUP_CONTENT_DROP": ["unchanged", "duplicate"]},
+                           start_pages=range(pages))["stats"]
+    assert (first.get("crawldedup/content/new"), first.get("crawldedup/content/duplicate")) == (pages // 2, pages // 2)
+    assert "crawldedup/content/dropped" not in first
+    assert second.get("crawldedup/content/changed") == len(rewritten)
+    assert second.get("crawldedup/content/unchanged") == pages - len(rewritten)
+    assert second.get("crawldedup/content/dropped") == pages - len(rewritten)
+    # Only the rewritten pages were parsed: each yields its links, all already claimed start pages.
+    links = sum(3 * len(site_module.targets(page, pages)) for page in rewritten)
+    assert second.get("dupefilter/filtered") == links
+
+
+@pytest.mark.parametrize("setting, value, words", [
+    ("CRAWLDEDUP_CONTENT_DROP", ["unchanged", "gone"], "CRAWLDEDUP_CONTENT_DROP must name verdicts among"),
+    ("CRAWLDEDUP_CONTENT_DISTANCE", 9, r"CRAWLDEDUP_CONTENT_DISTANCE: k must be an integer in \[1, 7\], got 9"),
+])
+def test_a_bad_content_setting_is_named(setting, value, words):
+    crawler = make_crawler(ShopSpider, {setting: value})
+    with pytest.raises(ValueError, match=words):
+        ContentMiddleware.from_crawler(crawler)
+
+
+def test_a_response_that_is_not_html_goes_through_unchecked():
+    middleware = ContentMiddleware.from_crawler(make_crawler(ShopSpider, {}))
+    request = scrapy.Request("http://shop.example/p/1")
+    response = scrapy.http.TextResponse(request.url, body=b"plain text", request=request)
+    assert middleware.process_response(request, response) is response
+    assert CONTENT_META_KEY not in request.meta
+    html = scrapy.http.HtmlResponse(request.url, body=f"<p>{article(1)}</p>".encode(), request=request)
+    assert middleware.process_response(request, html) is html
+    assert request.meta[CONTENT_META_KEY].verdict == "new"
+    middleware.spider_closed()

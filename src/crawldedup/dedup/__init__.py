@@ -38,10 +38,10 @@ import numpy as np
 from ..config import DedupConfig
 from ..bloom import hash_many
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
-from .._checks import PathArg, check_batch, check_name, integer_in, number_in
+from .._checks import PathArg, check_batch, check_name, check_path, integer_in, number_in
 from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from ..content.index_format import MAX_DISTANCE
-from ..pages import PageCheck, open_pages
+from ..pages import PAGES_SUFFIX, PageCheck, open_pages
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
 from ..stores.factory import LOCAL, open_store
 from .content import ContentChecks
@@ -124,6 +124,10 @@ class Deduplicator:
         a fingerprint is near it (recorded with the stored pages, which refuse another k).
     :param content_policy: the content policy the checked SimHashes were made with (default
         :data:`~crawldedup.content.DEFAULT_CONTENT_POLICY`), recorded like k.
+    :param pages_path: ``local`` strategy: the journal of :meth:`check_content`'s pages
+        (default ``<state>.pages``; in memory without a state file). Give each round of a
+        re-inspection crawl its own state file and one ``pages_path``. In a store, the pages
+        belong to the namespace without its round, so rounds compare with each other.
     :raises ValueError: for a value out of range (naming its setting and variable).
     :raises FilterFileError: for a state file of another policy or namespace.
     :raises NamespaceConflict: for a store namespace of another policy or store kind.
@@ -153,6 +157,7 @@ class Deduplicator:
         clock: Clock = system_clock,
         content_distance: int = 3,
         content_policy: Optional[ContentPolicy] = None,
+        pages_path: Optional[PathArg] = None,
     ) -> None:
         #: Owner of this Deduplicator's leases.
         self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
@@ -206,8 +211,11 @@ class Deduplicator:
         if content_policy is not None and not isinstance(content_policy, ContentPolicy):
             raise TypeError(f"content_policy must be a ContentPolicy, got {type(content_policy).__name__}")
         content_digest = (content_policy or DEFAULT_CONTENT_POLICY).digest
+        check_path("pages_path", pages_path)
+        if pages_path is None and self.config.state_path is not None:
+            pages_path = f"{self.config.state_path}{PAGES_SUFFIX}"
         self._content = ContentChecks(
-            lambda: open_pages(self.store, self.config.state_path, max_distance=content_distance,
+            lambda: open_pages(self.store, pages_path, namespace=self.config.namespace, max_distance=content_distance,
                                content_digest=content_digest, canonical_digest=self.policy.digest,
                                capacity=self.config.capacity),
             content_distance, lambda urls: self._canonicalize(urls, None),
@@ -448,7 +456,7 @@ class Deduplicator:
         refuses. Spellings of one page are one page. Every valid page's fingerprint becomes its
         latest, in batch order (a page later in the batch sees the ones before it), in one round
         trip: a Redis script, a SQLite transaction, or the local journal's one write
-        (``<state>.pages``; in memory without a state file). docs/content.md, "Stored pages".
+        (``pages_path``). docs/content.md, "Stored pages".
 
         :param urls: the pages' URLs as fetched (``str`` or ``bytes``).
         :param fingerprints: their SimHashes (:func:`crawldedup.content.simhash`), unsigned 64-bit.

@@ -17,6 +17,10 @@ What a request is keyed by:
 Keys are claimed with :meth:`~crawldedup.Deduplicator.claim_keys`: not canonicalized, in a
 fingerprint space of their own, so they never meet a page's URL; the local filter, the store
 and the state file are the same as for URLs.
+
+:class:`ContentMiddleware`, a downloader middleware, checks what each HTML response holds
+(:meth:`~crawldedup.Deduplicator.check_content`) and tags it, or drops it when its content is
+unchanged or a duplicate (``CRAWLDEDUP_CONTENT_DROP``).
 """
 
 from __future__ import annotations
@@ -26,26 +30,37 @@ import hashlib
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Optional, Union
 
+from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import HtmlResponse
 from scrapy.utils.job import job_dir
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from ..config import SETTINGS as CONFIG_SETTINGS
 from ..config import DedupConfig
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize
+from ..content import page_text, simhash
 from ..dedup import Deduplicator
+from ..content.index_format import MAX_DISTANCE
+from ..pages import DUPLICATE, VERDICTS
+from .._checks import integer_in
 from ..stores.base import StoreUnavailable
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
+    from scrapy.http import Response
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.request import RequestFingerprinterProtocol
 
-__all__ = ["DupeFilter", "SETTINGS", "STATE_FILE_NAME", "STATS_SYNC_EVERY", "deduplicator_from_settings"]
+__all__ = [
+    "CONTENT_META_KEY", "ContentMiddleware", "DupeFilter", "PAGES_FILE_NAME", "SETTINGS", "STATE_FILE_NAME",
+    "STATS_SYNC_EVERY", "deduplicator_from_settings",
+]
 
 # The documented logger name: the adapter moved into integrations/, its log did not.
 logger = logging.getLogger("crawldedup.scrapy")
@@ -277,3 +292,102 @@ class DupeFilter(BaseDupeFilter):
 
     def __repr__(self) -> str:
         return f"<DupeFilter {self.deduplicator!r}>"
+
+
+#: Name of the content pages' journal inside ``JOBDIR`` (``local`` strategy) when
+#: ``CRAWLDEDUP_CONTENT_PAGES`` is not set.
+PAGES_FILE_NAME = "crawldedup.pages"
+#: Where :class:`ContentMiddleware` puts each checked response's
+#: :class:`~crawldedup.pages.PageCheck`: ``response.meta[CONTENT_META_KEY]``.
+CONTENT_META_KEY = "crawldedup_content"
+#: Verdicts that ``CRAWLDEDUP_CONTENT_DROP`` may name.
+_DROPPABLE = tuple(v for v in VERDICTS if v != "invalid")
+
+
+class ContentMiddleware:
+    """A downloader middleware that says what each HTML response holds, and may drop it.
+
+    Each response that is HTML with status 200 is fingerprinted (:func:`~crawldedup.content.page_text`,
+    :func:`~crawldedup.content.simhash`) and checked by
+    :meth:`~crawldedup.Deduplicator.check_content` under its final URL: the
+    :class:`~crawldedup.pages.PageCheck` goes into ``response.meta["crawldedup_content"]``, and
+    a response whose verdict ``CRAWLDEDUP_CONTENT_DROP`` names is dropped (``IgnoreRequest``:
+    its callback never runs, so its links are not followed). Counted in the stats as
+    ``crawldedup/content/<verdict>`` and ``crawldedup/content/dropped``. Settings in docs/scrapy.md.
+
+    When the store stays unreachable, the response goes on untagged (logged at ERROR, counted
+    as ``crawldedup/content/store_errors``): a page is never dropped without an answer.
+
+    :param deduplicator: whose :meth:`~crawldedup.Deduplicator.check_content` is used; closed
+        with the spider.
+    :param drop: the verdicts whose responses are dropped.
+    """
+
+    def __init__(self, deduplicator: Deduplicator, *, drop: FrozenSet[str] = frozenset(),
+                 stats: Optional["StatsCollector"] = None) -> None:
+        self.deduplicator = deduplicator
+        self.drop = drop
+        self.stats = stats
+
+    @classmethod
+    def from_crawler(cls, crawler: "Crawler") -> "ContentMiddleware":
+        """Build the middleware from the crawler's settings: the ``CRAWLDEDUP_*`` ones of the
+        dupefilter (its store and namespace; never its state file) and the ``CRAWLDEDUP_CONTENT_*`` ones.
+
+        :raises ValueError: for a setting out of range, naming it.
+        """
+        settings = crawler.settings
+        config = _config_from_settings(settings, getattr(crawler.spidercls, "name", None))
+        pages: Optional[str] = settings.get("CRAWLDEDUP_CONTENT_PAGES") or None
+        jobdir = job_dir(settings)
+        if pages is None and jobdir:
+            pages = os.fspath(Path(jobdir) / PAGES_FILE_NAME)
+        drop = frozenset(settings.getlist("CRAWLDEDUP_CONTENT_DROP"))
+        if not drop <= set(_DROPPABLE):
+            raise ValueError(f"CRAWLDEDUP_CONTENT_DROP must name verdicts among {', '.join(_DROPPABLE)}, "
+                             f"got {sorted(drop)!r}")
+        try:
+            distance = integer_in("k", settings.getint("CRAWLDEDUP_CONTENT_DISTANCE", 3), 1, MAX_DISTANCE)
+        except ValueError as exc:
+            raise ValueError(f"CRAWLDEDUP_CONTENT_DISTANCE: {exc}") from None
+        deduplicator = Deduplicator(
+            config=dataclasses.replace(config, state_path=None),  # the dupefilter's file stays its own
+            policy=_policy_from_setting(settings.get("CRAWLDEDUP_POLICY"), settings),
+            content_distance=distance, pages_path=pages,
+        )
+        middleware = cls(deduplicator, drop=drop, stats=crawler.stats)
+        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
+        return middleware
+
+    def process_response(self, request: "Request", response: "Response",
+                         spider: Optional["Spider"] = None) -> Union["Request", "Response"]:
+        """Tag an HTML response with its content verdict; drop it when its verdict is in :attr:`drop`.
+
+        :raises IgnoreRequest: for a dropped response.
+        """
+        if not isinstance(response, HtmlResponse) or response.status != 200:
+            return response
+        try:
+            check = self.deduplicator.check_content([response.url], [simhash(page_text(response.text))])[0]
+        except StoreUnavailable as exc:
+            logger.error("crawldedup: %s; %s goes on without a content check", exc, response)
+            self._count("store_errors")
+            return response
+        request.meta[CONTENT_META_KEY] = check  # response.meta is its request's
+        self._count(check.verdict)
+        if check.verdict in self.drop:
+            self._count("dropped")
+            other = f" of {check.duplicate_of}" if check.verdict == DUPLICATE else ""
+            raise IgnoreRequest(f"crawldedup: content {check.verdict}{other}: {response.url}")
+        return response
+
+    def _count(self, name: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(f"crawldedup/content/{name}")
+
+    def spider_closed(self) -> None:
+        """Close the Deduplicator (the pages' journal is synced)."""
+        self.deduplicator.close()
+
+    def __repr__(self) -> str:
+        return f"<ContentMiddleware drop={sorted(self.drop)} {self.deduplicator!r}>"

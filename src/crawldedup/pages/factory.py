@@ -16,19 +16,20 @@ from .sqlite import SQLitePages
 
 __all__ = ["PAGES_SUFFIX", "open_pages"]
 
-#: The page journal of the ``local`` strategy is the state file's path with this appended.
+#: The page journal of the ``local`` strategy is, by default, the state file's path with this appended.
 PAGES_SUFFIX = ".pages"
 
 
 def open_pages(
-    store: Optional[ClaimStore], state_path: Optional[PathArg], *, max_distance: int, content_digest: str,
-    canonical_digest: str, capacity: int,
+    store: Optional[ClaimStore], path: Optional[PathArg], *, namespace: str, max_distance: int,
+    content_digest: str, canonical_digest: str, capacity: int,
 ) -> PageStore:
-    """The page store of a claim store (None: the ``local`` strategy, beside its state file).
+    """The page store of a claim store (None: the ``local`` strategy, in a journal file).
 
     :param store: the Deduplicator's claim store, whose connection or file the pages share.
-    :param state_path: the local state file (``local`` only): the journal is ``<state>.pages``;
-        None keeps the pages in memory.
+    :param path: the journal of the ``local`` strategy; None keeps the pages in memory.
+    :param namespace: whose pages (in a store): the crawl's namespace without its round, so
+        that each round of a re-inspection crawl compares with the one before.
     :param canonical_digest: digest of the canonical policy of the page ids (the claim store
         records its own).
     :param capacity: pages a new Redis namespace is sized for.
@@ -37,11 +38,11 @@ def open_pages(
     :raises StoreUnavailable: when the store cannot be reached.
     """
     if store is None:
-        path = None if state_path is None else Path(f"{state_path}{PAGES_SUFFIX}")
-        return LocalPages(path, max_distance=max_distance, content_digest=content_digest,
+        return LocalPages(None if path is None else Path(path), max_distance=max_distance, content_digest=content_digest,
                           canonical_digest=canonical_digest)
     if isinstance(store, SQLiteStore):
-        return SQLitePages(store, max_distance=max_distance, content_digest=content_digest)
+        return SQLitePages(store, namespace=namespace, max_distance=max_distance, content_digest=content_digest)
     if store.strategy in REDIS_STRATEGIES:
-        return RedisPages(store, max_distance=max_distance, content_digest=content_digest, capacity=capacity)
+        return RedisPages(store, namespace=namespace, max_distance=max_distance, content_digest=content_digest,
+                          capacity=capacity)
     raise ValueError(f"the {store.strategy} store keeps no pages")

@@ -3,8 +3,8 @@
 Each page's latest fingerprint is a dict entry (page id -> SimHash, canonical URL, index id)
 and an entry of an in-memory :class:`~crawldedup.content.NearDuplicateIndex`. The index only
 grows: a page whose fingerprint changes leaves its old entry behind, which a lookup ignores
-(its index id is no longer the page's). About 250 bytes a page in memory; the journal, read
-back on open, rebuilds both.
+(its index id is no longer the page's). About 380 bytes a page in memory (tracemalloc, 200,000
+pages of 50-byte URLs); the journal, read back on open, rebuilds both.
 """
 
 from __future__ import annotations

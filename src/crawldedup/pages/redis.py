@@ -155,7 +155,7 @@ def shards_for(capacity: int) -> int:
 
 
 class RedisPages(PageStore):
-    """Pages in the Redis of ``store`` (any Redis strategy), under its namespace.
+    """Pages of ``namespace`` in the Redis of ``store`` (any Redis strategy).
 
     :param capacity: pages a new namespace is sized for (an existing one keeps its shards).
     :raises NamespaceConflict: when the namespace's pages were made with another k or policy.
@@ -164,11 +164,13 @@ class RedisPages(PageStore):
 
     strategy = "redis"
 
-    def __init__(self, store: ClaimStore, *, max_distance: int, content_digest: str, capacity: int) -> None:
+    def __init__(self, store: ClaimStore, *, namespace: str, max_distance: int, content_digest: str,
+                 capacity: int) -> None:
         super().__init__(max_distance, content_digest)
         self._store = store
+        self.namespace = namespace
         self._client = getattr(store, "client")
-        self._tag = f"{{{store.namespace}:pages}}"
+        self._tag = f"{{{namespace}:pages}}"
         self.meta_key = f"{self._tag}:meta"
         #: The receipt of the last call answered, deleted by the next call.
         self._answered: Optional[str] = None
@@ -182,7 +184,7 @@ class RedisPages(PageStore):
 
     @property
     def description(self) -> str:
-        return f"pages of the {self._store.description}"
+        return f"pages of namespace {self.namespace!r} in the {self._store.description}"
 
     def request(self, batch: PageBatch, token: bytes) -> Tuple[Any, ...]:
         """The one command that exchanges ``batch``; every attempt of one call has the same ``token``."""
@@ -209,7 +211,7 @@ class RedisPages(PageStore):
             field, stored = reply[1].decode(), reply[2].decode("ascii", "replace")
             ours = self._head[self._head.index(field) + 1]
             raise NamespaceConflict(
-                f"the pages of namespace {self._store.namespace!r} hold {field}={stored!r}, "
+                f"the pages of namespace {self.namespace!r} hold {field}={stored!r}, "
                 f"this crawl uses {field}={ours!r}: pick another namespace (or round)"
             )
         seen = []

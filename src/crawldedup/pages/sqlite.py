@@ -55,7 +55,7 @@ def _unsigned(stored: int) -> int:
 
 
 class SQLitePages(PageStore):
-    """Pages in the SQLite file of ``store``, under its namespace.
+    """Pages of ``namespace`` in the SQLite file of ``store``.
 
     :raises NamespaceConflict: when the namespace's pages were made with another k or policy.
     :raises StoreRefused: when the file is not a writable SQLite database.
@@ -64,9 +64,10 @@ class SQLitePages(PageStore):
 
     strategy = "sqlite"
 
-    def __init__(self, store: SQLiteStore, *, max_distance: int, content_digest: str) -> None:
+    def __init__(self, store: SQLiteStore, *, namespace: str, max_distance: int, content_digest: str) -> None:
         super().__init__(max_distance, content_digest)
         self._store = store
+        self.namespace = namespace
         self._lock = threading.Lock()
         self._db = store.round_trip(self._connect)
         try:
@@ -78,7 +79,7 @@ class SQLitePages(PageStore):
 
     @property
     def description(self) -> str:
-        return f"pages of the {self._store.description}"
+        return f"pages of namespace {self.namespace!r} in the {self._store.description}"
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._store.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
@@ -107,15 +108,15 @@ class SQLitePages(PageStore):
 
         def work(db: sqlite3.Connection) -> Tuple[Any, ...]:
             db.execute("INSERT OR IGNORE INTO crawldedup_page_namespaces (name, layout, canonical_policy, "
-                       "content_policy, max_distance) VALUES (?, ?, ?, ?, ?)", (self._store.namespace, *wanted))
+                       "content_policy, max_distance) VALUES (?, ?, ?, ?, ?)", (self.namespace, *wanted))
             return db.execute("SELECT id, layout, canonical_policy, content_policy, max_distance FROM "
-                              "crawldedup_page_namespaces WHERE name = ?", (self._store.namespace,)).fetchone()
+                              "crawldedup_page_namespaces WHERE name = ?", (self.namespace,)).fetchone()
 
         row = self._transaction(work)
         for field, stored, ours in zip(("layout", "canonical_policy", "content_policy", "max_distance"), row[1:], wanted):
             if stored != ours:
                 raise NamespaceConflict(
-                    f"{self._store.path}: the pages of namespace {self._store.namespace!r} hold {field}={stored!r}, "
+                    f"{self._store.path}: the pages of namespace {self.namespace!r} hold {field}={stored!r}, "
                     f"this crawl uses {field}={ours!r}: pick another namespace (or round)"
                 )
         return int(row[0])
