@@ -98,11 +98,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         client.close()
         server.stop()
-    print(f"| store ({n:,} pages) | bytes per page | sampled estimate | pages/s, first crawl | "
-          f"pages/s, re-inspection | re-inspection verdicts |")
-    print("|---|---|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    header = (f"store ({n:,} pages)", "bytes per page", "sampled estimate", "pages/s, first crawl",
+              "pages/s, re-inspection", "re-inspection verdicts")
+    print("\n".join("| " + " | ".join(cells) + " |" for cells in [header, ("---",) * len(header), *rows]))
     return 0
 
 
