@@ -301,7 +301,9 @@ def test_killed_worker_loses_nothing(lease_strategy, redis_location, tmp_path):
     urls_file, done_file = tmp_path / "urls.txt", tmp_path / "done.txt"
     urls_file.write_text("\n".join(urls), "ascii")
     options = {"strategy": lease_strategy, "redis_url": redis_location, "namespace": "killed", "capacity": 100_000}
-    worker = subprocess.Popen([sys.executable, str(WORKER), json.dumps(options), str(urls_file), str(done_file), "1.5"])
+    # 4 s: long enough that the check below comes before the lease passes on a loaded machine
+    # (1.5 s did not: opening a cluster client there took longer), short enough to wait out.
+    worker = subprocess.Popen([sys.executable, str(WORKER), json.dumps(options), str(urls_file), str(done_file), "4"])
     try:
         deadline = time.monotonic() + WAIT_SECONDS
         while not Path(f"{done_file}.ready").exists():
