@@ -192,7 +192,7 @@ class Deduplicator:
                 self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
                 redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
                 capacity=self.config.capacity, error_rate=self.config.error_rate,
-                ttl_seconds=self.config.ttl_seconds, retry=retry,
+                ttl_seconds=self.config.ttl_seconds, retry=retry, window=self.config.window, clock=clock,
             )
         try:
             self.local_filter = open_state(

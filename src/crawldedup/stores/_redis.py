@@ -30,6 +30,7 @@ from redis.retry import Retry
 
 from .._checks import check_name, check_redis_url, integer_in, redact_url
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
+from ..windows import Clock, Window, system_clock
 from .base import (
     LAYOUT_VERSION,
     ClaimAnswers,
@@ -187,8 +188,10 @@ class RedisStore(ClaimStore):
         client: Optional[Client] = None,
         retry: Optional[RetryPolicy] = None,
         layout: Optional[Mapping[str, str]] = None,
+        window: Optional[Window] = None,
+        clock: Clock = system_clock,
     ) -> None:
-        super().__init__(retry)
+        super().__init__(retry, window, clock)
         if (url is None) == (client is None):
             raise ValueError("give exactly one of url and client")
         #: Seconds the receipt of a call that won something is kept (see docs/stores.md, "Faults").
@@ -327,6 +330,15 @@ class RedisStore(ClaimStore):
     def close(self) -> None:
         self.client.close()
 
+
+# First of every script of a grouped store, so that the primitives can read it: the window's
+# three arguments, the last of the head (ARGV[1] says where it ends). GEN is the current
+# generation (-1 without a window), OLDEST the oldest live one, FORGET_AT (Unix seconds) when the
+# current one is forgotten, by the client's clock (the one clock every layer ages by).
+_AGE = """
+local AGE_END = tonumber(ARGV[1])
+local GEN, OLDEST, FORGET_AT = tonumber(ARGV[AGE_END - 2]), tonumber(ARGV[AGE_END - 1]), tonumber(ARGV[AGE_END])
+"""
 
 # Shared by every script of a grouped store. KEYS[1] and KEYS[2] are the group's lease records,
 # KEYS[3] the call's receipt, KEYS[4..] the claim keys; ARGV[1] = how many head arguments (itself
@@ -488,7 +500,7 @@ class GroupedScriptStore(RedisStore):
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
         self._lease_keys = [(tag + b":leases", tag + b":lease-urls") for tag in self._tags]
-        code = self._primitives + _PRELUDE
+        code = _AGE + self._primitives + _PRELUDE
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
 
     @abc.abstractmethod
@@ -497,8 +509,17 @@ class GroupedScriptStore(RedisStore):
         in that key (None for stores whose keys have none)."""
 
     def _ttl(self) -> int:
-        """Seconds a lasting claim lives (0: forever)."""
-        return 0
+        """Seconds a lasting claim lives (0: forever); with a window, 1 (the window decides)."""
+        return 1 if self.window is not None else 0
+
+    def _age(self) -> Tuple[int, int, int]:
+        """The scripts' window arguments: current generation, oldest live one, and when the
+        current one is forgotten (whole seconds, rounded up); ``(-1, 0, 0)`` without a window."""
+        if self.window is None:
+            return -1, 0, 0
+        now = self.clock()
+        generation = self.window.generation(now)
+        return generation, generation - self.window.generations, math.ceil(self.window.forgotten_at(generation))
 
     def _call_groups(
         self, script: str, fingerprints: Fingerprints, head: Tuple[Any, ...], claims: int,
@@ -543,7 +564,7 @@ class GroupedScriptStore(RedisStore):
         n_claims = len(claims)
         owner, lease_ms, urls = ("", 0, None) if lease is None else (lease.owner, check_lease_seconds(lease.seconds), lease.urls)
         answers = self._call_groups(
-            self._claim_script, claims + reads, (self._ttl(), owner, lease_ms), n_claims,
+            self._claim_script, claims + reads, (self._ttl(), owner, lease_ms, *self._age()), n_claims,
             token, urls,
         )
         won = [a == 1 for a in answers[:n_claims]]
@@ -554,7 +575,7 @@ class GroupedScriptStore(RedisStore):
         # A renew repeated gives the right answer by itself (the owner still holds the lease and
         # its deadline moves again): no receipt. A done or release repeated would be refused.
         answers = self._call_groups(
-            self._settle_script, fingerprints, (action, self._ttl(), owner, lease_ms), len(fingerprints),
+            self._settle_script, fingerprints, (action, self._ttl(), owner, lease_ms, *self._age()), len(fingerprints),
             None if action == "renew" else token,
         )
         return [a == 1 for a in answers]

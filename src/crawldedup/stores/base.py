@@ -22,6 +22,7 @@ from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequenc
 from .._checks import check_name, complaint, integer_in, number_in
 from ..fingerprints import Fingerprints
 from .._wording import counted
+from ..windows import Clock, Window, system_clock
 
 #: Version of the key/table layouts written by the stores (recorded with each namespace).
 LAYOUT_VERSION = 1
@@ -188,8 +189,12 @@ class ClaimStore(abc.ABC):
     namespace: str
     policy_digest: str
 
-    def __init__(self, retry: Optional[RetryPolicy] = None) -> None:
+    def __init__(self, retry: Optional[RetryPolicy] = None, window: Optional[Window] = None,
+                 clock: Clock = system_clock) -> None:
         self.retry = retry if retry is not None else RetryPolicy()
+        #: The recrawl window claims are forgotten after (None: never), and the time it reads.
+        self.window = window
+        self.clock = clock
         self.round_trips = 0
         self.failed_attempts = 0
         self._counter_lock = threading.Lock()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Dict, Optional, Tuple, Type, TypedDict
 
 from .._checks import PathArg
+from ..windows import Clock, Window, system_clock
 from .base import ClaimStore, RetryPolicy
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
@@ -51,6 +52,8 @@ class _CommonArgs(TypedDict):
     namespace: str
     policy_digest: str
     retry: Optional[RetryPolicy]
+    window: Optional[Window]
+    clock: Clock
 
 
 def open_store(
@@ -64,6 +67,8 @@ def open_store(
     error_rate: float,
     ttl_seconds: Optional[int] = None,
     retry: Optional[RetryPolicy] = None,
+    window: Optional[Window] = None,
+    clock: Clock = system_clock,
 ) -> ClaimStore:
     """Open the store of ``strategy`` for one namespace.
 
@@ -72,7 +77,9 @@ def open_store(
     :param sqlite_path: the SQLite file (required for ``sqlite``).
     :param capacity: URLs the namespace is sized for (sharded sets, RedisBloom).
     :param error_rate: RedisBloom's false-positive rate.
-    :param ttl_seconds: how long a claim lasts in the ``set`` store (None: forever).
+    :param ttl_seconds: how long a claim lasts in the ``set`` store without a window (None: forever).
+    :param window: the recrawl window every store forgets claims after (None: never).
+    :param clock: the time source of the window.
     :raises ValueError: for an unknown strategy, ``local`` or a missing location.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when the store cannot be reached.
@@ -80,7 +87,8 @@ def open_store(
     store = STRATEGIES[strategy_name(strategy)]
     if store is None:
         raise ValueError("the local strategy has no store")
-    common: _CommonArgs = {"namespace": namespace, "policy_digest": policy_digest, "retry": retry}
+    common: _CommonArgs = {"namespace": namespace, "policy_digest": policy_digest, "retry": retry,
+                           "window": window, "clock": clock}
     if store is SQLiteStore:
         if sqlite_path is None:
             raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")

@@ -26,15 +26,32 @@ from ..fingerprints import Fingerprints, multiply_shift
 from ._redis import GroupedScriptStore
 
 # A leased key has no expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.
+# With a window (GEN >= 0) a lasting claim's value is "g<generation>" and the key expires (EXAT)
+# when that generation is forgotten; a key whose generation is older than OLDEST is forgotten
+# already (by the client's clock, which may run ahead of Redis's) and is claimed again. A leased
+# key holds "L" and no generation: its lease decides. "1" (claims without a window) never ages
+# here; its own EX, if any, ends it.
 _PRIMITIVES = """
 local PER_KEY = 0
+local function live(v)
+  return v and (string.sub(v, 1, 1) ~= 'g' or tonumber(string.sub(v, 2)) >= OLDEST)
+end
 local function claim_key(k, m, ttl)
+  if GEN >= 0 then
+    if live(redis.call('GET', k)) then return 0 end
+    if ttl > 0 then redis.call('SET', k, 'g' .. GEN, 'EXAT', FORGET_AT) else redis.call('SET', k, 'L') end
+    return 1
+  end
   if ttl > 0 then return redis.call('SET', k, 1, 'NX', 'EX', ttl) and 1 or 0 end
   return redis.call('SET', k, 1, 'NX') and 1 or 0
 end
-local function claimed(k, m) return redis.call('EXISTS', k) end
+local function claimed(k, m)
+  if GEN >= 0 then return live(redis.call('GET', k)) and 1 or 0 end
+  return redis.call('EXISTS', k)
+end
 local function visit(k, m, ttl)
-  if ttl > 0 then redis.call('EXPIRE', k, ttl) else redis.call('PERSIST', k) end
+  if GEN >= 0 then redis.call('SET', k, 'g' .. GEN, 'EXAT', FORGET_AT)
+  elseif ttl > 0 then redis.call('EXPIRE', k, ttl) else redis.call('PERSIST', k) end
 end
 local function unclaim(k, m) redis.call('DEL', k) end
 local function claim_id(k, m) return string.sub(k, -16) end
@@ -47,7 +64,9 @@ class RedisKeyStore(GroupedScriptStore):
     :param url: Redis URL (see :class:`~crawldedup.stores._redis.RedisStore`).
     :param namespace: key prefix of this crawl (and round).
     :param policy_digest: digest of the canonical policy behind the fingerprints.
-    :param ttl_seconds: how long a claim lasts; None keeps claims forever.
+    :param ttl_seconds: how long a claim lasts without a window; None keeps claims forever.
+    :param window: the recrawl window (it takes the place of ``ttl_seconds``): a claim expires
+        when its generation is forgotten.
     :param groups: hash-tag groups for a new namespace (an existing one keeps its own).
     :param client: an existing redis-py client instead of ``url``.
     :param retry: retries for transient Redis errors.
@@ -68,7 +87,7 @@ class RedisKeyStore(GroupedScriptStore):
         super().__init__(url, **kwargs)
 
     def _ttl(self) -> int:
-        return self.ttl_seconds or 0
+        return super()._ttl() if self.window is not None else self.ttl_seconds or 0
 
     def _locate_many(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
         groups = multiply_shift(fingerprints.first_halves, self.groups)

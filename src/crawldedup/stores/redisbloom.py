@@ -16,6 +16,7 @@ at most one winner per URL, sometimes none. Past capacity, RedisBloom adds sub-f
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
 import redis
@@ -38,6 +39,64 @@ for first = 2, #ARGV, 1000 do
 end
 keep_receipt(KEYS[2], seconds, answers, #answers)
 return answers
+"""
+
+# With a window: one filter per generation, "{<namespace>:bf}:<generation>" (the hash tag keeps
+# them and the receipts in one Cluster slot), reserved on first use and expiring (EXPIREAT) when
+# its generation is forgotten. ARGV after the receipt seconds: the generations' key prefix, the
+# current generation, the oldest live one, when the current one is forgotten, error rate,
+# capacity, then the items. LIVE_OLDER: the older live filters that exist.
+_LIVE_OLDER = """
+local PREFIX, GEN, OLDEST = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local older = {}
+for g = GEN - 1, OLDEST, -1 do
+  if redis.call('EXISTS', PREFIX .. g) == 1 then older[#older + 1] = PREFIX .. g end
+end
+local FIRST = 8
+-- Per item from FIRST on: 1 when one of the filters holds it.
+local function seen_in(filters)
+  local seen = {}
+  for first = FIRST, #ARGV, 1000 do
+    local last = math.min(first + 999, #ARGV)
+    for i = first, last do seen[i - FIRST + 1] = 0 end
+    for _, f in ipairs(filters) do
+      local found = redis.call('BF.MEXISTS', f, unpack(ARGV, first, last))
+      for j, v in ipairs(found) do if v == 1 then seen[first - FIRST + j] = 1 end end
+    end
+  end
+  return seen
+end
+"""
+
+# KEYS: the current generation's filter, the call's receipt. Per item: 1 won, 0 already seen in
+# a live generation (then not added again: its window runs from its first claim).
+_CLAIM_IN_WINDOW = RECEIPTS_LUA + _LIVE_OLDER + """
+local seconds = tonumber(ARGV[1])
+local answers = read_receipt(KEYS[2], seconds)
+if answers then return answers end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('BF.RESERVE', KEYS[1], ARGV[6], ARGV[7])
+  redis.call('EXPIREAT', KEYS[1], ARGV[5])
+end
+local seen = seen_in(older)
+local fresh, rows = {}, {}
+for i, s in ipairs(seen) do
+  if s == 0 then fresh[#fresh + 1] = ARGV[FIRST + i - 1]; rows[#rows + 1] = i end
+end
+answers = {}
+for i = 1, #seen do answers[i] = 0 end
+for first = 1, #fresh, 1000 do
+  local added = redis.call('BF.MADD', KEYS[1], unpack(fresh, first, math.min(first + 999, #fresh)))
+  for j, a in ipairs(added) do answers[rows[first + j - 1]] = a end
+end
+keep_receipt(KEYS[2], seconds, answers, #answers)
+return answers
+"""
+
+# KEYS: the current generation's filter. Per item: 1 when a live generation holds it.
+_READ_IN_WINDOW = _LIVE_OLDER + """
+if redis.call('EXISTS', KEYS[1]) == 1 then older[#older + 1] = KEYS[1] end
+return seen_in(older)
 """
 
 
@@ -82,7 +141,9 @@ class RedisBloomStore(RedisStore):
         self.error_rate = float(self.meta["error_rate"])
         self.key = f"{self.namespace}:bf".encode("ascii")
         self._receipt_prefix = b"{%s}:receipt:" % self.key
-        self._with_retries(self._reserve)
+        self._generation_prefix = b"{%s}:" % self.key
+        if self.window is None:  # with a window, each generation's filter is reserved on first use
+            self._with_retries(self._reserve)
 
     def _reserve(self) -> None:
         try:
@@ -94,6 +155,8 @@ class RedisBloomStore(RedisStore):
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
     ) -> ClaimAnswers:
+        if self.window is not None:
+            return self._exchange_in_window(claims, reads, token)
         commands: List[Tuple[Any, ...]] = []
         if claims:
             commands.append(("EVAL", _CLAIM, 2, self.key, self._receipt_prefix + token, self.receipt_seconds,
@@ -106,11 +169,40 @@ class RedisBloomStore(RedisStore):
         present = [bool(v) for v in replies[-1]] if reads else []
         return ClaimAnswers(won, present)
 
+    def _exchange_in_window(self, claims: Fingerprints, reads: Fingerprints, token: bytes) -> ClaimAnswers:
+        assert self.window is not None
+        generation = self.window.generation(self.clock())
+        current = self._generation_prefix + b"%d" % generation
+        arguments = (self._generation_prefix, generation, generation - self.window.generations,
+                     math.ceil(self.window.forgotten_at(generation)), self.error_rate, self.capacity)
+        commands: List[Tuple[Any, ...]] = []
+        if claims:
+            commands.append(("EVAL", _CLAIM_IN_WINDOW, 2, current, self._receipt_prefix + token, self.receipt_seconds,
+                             *arguments, *claims.as_bytes()))
+        if reads:
+            commands.append(("EVAL", _READ_IN_WINDOW, 1, current, 0, *arguments, *reads.as_bytes()))
+        replies = self._pipeline(commands)
+        won = [v == 1 for v in replies[0]] if claims else []
+        present = [v == 1 for v in replies[-1]] if reads else []
+        return ClaimAnswers(won, present)
+
+    def _filter_keys(self) -> List[bytes]:
+        """The filters that hold claims now: the namespace's one, or the live generations' that exist."""
+        if self.window is None:
+            return [self.key]
+        generation = self.window.generation(self.clock())
+        keys = [self._generation_prefix + b"%d" % g for g in range(generation - self.window.generations, generation + 1)]
+        return [key for key in keys if self.client.exists(key)]
+
     def bytes_per_url(self) -> Optional[float]:
-        """The filter's size over the items inserted (``BF.INFO``); None while empty.
+        """The filters' size over the items inserted (``BF.INFO``); None while empty.
 
         :raises StoreUnavailable: when Redis cannot be reached.
         """
-        info = bf_info(self._with_retries(lambda: self.client.execute_command("BF.INFO", self.key)))
-        items = int(info["Number of items inserted"])
-        return int(info["Size"]) / items if items else None
+
+        def measure() -> Tuple[int, int]:
+            infos = [bf_info(self.client.execute_command("BF.INFO", key)) for key in self._filter_keys()]
+            return sum(int(i["Size"]) for i in infos), sum(int(i["Number of items inserted"]) for i in infos)
+
+        size, items = self._with_retries(measure)
+        return size / items if items else None

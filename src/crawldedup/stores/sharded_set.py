@@ -48,12 +48,45 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 SAMPLE_SHARDS = 64
 
 # The claim id of the lease records is "<shard>:<member>": what identifies a claim in this store.
+# With a window (GEN >= 0) a shard is one set per generation, "<shard key>:<generation>", expiring
+# (EXPIREAT) when its generation is forgotten; a claim checks the live generations' sets and
+# adds to the current one. A leased claim waits in "<shard key>:L" (no expiry) until done moves
+# it to the current generation: its lease, not its age, decides until then.
 _PRIMITIVES = """
 local PER_KEY = 1
-local function claim_key(k, m, ttl) return redis.call('SADD', k, m) end
-local function claimed(k, m) return redis.call('SISMEMBER', k, m) end
-local function visit(k, m, ttl) end
-local function unclaim(k, m) redis.call('SREM', k, m) end
+local function in_window(k, m)
+  if redis.call('SISMEMBER', k .. ':L', m) == 1 then return 1 end
+  for g = GEN, OLDEST, -1 do
+    if redis.call('SISMEMBER', k .. ':' .. g, m) == 1 then return 1 end
+  end
+  return 0
+end
+local function remember(k, m)
+  local current = k .. ':' .. GEN
+  redis.call('SADD', current, m)
+  redis.call('EXPIREAT', current, FORGET_AT, 'NX')
+end
+local function claim_key(k, m, ttl)
+  if GEN < 0 then return redis.call('SADD', k, m) end
+  if in_window(k, m) == 1 then return 0 end
+  if ttl > 0 then remember(k, m) else redis.call('SADD', k .. ':L', m) end
+  return 1
+end
+local function claimed(k, m)
+  if GEN < 0 then return redis.call('SISMEMBER', k, m) end
+  return in_window(k, m)
+end
+local function visit(k, m, ttl)
+  if GEN >= 0 then
+    redis.call('SREM', k .. ':L', m)
+    remember(k, m)
+  end
+end
+local function unclaim(k, m)
+  if GEN < 0 then redis.call('SREM', k, m) return end
+  redis.call('SREM', k .. ':L', m)
+  for g = GEN, OLDEST, -1 do redis.call('SREM', k .. ':' .. g, m) end
+end
 local function claim_id(k, m) return string.match(k, '(%d+)$') .. ':' .. m end
 """
 

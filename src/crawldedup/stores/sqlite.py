@@ -7,6 +7,13 @@ Schema (part of the documented format, see docs/stores.md)::
                                         policy TEXT NOT NULL)
     CREATE TABLE crawldedup_claims (namespace INTEGER NOT NULL, fingerprint BLOB NOT NULL,
                                     PRIMARY KEY (namespace, fingerprint)) WITHOUT ROWID
+    ALTER TABLE crawldedup_claims ADD COLUMN claimed_at REAL
+
+``claimed_at`` (seconds since the epoch, by the store's clock) is set by a store with a recrawl
+window and NULL without one (such a claim never expires); the column is added on open to
+every file, those made before it existed included. With a window, a claim whose ``claimed_at`` is before the
+oldest live generation (``Window.live_since``) is won again by the next claim, atomically:
+``INSERT ... ON CONFLICT DO UPDATE SET claimed_at = ... WHERE claimed_at < ?``.
 
 A batch is one ``BEGIN IMMEDIATE`` transaction of ``INSERT OR IGNORE`` (claims; a row
 inserted means won) and lookups (reads). The file is in WAL mode, so several processes on
@@ -22,9 +29,10 @@ import sqlite3
 import threading
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional, Tuple, Union, cast
 
 from .._checks import check_name
+from ..windows import Clock, Window, system_clock
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from .base import (
     LAYOUT_VERSION,
@@ -49,6 +57,25 @@ CREATE TABLE IF NOT EXISTS crawldedup_claims (
     namespace INTEGER NOT NULL, fingerprint BLOB NOT NULL,
     PRIMARY KEY (namespace, fingerprint)) WITHOUT ROWID;
 """
+
+
+_CLAIM_FOR_EVER = "INSERT OR IGNORE INTO crawldedup_claims (namespace, fingerprint) VALUES (?, ?)"
+_LOOKUP_FOR_EVER = "SELECT 1 FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?"
+# A row is changed (rowcount 1) when inserted or when its claim was forgotten: won either way.
+_CLAIM_IN_WINDOW = """INSERT INTO crawldedup_claims (namespace, fingerprint, claimed_at) VALUES (?, ?, ?)
+    ON CONFLICT (namespace, fingerprint) DO UPDATE SET claimed_at = excluded.claimed_at WHERE claimed_at < ?"""
+_LOOKUP_IN_WINDOW = _LOOKUP_FOR_EVER + " AND (claimed_at IS NULL OR claimed_at >= ?)"
+
+
+def _add_claimed_at(db: sqlite3.Connection) -> None:
+    """Add the claimed_at column to a file made before it existed (another process may race us)."""
+    columns = [row[1] for row in db.execute("PRAGMA table_info(crawldedup_claims)")]
+    if "claimed_at" not in columns:
+        try:
+            db.execute("ALTER TABLE crawldedup_claims ADD COLUMN claimed_at REAL")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):
+                raise
 
 
 #: SQLITE_BUSY and SQLITE_LOCKED (primary result codes): another connection holds a lock.
@@ -85,6 +112,8 @@ class SQLiteStore(ClaimStore):
     :param policy_digest: digest of the canonical policy behind the fingerprints.
     :param busy_timeout_seconds: how long to wait for another writer before an attempt fails.
     :param retry: retries after "database is locked" (the only transient error of a file).
+    :param window: the recrawl window claims are forgotten after (None: never).
+    :param clock: the time source of the window.
     :raises ValueError: for a bad namespace or digest.
     :raises NamespaceConflict: when the namespace was made under another policy or layout.
     :raises StoreRefused: at once, naming the file, when it is not a SQLite database, is a
@@ -105,8 +134,10 @@ class SQLiteStore(ClaimStore):
         policy_digest: str,
         busy_timeout_seconds: float = BUSY_TIMEOUT_SECONDS,
         retry: Optional[RetryPolicy] = None,
+        window: Optional[Window] = None,
+        clock: Clock = system_clock,
     ) -> None:
-        super().__init__(retry)
+        super().__init__(retry, window, clock)
         self.path = Path(path)
         self.namespace = check_name("namespace", namespace)
         self.policy_digest = check_policy_digest(policy_digest)
@@ -132,6 +163,7 @@ class SQLiteStore(ClaimStore):
             # took claims of 3M random fingerprints from 50,000/s to 75,000/s here.
             db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             db.executescript(_SCHEMA)
+            _add_claimed_at(db)
         except BaseException:
             db.close()
             raise
@@ -184,12 +216,15 @@ class SQLiteStore(ClaimStore):
     ) -> ClaimAnswers:
         # No token needed: the batch is one transaction in this process, and a failed COMMIT
         # leaves nothing (rolled back below), so every attempt starts from the same state.
-        insert = "INSERT OR IGNORE INTO crawldedup_claims (namespace, fingerprint) VALUES (?, ?)"
-        lookup = "SELECT 1 FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?"
         ns = self._namespace_id
+        if self.window is None:
+            insert, lookup, after = _CLAIM_FOR_EVER, _LOOKUP_FOR_EVER, cast(Tuple[float, ...], ())
+        else:
+            now = self.clock()
+            insert, lookup, after = _CLAIM_IN_WINDOW, _LOOKUP_IN_WINDOW, (now, self.window.live_since(now))
         with self._transaction() as db:
-            won = [db.execute(insert, (ns, fp)).rowcount == 1 for fp in claims.as_bytes()]
-            present = [db.execute(lookup, (ns, fp)).fetchone() is not None for fp in reads.as_bytes()]
+            won = [db.execute(insert, (ns, fp, *after)).rowcount == 1 for fp in claims.as_bytes()]
+            present = [db.execute(lookup, (ns, fp, *after[1:])).fetchone() is not None for fp in reads.as_bytes()]
         return ClaimAnswers(won, present)
 
     def _unclaim(self, fingerprints: Fingerprints) -> None:

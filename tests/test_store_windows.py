@@ -1,0 +1,178 @@
+"""The recrawl window in every strategy, against real servers: a page is not won again before
+W, is won again by exactly one of four worker processes after W (1 + 1/G) (with and without
+state files, with and without leases), the local filter answers as the store does over ten
+windows of a fake clock, and one real 2-second window end to end.
+
+These answers cannot depend on the filter's twin (test_bloom_windowed.py runs both), so the
+process matrix runs in the compiled run only, to keep the pure-Python run short.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from crawldedup import Deduplicator, bloom
+from crawldedup.bloom import hash_many
+from crawldedup.fingerprints import Fingerprints
+from crawldedup.windows import ManualClock, Window
+
+DAY = 86_400.0
+WINDOW = Window(30 * DAY, 4)
+START = WINDOW.generation(1_800_000_000.0) * WINDOW.span + 0.3 * WINDOW.span
+PAGES = [f"https://shop.example/item/{i}?a=1" for i in range(300)]
+STRATEGIES = ["set", "sharded-set", "redisbloom", "sqlite"]
+LEASE_STRATEGIES = {"set", "sharded-set"}
+compiled_only = pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="the twin cannot change a store's answers")
+
+
+def options(strategy: str, request: pytest.FixtureRequest, tmp_path: Path) -> Dict[str, Any]:
+    if strategy == "sqlite":
+        return {"sqlite_path": str(tmp_path / "claims.sqlite")}
+    return {"redis_url": request.getfixturevalue("redisbloom_url" if strategy == "redisbloom" else "redis_url")}
+
+
+def claim(d: Deduplicator, pages: List[str], lease: bool) -> List[bool]:
+    """Claim ``pages``; with a lease, finish the won ones at once (the page was fetched)."""
+    won = d.claim_many(pages, lease=60.0 if lease else None)
+    if lease:
+        done = d.done([page for page, w in zip(pages, won) if w])
+        assert all(done)
+    return won
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES + ["local"])
+@pytest.mark.parametrize("with_state", [False, True], ids=["memory", "state-file"])
+def test_not_won_again_before_the_window_and_won_again_after_it(strategy, with_state, request, tmp_path):
+    clock = ManualClock(START)
+    extra = options(strategy, request, tmp_path) if strategy != "local" else {}
+    state = tmp_path / "s.bloom" if with_state else None
+    with Deduplicator(strategy, ttl_days=30, capacity=10_000, state=state, clock=clock, **extra) as d:
+        assert sum(claim(d, PAGES, False)) >= len(PAGES) - 3  # RedisBloom may lose a page to its FP rate
+        clock.advance(WINDOW.seconds - 1)
+        assert not any(claim(d, PAGES, False)), "won again before the window"
+        clock.advance(WINDOW.span + 1)
+        assert sum(claim(d, PAGES, False)) >= len(PAGES) - 3, "not won again after W (1 + 1/G)"
+        assert not any(claim(d, PAGES, False))
+
+
+@pytest.mark.parametrize("strategy", sorted(LEASE_STRATEGIES))
+def test_a_lease_done_late_starts_its_window_when_done(strategy, request, tmp_path):
+    clock = ManualClock(START)
+    with Deduplicator(strategy, ttl_days=30, capacity=10_000, clock=clock, **options(strategy, request, tmp_path)) as d:
+        assert all(d.claim_many(PAGES[:50], lease=600))
+        clock.advance(WINDOW.span)  # fetched over a generation boundary
+        assert all(d.done(PAGES[:50]))
+        clock.advance(WINDOW.seconds - 1)  # W after the claim, not yet W after the done
+        assert not any(d.claim_many(PAGES[:50]))
+        clock.advance(WINDOW.span + 1)
+        assert all(d.claim_many(PAGES[:50]))
+
+
+WORKER = textwrap.dedent("""
+    import json, sys
+    from crawldedup import Deduplicator
+    from crawldedup.windows import ManualClock
+    options = json.loads(sys.argv[1])
+    lease = options.pop("lease")
+    pages = options.pop("pages")
+    clock = ManualClock(options.pop("start"))
+    d = Deduplicator(clock=clock, ttl_days=30, capacity=10_000, **options)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        clock.advance(float(line) - clock())
+        won = d.claim_many(pages, lease=60.0 if lease else None)
+        if lease:
+            d.done([p for p, w in zip(pages, won) if w])
+        print(json.dumps([i for i, w in enumerate(won) if w]), flush=True)
+    d.close()
+""")
+
+
+def run_phases(workers: List[subprocess.Popen], times: List[float]) -> List[List[List[int]]]:
+    """Each phase: every worker claims the pages at that time; the rows each won."""
+    for worker in workers:
+        assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
+    phases = []
+    for moment in times:
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write(f"{moment!r}\n")
+            worker.stdin.flush()
+        phases.append([json.loads(worker.stdout.readline()) for worker in workers if worker.stdout])
+    return phases
+
+
+@compiled_only
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("with_state, lease", [(False, False), (True, True)], ids=["memory", "state-file-leases"])
+def test_exactly_one_of_four_workers_wins_a_page_again_after_the_window(strategy, with_state, lease, request, tmp_path):
+    lease = lease and strategy in LEASE_STRATEGIES
+    workers = []
+    for n in range(4):
+        setup = {"strategy": strategy, "pages": PAGES, "lease": lease, "start": START,
+                 "state": str(tmp_path / f"w{n}.bloom") if with_state else None, **options(strategy, request, tmp_path)}
+        workers.append(subprocess.Popen(
+            [sys.executable, "-c", WORKER, json.dumps(setup)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}))
+    try:
+        first, before, after, again = run_phases(workers, [
+            START, START + WINDOW.seconds - 1, START + WINDOW.seconds * (1 + 1 / WINDOW.generations),
+            START + WINDOW.seconds * (1 + 1 / WINDOW.generations) + 1])
+    finally:
+        for worker in workers:
+            worker.communicate(timeout=60)
+    for phase in (first, after):
+        won = sorted(row for rows in phase for row in rows)
+        assert len(won) == len(set(won)), "a page won by two workers"
+        assert len(won) >= len(PAGES) - 3  # RedisBloom may lose a page to its FP rate
+    assert [rows for rows in before if rows] == [], "won again before the window"
+    assert [rows for rows in again if rows] == []
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_local_filter_answers_as_the_store_over_ten_windows(strategy, request, tmp_path):
+    # Random claims at random times over ten windows: after every step the local filter and the
+    # store agree on every page, but for the local filter's false positives (and RedisBloom's).
+    rng = random.Random(15)
+    clock = ManualClock(START)
+    fingerprints = Fingerprints(hash_many(PAGES))
+    no_claims = Fingerprints(hash_many([]))
+    disagreements = 0
+    with Deduplicator(strategy, ttl_days=30, capacity=10_000, state=tmp_path / "s.bloom", clock=clock, sample_rate=0,
+                      **options(strategy, request, tmp_path)) as d:
+        assert d.store is not None
+        while clock() < START + 10 * WINDOW.seconds:
+            d.claim_many(rng.sample(PAGES, 40))
+            clock.advance(rng.uniform(0.05, 0.6) * WINDOW.span)
+            local = d.local_filter.contains_hashes(fingerprints.hashes)
+            stored = d.store.claim_and_read(no_claims, fingerprints).present
+            for mine, theirs in zip(local.tolist(), stored):
+                assert mine or not theirs, "the store remembers a page the local filter forgot"
+                disagreements += mine != theirs
+    assert disagreements <= 0.02 * len(PAGES) * 10 * WINDOW.live_count * 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["local", "set", "sqlite"])
+def test_a_real_two_second_window_end_to_end(strategy, request, tmp_path):
+    # W = 2 s in 4 generations of 0.5 s: seen for >= 2 s, won again by 2.5 s, by the wall clock.
+    extra = options(strategy, request, tmp_path) if strategy != "local" else {}
+    with Deduplicator(strategy, ttl_days=2 / DAY, generations=4, capacity=1_000, state=tmp_path / "s.bloom",
+                      **extra) as d:
+        claimed_at = time.time()
+        assert all(d.claim_many(PAGES[:20]))
+        while time.time() < claimed_at + 1.9:
+            assert not any(d.claim_many(PAGES[:20]))
+            time.sleep(0.2)
+        time.sleep(max(0.0, claimed_at + 2.6 - time.time()))
+        assert all(d.claim_many(PAGES[:20]))
