@@ -128,7 +128,7 @@ class RedisBloomStore(RedisStore):
 
     strategy = "redisbloom"
     kind = "bloom"
-    commands = (*RedisStore.commands, "BF.RESERVE", "BF.MADD", "BF.MEXISTS")
+    commands = (*RedisStore.commands, "BF.RESERVE", "BF.MADD", "BF.MEXISTS", "EXPIREAT")
 
     def __init__(self, url: Optional[str] = None, *, capacity: int, error_rate: float, **kwargs: Any) -> None:
         check_capacity(capacity)

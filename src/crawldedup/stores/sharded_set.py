@@ -113,7 +113,7 @@ class RedisShardedSetStore(GroupedScriptStore):
 
     strategy = "sharded-set"
     kind = "sharded-set"
-    commands = (*GroupedScriptStore.commands, "SADD", "SISMEMBER", "SREM")
+    commands = (*GroupedScriptStore.commands, "SADD", "SISMEMBER", "SREM", "EXPIREAT")
     _primitives = _PRIMITIVES
 
     def __init__(self, url: Optional[str] = None, *, capacity: int, **kwargs: Any) -> None:
