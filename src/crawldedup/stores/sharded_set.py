@@ -139,12 +139,16 @@ class RedisShardedSetStore(GroupedScriptStore):
         return shards // np.uint64(self._shards_per_group), [self._shard_key(s) for s in shards.tolist()], members.tolist()
 
     def bytes_per_url(self) -> Optional[float]:
-        """Redis memory per member over a random sample of shards (``MEMORY USAGE`` / ``SCARD``).
+        """Redis memory per member over a random sample of shards (``MEMORY USAGE`` / ``SCARD``),
+        of the current generation with a window.
 
         :returns: None while the sampled shards are all empty.
         :raises StoreUnavailable: when Redis cannot be reached.
         """
         keys = [self._shard_key(random.randrange(self.shards)) for _ in range(SAMPLE_SHARDS)]
+        if self.window is not None:  # the current generation's sets
+            generation = self.window.generation(self.clock())
+            keys = [key + b":%d" % generation for key in keys]
 
         def sample() -> Tuple[int, int]:
             pipe = self.client.pipeline(transaction=False)
