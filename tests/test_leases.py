@@ -268,9 +268,15 @@ def test_lease_records_of_the_keys_store(redis_url):
         deadline = client.zscore(tag + b":leases", key_fp)
         assert before_ms + 119_000 <= deadline <= before_ms + 122_000
         assert client.ttl(tag + key_fp) == -1  # no expiry while leased
+        assert client.get(tag + key_fp) == b"L"  # its lease, not its generation, decides
         assert d.done([url]) == [True]
         assert client.exists(tag + b":leases", tag + b":lease-urls") == 0
-        assert 86_300 < client.ttl(tag + key_fp) <= 86_400
+        # The window of one day in 4 generations: it expires when its generation is forgotten.
+        window = d.config.window
+        assert window is not None
+        generation = window.generation(time.time())
+        assert client.get(tag + key_fp) == b"g%d" % generation
+        assert 86_300 < client.ttl(tag + key_fp) <= 86_400 * (1 + 1 / window.generations) + 1
 
 
 def test_lease_records_of_the_sharded_set_store(redis_url):
@@ -286,12 +292,18 @@ def test_lease_records_of_the_sharded_set_store(redis_url):
         tag = b"{crawl:%d}" % group
         client = redis.Redis.from_url(redis_url)
         assert d.claim(url, lease=60)
-        assert client.sismember(tag + b":%d" % shard, member)
+        assert client.sismember(tag + b":%d:L" % shard, member)  # leased: waits outside the generations
         assert client.hget(tag + b":lease-urls", claim_id) == b"w-2 " + canonicalize(url).encode()
         assert client.zscore(tag + b":leases", claim_id) is not None
         assert d.release([url]) == [True]
-        assert not client.sismember(tag + b":%d" % shard, member)
+        assert not client.sismember(tag + b":%d:L" % shard, member)
         assert client.exists(tag + b":leases", tag + b":lease-urls") == 0
+        assert d.claim(url)  # lasting: in the current generation's set, which expires with it
+        window = d.config.window
+        assert window is not None
+        current = tag + b":%d:%d" % (shard, window.generation(time.time()))
+        assert client.sismember(current, member)
+        assert 0 < client.ttl(current) <= window.seconds * (1 + 1 / window.generations) + 1
 
 
 # --- a worker killed with SIGKILL while holding leases loses nothing --------------------------

@@ -389,7 +389,8 @@ def test_hostile_urls_are_data_not_code(redis_url, redis_server, strategy):
         pytest.skip("RedisBloom (redisbloom.so) not found")
     admin = redis_server.client()
     with Deduplicator(strategy, redis_url=redis_url, namespace="lua", capacity=1000, retry=RETRY) as dedup:
-        assert dedup.claim_many(["https://benign.example/1"]) == [True]  # the scripts are loaded by now
+        assert dedup.claim_many(["https://benign.example/1"]) == [True]
+        assert dedup.store.contains_many([bytes(16)]) == [False]  # the scripts are loaded by now
         scripts = cached_scripts(admin)
         keys = sum(1 for k in admin.scan_iter() if b":receipt:" not in k)
         canonical = [canonicalize(u) for u in HOSTILE_URLS]
