@@ -1,5 +1,11 @@
-"""What the Redis stores share: the connection (one node or a Redis Cluster), the namespace record,
-hash tags, one pipeline per batch, and the lease scripts of the grouped stores."""
+"""What the Redis stores share: the connection (one node or a Redis Cluster, blocking or asyncio),
+the namespace record, hash tags, one pipeline per batch, and the lease scripts of the grouped stores.
+
+Every step is a plan (:mod:`crawldedup._plans`) whose requests are pipelines of commands: the
+sync store sends them with ``redis.Redis`` / ``redis.cluster.RedisCluster``, the async one with
+``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster``. Scripts, key layouts,
+receipts, replies and error classification exist once, here and in the store modules.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,14 @@ import bisect
 import math
 import random
 import re
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
 from urllib.parse import urlsplit
 
 import numpy as np
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.retry
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.exceptions import (
@@ -29,6 +38,7 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from .._checks import check_name, check_redis_url, integer_in, redact_url
+from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
 from .base import (
@@ -45,6 +55,18 @@ from .base import (
 
 #: A client of one Redis node or of a Redis Cluster (same commands, same pipelines).
 Client = Union["redis.Redis", RedisCluster]
+#: The same for asyncio.
+AsyncClient = Union["redis.asyncio.Redis", "redis.asyncio.cluster.RedisCluster"]
+#: One request of a Redis plan: the commands of one pipeline (its reply: one reply per command),
+#: or one command without keys sent :class:`Alone`.
+Commands = Sequence[Tuple[Any, ...]]
+
+
+class Alone(NamedTuple):
+    """A request of one command without keys, sent by itself (to one node of a cluster, as all
+    of a cluster's nodes run one server version); its reply is the command's."""
+
+    command: Tuple[Any, ...]
 
 #: Default number of hash-tag groups a namespace's keys are spread over. Each group is one
 #: Redis Cluster slot and gets one script call per batch; 16 keeps a single node's batch at
@@ -105,6 +127,14 @@ _NO_REDISBLOOM = ("the server lacks the RedisBloom module: load it (redis-server
                   "/path/to/redisbloom.so, or loadmodule in redis.conf), or use Redis Stack")
 
 
+def _client_options(socket_timeout: float, retry: Any) -> Dict[str, Any]:
+    return {
+        "retry": retry,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": min(socket_timeout, CONNECT_TIMEOUT_SECONDS),
+    }
+
+
 def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
     """A client for ``url`` whose only retries are the store's own (redis-py's are turned off).
 
@@ -116,11 +146,7 @@ def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
     :raises redis.RedisError: when the node cannot be asked.
     :raises RedisClusterException: when the cluster's slots cannot be mapped.
     """
-    options: Dict[str, Any] = {
-        "retry": Retry(NoBackoff(), 0),
-        "socket_timeout": socket_timeout,
-        "socket_connect_timeout": min(socket_timeout, CONNECT_TIMEOUT_SECONDS),
-    }
+    options = _client_options(socket_timeout, Retry(NoBackoff(), 0))
     single = redis.Redis.from_url(url, **options)
     try:
         in_cluster = single.info("cluster").get("cluster_enabled") == 1
@@ -133,6 +159,33 @@ def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
         return single
     single.close()
     return RedisCluster.from_url(url, **options)
+
+
+async def aconnect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> AsyncClient:
+    """:func:`connect` for asyncio: a ``redis.asyncio`` client of one node or of a cluster.
+
+    :raises redis.RedisError: when the node cannot be asked.
+    :raises RedisClusterException: when the cluster's slots cannot be mapped.
+    """
+    options = _client_options(socket_timeout, redis.asyncio.retry.Retry(NoBackoff(), 0))
+    single = redis.asyncio.Redis.from_url(url, **options)
+    try:
+        in_cluster = (await single.info("cluster")).get("cluster_enabled") == 1
+    except redis.ResponseError:  # as connect()
+        in_cluster = False
+    except BaseException:
+        await single.aclose()
+        raise
+    if not in_cluster:
+        return single
+    await single.aclose()
+    cluster = redis.asyncio.cluster.RedisCluster.from_url(url, **options)
+    try:
+        await cluster.initialize()
+    except BaseException:
+        await cluster.aclose()
+        raise
+    return cluster
 
 
 def server_text(error: BaseException) -> str:
@@ -156,14 +209,17 @@ def receipt_seconds(retry: RetryPolicy) -> int:
 class RedisStore(ClaimStore):
     """A store in Redis: records its namespace once, then one pipeline per batch.
 
-    Subclasses say which commands answer a batch (:meth:`_commands`) and how to read the
-    replies (:meth:`_answers`).
+    Subclasses write the plans of a batch (:meth:`_exchange`...), whose requests are the
+    commands of one pipeline, and what the namespace record decides (:meth:`_adopt_namespace`).
 
     :param url: ``redis://[[user]:password@]host[:port][/db]`` (or ``rediss://``, ``unix://``).
     :param namespace: key prefix of this crawl (and round).
     :param policy_digest: digest of the canonical policy the fingerprints were made with.
-    :param client: an existing redis-py client to use instead of ``url``.
+    :param client: an existing redis-py client to use instead of ``url`` (a ``redis.asyncio``
+        one when ``asynchronous``).
     :param retry: retries for transient Redis errors.
+    :param asynchronous: connect nothing now; the store is opened and used through
+        :class:`~crawldedup.stores.aio.AsyncClaimStore`.
     :raises ValueError: for a bad namespace or digest.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when Redis cannot be reached while opening the namespace.
@@ -190,8 +246,9 @@ class RedisStore(ClaimStore):
         layout: Optional[Mapping[str, str]] = None,
         window: Optional[Window] = None,
         clock: Clock = system_clock,
+        asynchronous: bool = False,
     ) -> None:
-        super().__init__(retry, window, clock)
+        super().__init__(retry, window, clock, asynchronous=asynchronous)
         if (url is None) == (client is None):
             raise ValueError("give exactly one of url and client")
         #: Seconds the receipt of a call that won something is kept (see docs/stores.md, "Faults").
@@ -203,24 +260,53 @@ class RedisStore(ClaimStore):
         self._password = urlsplit(url).password if url is not None else None
         self._username = urlsplit(url).username if url is not None else None
         self._description = redact_url(url) if url is not None else repr(client)
-        # Exactly one of url and client was given (checked above), so client is set without url.
-        self.client: Client = self._with_retries(lambda: connect(url)) if url is not None else cast(Client, client)
+        self._url = url
         self.meta_key = f"{self.namespace}:meta".encode("ascii")
-        wanted = {
+        self._wanted = {
             "layout": str(LAYOUT_VERSION),
             "store": self.kind,
             "fingerprint": FINGERPRINT_ID,
             "policy": self.policy_digest,
             **(layout or {}),
         }
+        #: The redis-py client (a ``redis.asyncio`` one for an asynchronous store, once opened).
+        self.client: Any = client
+        if asynchronous:
+            return
+        # Exactly one of url and client was given (checked above), so client is set without url.
+        if url is not None:
+            self.client = self._with_retries(lambda: connect(url))
         try:
-            self._with_retries(self._check_commands)
-            self.meta = self._open_namespace(wanted)
-            self._adopt_namespace()
+            self._with_retries(lambda: drive(self._open(), self._send))
         except BaseException:  # no store, so no open connection (a client given to us stays open)
             if url is not None:
                 self.client.close()
             raise
+
+    async def _aconnect(self) -> None:
+        if self.client is None:
+            self.client = await aconnect(cast(str, self._url))
+
+    def _pipe(self, commands: Commands) -> Any:
+        """A pipeline holding ``commands`` (a cluster client sends one per node)."""
+        pipe = self.client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return pipe
+
+    def _one_node(self) -> Dict[str, Any]:
+        """The options that send an :class:`Alone` command to one node of a cluster."""
+        return {"target_nodes": self.client.get_default_node()} if self.in_cluster else {}
+
+    def _send(self, request: Union[Commands, Alone]) -> Any:
+        if isinstance(request, Alone):
+            return self.client.execute_command(*request.command, **self._one_node())
+        return self._pipe(request).execute()
+
+    async def _asend(self, request: Union[Commands, Alone]) -> Any:
+        if isinstance(request, Alone):
+            return await self.client.execute_command(*request.command, **self._one_node())
+        return await self._pipe(request).execute()
 
     @property
     def description(self) -> str:
@@ -230,7 +316,7 @@ class RedisStore(ClaimStore):
     @property
     def in_cluster(self) -> bool:
         """Whether the client talks to a Redis Cluster."""
-        return isinstance(getattr(self, "client", None), RedisCluster)
+        return isinstance(getattr(self, "client", None), (RedisCluster, redis.asyncio.cluster.RedisCluster))
 
     def _redact(self, text: str) -> str:
         return text.replace(self._password, "***") if self._password else text
@@ -267,7 +353,12 @@ class RedisStore(ClaimStore):
             return "the server does not know a command this store needs"
         return "the server refused a command this store needs"
 
-    def _check_commands(self) -> None:
+    def _open(self) -> Plan[None]:
+        yield from self._check_commands()
+        self.meta = yield from self._open_namespace(self._wanted)
+        yield from self._adopt_namespace()
+
+    def _check_commands(self) -> Plan[None]:
         """Refuse a server that lacks one of :attr:`commands` (``COMMAND INFO`` answers nil for it).
 
         A server (or ACL user) that refuses ``COMMAND`` itself is not refused for that: the
@@ -275,12 +366,8 @@ class RedisStore(ClaimStore):
 
         :raises StoreRefused: naming the missing commands.
         """
-        # A cluster client asks one node (all of a cluster's nodes run one server version).
-        options: Dict[str, Any] = {}
-        if isinstance(self.client, RedisCluster):
-            options["target_nodes"] = self.client.get_default_node()
         try:
-            known = self.client.execute_command("COMMAND INFO", *self.commands, **options)
+            known = yield Alone(("COMMAND INFO", *self.commands))
         except ResponseError as exc:
             if self._refusal(exc) is None:  # LOADING, BUSY...: not now, try again
                 raise
@@ -296,10 +383,10 @@ class RedisStore(ClaimStore):
                        f"{', '.join(missing)}")
         raise StoreRefused(self.description, 1, f"COMMAND INFO knows no {', '.join(missing)}", problem)
 
-    def _open_namespace(self, wanted: Dict[str, str]) -> Dict[str, str]:
+    def _open_namespace(self, wanted: Dict[str, str]) -> Plan[Dict[str, str]]:
         """Create the namespace record or check ours against it; returns the record."""
         flat = [item for pair in wanted.items() for item in pair]
-        reply = self._with_retries(lambda: self.client.eval(_OPEN_NAMESPACE, 1, self.meta_key, *flat))
+        (reply,) = yield [("EVAL", _OPEN_NAMESPACE, 1, self.meta_key, *flat)]
         stored = {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
         for field in self._must_match:
             if field == "store" and stored.get(field) != wanted[field]:
@@ -317,18 +404,18 @@ class RedisStore(ClaimStore):
                 )
         return stored
 
-    def _adopt_namespace(self) -> None:
+    def _adopt_namespace(self) -> Plan[None]:
         """Set up what the namespace record (``self.meta``) decides; a failure closes the client."""
-
-    def _pipeline(self, commands: Sequence[Tuple[Any, ...]]) -> List[Any]:
-        """Send ``commands`` in one pipeline (a cluster client sends one per node) and read the replies."""
-        pipe = self.client.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        return pipe.execute()
+        return
+        yield  # no request here; RedisBloom reserves its filter
 
     def close(self) -> None:
-        self.client.close()
+        if self.client is not None:
+            self.client.close()
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
 
 
 # First of every script of a grouped store, so that the primitives can read it: the window's
@@ -494,8 +581,8 @@ class GroupedScriptStore(RedisStore):
         layout = {"groups": str(groups), **kwargs.pop("layout", {})}
         super().__init__(url, layout=layout, **kwargs)
 
-    def _adopt_namespace(self) -> None:
-        super()._adopt_namespace()
+    def _adopt_namespace(self) -> Plan[None]:
+        yield from super()._adopt_namespace()
         #: Adopted from the namespace record: every worker must split keys the same way.
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
@@ -524,7 +611,7 @@ class GroupedScriptStore(RedisStore):
     def _call_groups(
         self, script: str, fingerprints: Fingerprints, head: Tuple[Any, ...], claims: int,
         token: Optional[bytes], tail: Optional[Sequence[Any]] = None,
-    ) -> List[Any]:
+    ) -> Plan[List[Any]]:
         """One ``EVAL`` of ``script`` per group of ``fingerprints``, all in one pipeline.
 
         A group's call gets its lease records, its receipt key and its claim keys, then
@@ -553,17 +640,18 @@ class GroupedScriptStore(RedisStore):
                 *head, *group_members, *extra,
             ))
         answers: List[Any] = [None] * len(fingerprints)
-        for positions, reply in zip(by_group, self._pipeline(commands)):
+        replies = yield commands
+        for positions, reply in zip(by_group, replies):
             for position, value in zip(positions, reply):
                 answers[position] = value
         return answers
 
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
-    ) -> ClaimAnswers:
+    ) -> Plan[ClaimAnswers]:
         n_claims = len(claims)
         owner, lease_ms, urls = ("", 0, None) if lease is None else (lease.owner, check_lease_seconds(lease.seconds), lease.urls)
-        answers = self._call_groups(
+        answers = yield from self._call_groups(
             self._claim_script, claims + reads, (self._ttl(), owner, lease_ms, *self._age()), n_claims,
             token, urls,
         )
@@ -571,16 +659,16 @@ class GroupedScriptStore(RedisStore):
         held = tuple(i for i, a in enumerate(answers[:n_claims]) if a == 2)
         return ClaimAnswers(won, [a == 1 for a in answers[n_claims:]], held)
 
-    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> List[bool]:
+    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> Plan[List[bool]]:
         # A renew repeated gives the right answer by itself (the owner still holds the lease and
         # its deadline moves again): no receipt. A done or release repeated would be refused.
-        answers = self._call_groups(
+        answers = yield from self._call_groups(
             self._settle_script, fingerprints, (action, self._ttl(), owner, lease_ms, *self._age()), len(fingerprints),
             None if action == "renew" else token,
         )
         return [a == 1 for a in answers]
 
-    def _expired(self, limit: int, owner: str, lease_ms: int) -> List[str]:
+    def _expired(self, limit: int, owner: str, lease_ms: int) -> Plan[List[str]]:
         """Rounds of one pipeline: the limit is spread over the groups that may hold more.
 
         A group that hands back less than its share is exhausted; the others are asked again
@@ -594,7 +682,7 @@ class GroupedScriptStore(RedisStore):
             left = limit - len(urls)
             shares = [left // len(pending) + (1 if i < left % len(pending) else 0) for i in range(len(pending))]
             asked = [(g, share) for g, share in zip(pending, shares) if share]
-            replies = self._pipeline([("EVAL", _EXPIRED, 2, *self._lease_keys[g], share, owner, lease_ms) for g, share in asked])
+            replies = yield [("EVAL", _EXPIRED, 2, *self._lease_keys[g], share, owner, lease_ms) for g, share in asked]
             exhausted = set()
             for (group, share), reply in zip(asked, replies):
                 urls.extend(url.decode("ascii") for url in reply)

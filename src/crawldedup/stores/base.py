@@ -9,6 +9,7 @@ those claims later: done, released, renewed, or handed back once expired.
 from __future__ import annotations
 
 import abc
+import asyncio
 import hashlib
 import math
 import os
@@ -16,11 +17,13 @@ import random
 import re
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import Any, Callable, ClassVar, Dict, Generic, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .._checks import check_name, complaint, integer_in, number_in
 from ..fingerprints import Fingerprints
+from .._plans import Plan, drive
 from .._wording import counted
 from ..windows import Clock, Window, system_clock
 
@@ -31,7 +34,7 @@ _DIGEST_PATTERN = re.compile(r"[0-9a-f]{16}")
 MAX_LEASE_SECONDS = 86_400
 #: Most expired leases handed back by one call.
 MAX_EXPIRED_LIMIT = 1_000_000
-#: Random bytes of a call's token (see :meth:`ClaimStore._resumable`).
+#: Random bytes of a call's token (see :meth:`ClaimStore._call_token`).
 TOKEN_BYTES = 16
 #: Tokens of failed calls a store keeps for the same call made again; the oldest goes first.
 MAX_FAILED_CALLS = 64
@@ -46,7 +49,7 @@ class StoreUnavailable(ConnectionError):
     """A store could not answer a batch after the configured retries.
 
     Nothing was confirmed for the batch, so retrying the same batch later is correct (a store
-    that may have applied it resumes it: see :meth:`ClaimStore._resumable`). The message names
+    that may have applied it resumes it: see :meth:`ClaimStore._call_token`). The message names
     the store (with any password removed), the attempts and the last error.
     """
 
@@ -164,12 +167,43 @@ def check_policy_digest(digest: str) -> str:
     return digest
 
 
+@dataclass(frozen=True)
+class StoreCall(Generic[T]):
+    """One operation of a store, as data: each attempt runs ``plan(token)``, a plan (see
+    :mod:`crawldedup._plans`) whose requests the store's channel sends, sync or async.
+
+    :ivar plan: the plan of one attempt, given the call's token (the same for all its attempts).
+    :ivar resume_key: digest of the request, for calls a store may apply without its reply
+        arriving: the same request made again after :class:`StoreUnavailable` (or a
+        cancellation) takes the failed call's token and resumes it. None: a fresh token.
+    """
+
+    plan: Callable[[bytes], Plan[T]]
+    resume_key: Optional[bytes] = None
+
+
+def request_key(step: str, owner: str, terms: str, fingerprints: Fingerprints) -> bytes:
+    """The digest that names a request: its step, owner, terms and claimed fingerprints."""
+    digest = hashlib.blake2b(digest_size=16)
+    for text in (step, owner, terms):
+        digest.update(text.encode("utf-8") + b"\0")
+    digest.update(fingerprints.tobytes())
+    return digest.digest()
+
+
 class ClaimStore(abc.ABC):
     """A shared, authoritative answer to "has this fingerprint been claimed?".
 
-    Subclasses implement :meth:`_exchange` (one round trip, may raise one of
-    ``store_errors``) and :meth:`_refusal` (which of those are permanent); this class adds
-    validation, retries and counters. Instances are safe to share between threads.
+    A store is its logic, written once as plans (sans I/O: validation, the requests of a batch,
+    how to read their replies, retries, tokens, counters), and two thin I/O halves: the sync
+    one here (:meth:`_send`, driven by the public methods) and the async one
+    (:meth:`_asend`, driven by :class:`~crawldedup.stores.aio.AsyncClaimStore`). A store made
+    with ``asynchronous=True`` opens nothing when constructed and is used through that class.
+
+    Subclasses write the plans (:meth:`_exchange`, and :meth:`_settle`, :meth:`_expired`,
+    :meth:`_unclaim`, :meth:`_open` as they support them), the channel (:meth:`_send`,
+    :meth:`_asend`, connecting and closing) and :meth:`_refusal` (which of ``store_errors``
+    are permanent). Instances are safe to share between threads.
     """
 
     #: Errors the store's client reports about the store: the transient ones are retried, the
@@ -190,11 +224,13 @@ class ClaimStore(abc.ABC):
     policy_digest: str
 
     def __init__(self, retry: Optional[RetryPolicy] = None, window: Optional[Window] = None,
-                 clock: Clock = system_clock) -> None:
+                 clock: Clock = system_clock, *, asynchronous: bool = False) -> None:
         self.retry = retry if retry is not None else RetryPolicy()
         #: The recrawl window claims are forgotten after (None: never), and the time it reads.
         self.window = window
         self.clock = clock
+        #: Whether the store speaks asyncio (through AsyncClaimStore) rather than blocking calls.
+        self.asynchronous = asynchronous
         self.round_trips = 0
         self.failed_attempts = 0
         self._counter_lock = threading.Lock()
@@ -206,28 +242,88 @@ class ClaimStore(abc.ABC):
     def description(self) -> str:
         """Where the store lives, safe to print (no password)."""
 
+    # -- the plans (sans I/O), shared by the sync and the async store --------------------------
+
     @abc.abstractmethod
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
-    ) -> ClaimAnswers:
+    ) -> Plan[ClaimAnswers]:
         """Claim ``claims`` (leased when ``lease`` is given) and read ``reads`` in one round trip.
 
         ``token`` is the same for every attempt of one call: a store whose attempt can be applied
         without its reply arriving answers a repeated attempt from what the first one recorded.
         """
 
-    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> List[bool]:
+    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> Plan[List[bool]]:
         """Settle the leases ``owner`` holds (``done``, ``release`` or ``renew``), one round trip
         (``token`` as in :meth:`_exchange`)."""
         raise self._no_leases()
 
-    def _unclaim(self, fingerprints: Fingerprints) -> None:
+    def _unclaim(self, fingerprints: Fingerprints) -> Plan[None]:
         """Remove lasting claims, one round trip (only stores with :attr:`supports_unclaim`)."""
         raise NotImplementedError
 
-    def _expired(self, limit: int, owner: str, lease_ms: int) -> List[str]:
+    def _expired(self, limit: int, owner: str, lease_ms: int) -> Plan[List[str]]:
         """Hand back up to ``limit`` expired leases (re-leased to ``owner`` when ``lease_ms``)."""
         raise self._no_leases()
+
+    def _open(self) -> Plan[None]:
+        """Open the namespace once connected (create its record, or check ours against it)."""
+        return
+        yield  # a plan without requests
+
+    def _measure(self) -> Union[StoreCall[Optional[float]], Optional[float]]:
+        """How :meth:`bytes_per_url` measures: a call, or the answer when no I/O can tell."""
+        return None
+
+    # -- the calls: arguments checked, one StoreCall (or the answer when nothing is to send) ---
+
+    def _claim_call(
+        self, claims: FingerprintsLike, reads: FingerprintsLike, lease: Optional[Lease]
+    ) -> Union[StoreCall[ClaimAnswers], ClaimAnswers]:
+        claims, reads = Fingerprints.of(claims), Fingerprints.of(reads)
+        if lease is not None:
+            if not self.supports_leases:
+                raise self._no_leases()
+            check_name("owner", lease.owner)
+            check_lease_seconds(lease.seconds)
+            if len(lease.urls) != len(claims) or not all(isinstance(u, str) and u for u in lease.urls):
+                raise ValueError(f"lease.urls must hold one non-empty str per claim ({len(claims)}), got {len(lease.urls)}")
+        if not claims and not reads:
+            return ClaimAnswers([], [])
+        key = request_key("claim", lease.owner if lease else "", repr(lease.seconds) if lease else "", claims)
+        return StoreCall(lambda token: self._exchange(claims, reads, lease, token), key)
+
+    def _settle_call(
+        self, action: str, fingerprints: FingerprintsLike, owner: str, seconds: Optional[float]
+    ) -> Union[StoreCall[List[bool]], List[bool]]:
+        fingerprints = Fingerprints.of(fingerprints)
+        if not self.supports_leases:
+            raise self._no_leases()
+        check_name("owner", owner)
+        lease_ms = check_lease_seconds(seconds) if seconds is not None else 0
+        if not fingerprints:
+            return []
+        key = request_key(action, owner, str(lease_ms), fingerprints)
+        return StoreCall(lambda token: self._settle(action, fingerprints, owner, lease_ms, token), key)
+
+    def _expired_call(self, limit: int, owner: Optional[str], seconds: Optional[float]) -> StoreCall[List[str]]:
+        check_limit(limit)
+        if not self.supports_leases:
+            raise self._no_leases()
+        lease_ms = 0
+        if seconds is not None:
+            if owner is None:
+                raise ValueError("expired leases can only be leased again to an owner: give owner with seconds")
+            check_name("owner", owner)
+            lease_ms = check_lease_seconds(seconds)
+        return StoreCall(lambda _token: self._expired(limit, owner or "", lease_ms))
+
+    def _unclaim_call(self, fingerprints: FingerprintsLike) -> Union[StoreCall[None], None]:
+        fingerprints = Fingerprints.of(fingerprints)
+        if not self.supports_unclaim:
+            raise ValueError(f"the {self.strategy} store cannot take back a claim")
+        return StoreCall(lambda _token: self._unclaim(fingerprints)) if len(fingerprints) else None
 
     def _no_leases(self) -> LeasesUnsupported:
         return LeasesUnsupported(
@@ -235,16 +331,7 @@ class ClaimStore(abc.ABC):
             f"use the set or sharded-set store"
         )
 
-    @abc.abstractmethod
-    def bytes_per_url(self) -> Optional[float]:
-        """Storage bytes per claimed URL, measured on the live store; None when unknowable.
-
-        :raises StoreUnavailable: when the store cannot be reached.
-        """
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Release connections; further calls fail."""
+    # -- errors, retries and tokens, shared by both drivers ------------------------------------
 
     def _redact(self, text: str) -> str:
         """Remove secrets (a password from the connection URL) from an error text."""
@@ -259,146 +346,58 @@ class ClaimStore(abc.ABC):
         """``error`` on one line for a message: its type and text, without secrets."""
         return self._redact(f"{type(error).__name__}: {' '.join(str(error).split())}")
 
-    def claim_and_read(
-        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None
-    ) -> ClaimAnswers:
-        """Claim some fingerprints and read others, in one round trip.
+    def _failed_attempt(self, error: BaseException, attempt: int) -> float:
+        """Count the failed ``attempt`` (from 1); the seconds to wait before the next one.
 
-        A fingerprint listed twice among ``claims`` is won at most once. A claim whose lease
-        expired (or was handed back by :meth:`expired_leases`) can be won again by anyone.
-
-        :param claims: fingerprints to test-and-set (:class:`~crawldedup.fingerprints.Fingerprints`
-            or 16-byte strings).
-        :param reads: fingerprints to look up without claiming.
-        :param lease: claim for ``lease.seconds`` only, held by ``lease.owner``, until
-            :meth:`finish_leases` (or :meth:`release_leases`); ``lease.urls[i]`` is the
-            canonical URL of ``claims[i]``.
-        :returns: per claim, True when this caller won it; per read, True when present; the
-            claims lost to another worker's open lease.
-        :raises TypeError: for a fingerprint that is not bytes.
-        :raises ValueError: for a fingerprint that is not 16 bytes long, or bad lease terms.
-        :raises LeasesUnsupported: for a lease on a store without leases.
-        :raises StoreUnavailable: after the retries of :attr:`retry` failed.
+        :raises StoreRefused: for a permanent error (see :meth:`_refusal`).
+        :raises StoreUnavailable: when that was the last attempt.
         """
-        claims, reads = Fingerprints.of(claims), Fingerprints.of(reads)
-        if lease is not None:
-            if not self.supports_leases:
-                raise self._no_leases()
-            check_name("owner", lease.owner)
-            check_lease_seconds(lease.seconds)
-            if len(lease.urls) != len(claims) or not all(isinstance(u, str) and u for u in lease.urls):
-                raise ValueError(f"lease.urls must hold one non-empty str per claim ({len(claims)}), got {len(lease.urls)}")
-        if not claims and not reads:
-            return ClaimAnswers([], [])
-        request = ("claim", lease.owner if lease else "", repr(lease.seconds) if lease else "", claims)
-        return self._resumable(request, lambda token: self._exchange(claims, reads, lease, token))
-
-    def finish_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
-        """Turn leases held by ``owner`` into lasting claims (visited for the store's TTL).
-
-        :returns: per fingerprint, True when done; False when refused: ``owner`` does not
-            hold that lease (never leased, released, handed back after expiring, or taken over
-            by another worker). A lease past its deadline that nobody took over is still done.
-        :raises LeasesUnsupported: on a store without leases.
-        :raises StoreUnavailable: after the retries failed.
-        """
-        return self._settle_checked("done", fingerprints, owner, None)
-
-    def release_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
-        """Free leases held by ``owner`` (a failed fetch to retry): anyone can claim them again.
-
-        :returns: per fingerprint, True when released, False when ``owner`` did not hold it.
-        :raises LeasesUnsupported: on a store without leases.
-        :raises StoreUnavailable: after the retries failed.
-        """
-        return self._settle_checked("release", fingerprints, owner, None)
-
-    def renew_leases(self, fingerprints: FingerprintsLike, owner: str, seconds: float) -> List[bool]:
-        """Move the deadline of leases held by ``owner`` to ``seconds`` from now (Redis's clock).
-
-        :returns: per fingerprint, True when renewed, False when ``owner`` did not hold it.
-        :raises ValueError: for a duration out of (0, 86400].
-        :raises LeasesUnsupported: on a store without leases.
-        :raises StoreUnavailable: after the retries failed.
-        """
-        return self._settle_checked("renew", fingerprints, owner, seconds)
-
-    def expired_leases(self, limit: int, owner: Optional[str] = None, seconds: Optional[float] = None) -> List[str]:
-        """Hand back, once each, up to ``limit`` leases whose deadline passed: their canonical URLs.
-
-        Without ``seconds`` the claims become free (anyone's next claim wins them); with it,
-        they are leased again to ``owner`` in the same step, so nothing can slip in between.
-
-        :raises ValueError: for a limit out of [1, 1000000], or ``seconds`` without ``owner``.
-        :raises LeasesUnsupported: on a store without leases.
-        :raises StoreUnavailable: after the retries failed.
-        """
-        check_limit(limit)
-        if not self.supports_leases:
-            raise self._no_leases()
-        lease_ms = 0
-        if seconds is not None:
-            if owner is None:
-                raise ValueError("expired leases can only be leased again to an owner: give owner with seconds")
-            check_name("owner", owner)
-            lease_ms = check_lease_seconds(seconds)
-        return self._with_retries(lambda: self._expired(limit, owner or "", lease_ms))
-
-    def _settle_checked(self, action: str, fingerprints: FingerprintsLike, owner: str, seconds: Optional[float]) -> List[bool]:
-        fingerprints = Fingerprints.of(fingerprints)
-        if not self.supports_leases:
-            raise self._no_leases()
-        check_name("owner", owner)
-        lease_ms = check_lease_seconds(seconds) if seconds is not None else 0
-        if not fingerprints:
-            return []
-        request = (action, owner, str(lease_ms), fingerprints)
-        return self._resumable(request, lambda token: self._settle(action, fingerprints, owner, lease_ms, token))
-
-    def claim_many(self, fingerprints: FingerprintsLike) -> List[bool]:
-        """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""
-        return self.claim_and_read(fingerprints, ()).won
-
-    def unclaim_many(self, fingerprints: FingerprintsLike) -> None:
-        """Take back lasting claims this caller won and could not use (a page it failed to write),
-        so that anyone's next claim wins them again. Only stores with :attr:`supports_unclaim`.
-
-        :raises ValueError: on a store that cannot take a claim back.
-        :raises StoreUnavailable: after the retries failed.
-        """
-        fingerprints = Fingerprints.of(fingerprints)
-        if not self.supports_unclaim:
-            raise ValueError(f"the {self.strategy} store cannot take back a claim")
-        if len(fingerprints):
-            self._with_retries(lambda: self._unclaim(fingerprints))
-
-    def contains_many(self, fingerprints: FingerprintsLike) -> List[bool]:
-        """Read fingerprints; True where already claimed (see :meth:`claim_and_read`)."""
-        return self.claim_and_read((), fingerprints).present
-
-    def _resumable(self, request: Tuple[str, str, str, Fingerprints], call: Callable[[bytes], T]) -> T:
-        """Run ``call(token)`` under the retry policy, with one token for all its attempts.
-
-        The token is random, unless the same request (the same step, owner, terms and claimed
-        fingerprints) raised :class:`StoreUnavailable` before: then the new call takes that
-        call's token and resumes it, so a claim the store applied without its reply arriving is
-        answered as it was applied (won), not as already taken by someone else.
-        """
-        digest = hashlib.blake2b(digest_size=16)
-        for text in request[:3]:
-            digest.update(text.encode("utf-8") + b"\0")
-        digest.update(request[3].tobytes())
-        key = digest.digest()
         with self._counter_lock:
-            token = self._failed_calls.pop(key, None) or os.urandom(TOKEN_BYTES)
-        try:
-            return self._with_retries(lambda: call(token))
-        except StoreUnavailable:
+            self.failed_attempts += 1
+        problem = self._refusal(error)
+        if problem is not None:  # permanent: another attempt would get the same answer
+            raise StoreRefused(self.description, attempt, self._reason(error), self._redact(problem)) from error
+        if attempt >= self.retry.attempts:
+            raise StoreUnavailable(self.description, attempt, self._reason(error)) from error
+        return self.retry.delay(attempt)
+
+    def _answered(self) -> None:
+        with self._counter_lock:
+            self.round_trips += 1
+
+    @contextmanager
+    def _call_token(self, resume_key: Optional[bytes]) -> Iterator[bytes]:
+        """The token of one call: random, unless the same request (``resume_key``) failed before.
+
+        A request that raised :class:`StoreUnavailable`, or whose caller was cancelled while it
+        was in flight, leaves its token here; the same request made again takes it and resumes
+        the call, so a claim the store applied without its reply arriving is answered as it was
+        applied (won), not as already taken by someone else.
+        """
+        token: Optional[bytes] = None
+        if resume_key is not None:
             with self._counter_lock:
-                self._failed_calls[key] = token
-                if len(self._failed_calls) > MAX_FAILED_CALLS:
-                    del self._failed_calls[next(iter(self._failed_calls))]
+                token = self._failed_calls.pop(resume_key, None)
+        token = token or os.urandom(TOKEN_BYTES)
+        try:
+            yield token
+        except (StoreUnavailable, asyncio.CancelledError):
+            if resume_key is not None:
+                with self._counter_lock:
+                    self._failed_calls[resume_key] = token
+                    if len(self._failed_calls) > MAX_FAILED_CALLS:
+                        del self._failed_calls[next(iter(self._failed_calls))]
             raise
+
+    # -- the sync driver -----------------------------------------------------------------------
+
+    def _send(self, request: Any) -> Any:
+        """Send one request of a plan and return its reply (the sync channel)."""
+        raise NotImplementedError
+
+    async def _asend(self, request: Any) -> Any:
+        """Send one request of a plan and return its reply (the async channel)."""
+        raise NotImplementedError
 
     def round_trip(self, call: Callable[[], T]) -> T:
         """Run ``call``, one exchange of another layer over this store's connection or file (the
@@ -421,18 +420,119 @@ class ClaimStore(abc.ABC):
             try:
                 result = call()
             except self.store_errors as exc:
-                with self._counter_lock:
-                    self.failed_attempts += 1
-                problem = self._refusal(exc)
-                if problem is not None:  # permanent: another attempt would get the same answer
-                    raise StoreRefused(self.description, attempt, self._reason(exc), self._redact(problem)) from exc
-                if attempt >= self.retry.attempts:
-                    raise StoreUnavailable(self.description, attempt, self._reason(exc)) from exc
-                time.sleep(self.retry.delay(attempt))
+                time.sleep(self._failed_attempt(exc, attempt))
                 continue
-            with self._counter_lock:
-                self.round_trips += 1
+            self._answered()
             return result
+
+    def _perform(self, call: Union[StoreCall[T], T]) -> T:
+        """Run a call to its answer with blocking I/O (an answer that needs none is returned)."""
+        if not isinstance(call, StoreCall):
+            return call
+        if self.asynchronous:
+            raise TypeError(f"{self.description} was opened for asyncio: use it through AsyncClaimStore")
+        plan = call.plan
+        with self._call_token(call.resume_key) as token:
+            return self._with_retries(lambda: drive(plan(token), self._send))
+
+    # -- the public sync API -------------------------------------------------------------------
+
+    def claim_and_read(
+        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None
+    ) -> ClaimAnswers:
+        """Claim some fingerprints and read others, in one round trip.
+
+        A fingerprint listed twice among ``claims`` is won at most once. A claim whose lease
+        expired (or was handed back by :meth:`expired_leases`) can be won again by anyone.
+
+        :param claims: fingerprints to test-and-set (:class:`~crawldedup.fingerprints.Fingerprints`
+            or 16-byte strings).
+        :param reads: fingerprints to look up without claiming.
+        :param lease: claim for ``lease.seconds`` only, held by ``lease.owner``, until
+            :meth:`finish_leases` (or :meth:`release_leases`); ``lease.urls[i]`` is the
+            canonical URL of ``claims[i]``.
+        :returns: per claim, True when this caller won it; per read, True when present; the
+            claims lost to another worker's open lease.
+        :raises TypeError: for a fingerprint that is not bytes.
+        :raises ValueError: for a fingerprint that is not 16 bytes long, or bad lease terms.
+        :raises LeasesUnsupported: for a lease on a store without leases.
+        :raises StoreUnavailable: after the retries of :attr:`retry` failed.
+        """
+        return self._perform(self._claim_call(claims, reads, lease))
+
+    def finish_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
+        """Turn leases held by ``owner`` into lasting claims (visited for the store's TTL).
+
+        :returns: per fingerprint, True when done; False when refused: ``owner`` does not
+            hold that lease (never leased, released, handed back after expiring, or taken over
+            by another worker). A lease past its deadline that nobody took over is still done.
+        :raises LeasesUnsupported: on a store without leases.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        return self._perform(self._settle_call("done", fingerprints, owner, None))
+
+    def release_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
+        """Free leases held by ``owner`` (a failed fetch to retry): anyone can claim them again.
+
+        :returns: per fingerprint, True when released, False when ``owner`` did not hold it.
+        :raises LeasesUnsupported: on a store without leases.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        return self._perform(self._settle_call("release", fingerprints, owner, None))
+
+    def renew_leases(self, fingerprints: FingerprintsLike, owner: str, seconds: float) -> List[bool]:
+        """Move the deadline of leases held by ``owner`` to ``seconds`` from now (Redis's clock).
+
+        :returns: per fingerprint, True when renewed, False when ``owner`` did not hold it.
+        :raises ValueError: for a duration out of (0, 86400].
+        :raises LeasesUnsupported: on a store without leases.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        return self._perform(self._settle_call("renew", fingerprints, owner, seconds))
+
+    def expired_leases(self, limit: int, owner: Optional[str] = None, seconds: Optional[float] = None) -> List[str]:
+        """Hand back, once each, up to ``limit`` leases whose deadline passed: their canonical URLs.
+
+        Without ``seconds`` the claims become free (anyone's next claim wins them); with it,
+        they are leased again to ``owner`` in the same step, so nothing can slip in between.
+
+        :raises ValueError: for a limit out of [1, 1000000], or ``seconds`` without ``owner``.
+        :raises LeasesUnsupported: on a store without leases.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        return self._perform(self._expired_call(limit, owner, seconds))
+
+    def claim_many(self, fingerprints: FingerprintsLike) -> List[bool]:
+        """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""
+        return self.claim_and_read(fingerprints, ()).won
+
+    def unclaim_many(self, fingerprints: FingerprintsLike) -> None:
+        """Take back lasting claims this caller won and could not use (a page it failed to write),
+        so that anyone's next claim wins them again. Only stores with :attr:`supports_unclaim`.
+
+        :raises ValueError: on a store that cannot take a claim back.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        self._perform(self._unclaim_call(fingerprints))
+
+    def contains_many(self, fingerprints: FingerprintsLike) -> List[bool]:
+        """Read fingerprints; True where already claimed (see :meth:`claim_and_read`)."""
+        return self.claim_and_read((), fingerprints).present
+
+    def bytes_per_url(self) -> Optional[float]:
+        """Storage bytes per claimed URL, measured on the live store; None when unknowable.
+
+        :raises StoreUnavailable: when the store cannot be reached.
+        """
+        return self._perform(self._measure())
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release connections; further calls fail."""
+
+    async def aclose(self) -> None:
+        """Release the connections of a store opened for asyncio."""
+        self.close()
 
     def __enter__(self: T) -> T:
         return self

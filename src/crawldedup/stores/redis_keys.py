@@ -94,7 +94,7 @@ class RedisKeyStore(GroupedScriptStore):
         tags = self._tags
         return groups, [tags[g] + fp for g, fp in zip(groups.tolist(), fingerprints.as_bytes())], None
 
-    def bytes_per_url(self) -> Optional[float]:
+    def _measure(self) -> Optional[float]:
         """None: a key's share of Redis's dictionaries cannot be read per namespace.
 
         bench/scripts/redis_memory.py measures it (docs/stores.md).

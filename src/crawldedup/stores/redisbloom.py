@@ -23,8 +23,9 @@ import redis
 
 from .._checks import check_capacity, check_error_rate
 from ..fingerprints import Fingerprints
-from .base import ClaimAnswers, Lease
-from ._redis import RECEIPTS_LUA, RedisStore
+from .._plans import Plan
+from .base import ClaimAnswers, Lease, StoreCall
+from ._redis import RECEIPTS_LUA, RedisStore, server_text
 
 # KEYS: the filter, the call's receipt. ARGV: receipt seconds, the claimed items. Per item: 1 won
 # (added), 0 already there. BF.MADD takes 1,000 items at a time: Lua's unpack stops near 8,000.
@@ -135,41 +136,41 @@ class RedisBloomStore(RedisStore):
         check_error_rate(error_rate)
         super().__init__(url, layout={"capacity": str(capacity), "error_rate": repr(error_rate)}, **kwargs)
 
-    def _adopt_namespace(self) -> None:
-        super()._adopt_namespace()
+    def _adopt_namespace(self) -> Plan[None]:
+        yield from super()._adopt_namespace()
         self.capacity = int(self.meta["capacity"])
         self.error_rate = float(self.meta["error_rate"])
         self.key = f"{self.namespace}:bf".encode("ascii")
         self._receipt_prefix = b"{%s}:receipt:" % self.key
         self._generation_prefix = b"{%s}:" % self.key
         if self.window is None:  # with a window, each generation's filter is reserved on first use
-            self._with_retries(self._reserve)
+            yield from self._reserve()
 
-    def _reserve(self) -> None:
+    def _reserve(self) -> Plan[None]:
         try:
-            self.client.execute_command("BF.RESERVE", self.key, self.error_rate, self.capacity)
+            yield [("BF.RESERVE", self.key, self.error_rate, self.capacity)]
         except redis.ResponseError as exc:
-            if "exists" not in str(exc).lower():  # "ERR item exists": another worker reserved it
+            if "exists" not in server_text(exc).lower():  # "ERR item exists": another worker reserved it
                 raise
 
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
-    ) -> ClaimAnswers:
+    ) -> Plan[ClaimAnswers]:
         if self.window is not None:
-            return self._exchange_in_window(claims, reads, token)
+            return (yield from self._exchange_in_window(claims, reads, token))
         commands: List[Tuple[Any, ...]] = []
         if claims:
             commands.append(("EVAL", _CLAIM, 2, self.key, self._receipt_prefix + token, self.receipt_seconds,
                              *claims.as_bytes()))
         if reads:
             commands.append(("BF.MEXISTS", self.key, *reads.as_bytes()))
-        replies = self._pipeline(commands)
+        replies = yield commands
         # 1/0, or True/False where redis-py applies its RedisBloom reply callbacks.
         won = [v == 1 for v in replies[0]] if claims else []
         present = [bool(v) for v in replies[-1]] if reads else []
         return ClaimAnswers(won, present)
 
-    def _exchange_in_window(self, claims: Fingerprints, reads: Fingerprints, token: bytes) -> ClaimAnswers:
+    def _exchange_in_window(self, claims: Fingerprints, reads: Fingerprints, token: bytes) -> Plan[ClaimAnswers]:
         assert self.window is not None
         generation = self.window.generation(self.clock())
         current = self._generation_prefix + b"%d" % generation
@@ -181,28 +182,26 @@ class RedisBloomStore(RedisStore):
                              *arguments, *claims.as_bytes()))
         if reads:
             commands.append(("EVAL", _READ_IN_WINDOW, 1, current, 0, *arguments, *reads.as_bytes()))
-        replies = self._pipeline(commands)
+        replies = yield commands
         won = [v == 1 for v in replies[0]] if claims else []
         present = [v == 1 for v in replies[-1]] if reads else []
         return ClaimAnswers(won, present)
 
-    def _filter_keys(self) -> List[bytes]:
+    def _filter_keys(self) -> Plan[List[bytes]]:
         """The filters that hold claims now: the namespace's one, or the live generations' that exist."""
         if self.window is None:
             return [self.key]
         generation = self.window.generation(self.clock())
         keys = [self._generation_prefix + b"%d" % g for g in range(generation - self.window.generations, generation + 1)]
-        return [key for key in keys if self.client.exists(key)]
+        exists = yield [("EXISTS", key) for key in keys]
+        return [key for key, there in zip(keys, exists) if there]
 
-    def bytes_per_url(self) -> Optional[float]:
-        """The filters' size over the items inserted (``BF.INFO``); None while empty.
+    def _measure(self) -> StoreCall[Optional[float]]:
+        """The filters' size over the items inserted (``BF.INFO``); None while empty."""
+        return StoreCall(lambda _token: self._filter_bytes_per_item())
 
-        :raises StoreUnavailable: when Redis cannot be reached.
-        """
-
-        def measure() -> Tuple[int, int]:
-            infos = [bf_info(self.client.execute_command("BF.INFO", key)) for key in self._filter_keys()]
-            return sum(int(i["Size"]) for i in infos), sum(int(i["Number of items inserted"]) for i in infos)
-
-        size, items = self._with_retries(measure)
+    def _filter_bytes_per_item(self) -> Plan[Optional[float]]:
+        keys = yield from self._filter_keys()
+        infos = [bf_info(reply) for reply in ((yield [("BF.INFO", key) for key in keys]) if keys else [])]
+        size, items = sum(int(i["Size"]) for i in infos), sum(int(i["Number of items inserted"]) for i in infos)
         return size / items if items else None

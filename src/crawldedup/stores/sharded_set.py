@@ -38,6 +38,8 @@ import numpy as np
 
 from ..fingerprints import Fingerprints, multiply_shift
 from .._checks import check_capacity
+from .._plans import Plan
+from .base import StoreCall
 from ._redis import DEFAULT_GROUPS, GroupedScriptStore
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
@@ -121,8 +123,8 @@ class RedisShardedSetStore(GroupedScriptStore):
         layout = {"shards": str(shards_for(capacity, kwargs.get("groups", DEFAULT_GROUPS))), "capacity": str(capacity)}
         super().__init__(url, layout=layout, **kwargs)
 
-    def _adopt_namespace(self) -> None:
-        super()._adopt_namespace()
+    def _adopt_namespace(self) -> Plan[None]:
+        yield from super()._adopt_namespace()
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
         self.capacity = int(self.meta["capacity"])
@@ -138,25 +140,16 @@ class RedisShardedSetStore(GroupedScriptStore):
         members = (fingerprints.hashes[:, 1] & _LOW32).astype(np.uint32).view(np.int32)
         return shards // np.uint64(self._shards_per_group), [self._shard_key(s) for s in shards.tolist()], members.tolist()
 
-    def bytes_per_url(self) -> Optional[float]:
+    def _measure(self) -> StoreCall[Optional[float]]:
         """Redis memory per member over a random sample of shards (``MEMORY USAGE`` / ``SCARD``),
-        of the current generation with a window.
-
-        :returns: None while the sampled shards are all empty.
-        :raises StoreUnavailable: when Redis cannot be reached.
-        """
+        of the current generation with a window; None while the sampled shards are all empty."""
         keys = [self._shard_key(random.randrange(self.shards)) for _ in range(SAMPLE_SHARDS)]
         if self.window is not None:  # the current generation's sets
             generation = self.window.generation(self.clock())
             keys = [key + b":%d" % generation for key in keys]
+        return StoreCall(lambda _token: self._sample(keys))
 
-        def sample() -> Tuple[int, int]:
-            pipe = self.client.pipeline(transaction=False)
-            for key in keys:
-                pipe.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")
-                pipe.scard(key)
-            replies = pipe.execute()
-            return sum(r or 0 for r in replies[0::2]), sum(replies[1::2])
-
-        used, members = self._with_retries(sample)
+    def _sample(self, keys: List[bytes]) -> Plan[Optional[float]]:
+        replies = yield [command for key in keys for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("SCARD", key))]
+        used, members = sum(r or 0 for r in replies[0::2]), sum(replies[1::2])
         return used / members if members else None

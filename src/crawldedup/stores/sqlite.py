@@ -15,6 +15,10 @@ every file, those made before it existed included. With a window, a claim whose 
 oldest live generation (``Window.live_since``) is won again by the next claim, atomically:
 ``INSERT ... ON CONFLICT DO UPDATE SET claimed_at = ... WHERE claimed_at < ?``.
 
+Every step is a plan (:mod:`crawldedup._plans`) whose requests are functions over the
+connection, each run in one transaction: the sync store runs them in the calling thread, the
+async one in the store's own worker thread, so the event loop never waits on the file.
+
 A batch is one ``BEGIN IMMEDIATE`` transaction of ``INSERT OR IGNORE`` (claims; a row
 inserted means won) and lookups (reads). The file is in WAL mode, so several processes on
 one host share it: writers take turns (waiting up to ``busy_timeout_seconds``), readers never
@@ -24,14 +28,17 @@ roll back the last transactions, which the local filter of a restarted crawl doe
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Iterator, Optional, Tuple, Union, cast
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple, Union, cast
 
 from .._checks import check_name
+from .._plans import Plan, drive
 from ..windows import Clock, Window, system_clock
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from .base import (
@@ -41,6 +48,7 @@ from .base import (
     Lease,
     NamespaceConflict,
     RetryPolicy,
+    StoreCall,
     check_policy_digest,
 )
 
@@ -76,6 +84,14 @@ def _add_claimed_at(db: sqlite3.Connection) -> None:
         except sqlite3.OperationalError as exc:
             if "duplicate column" not in str(exc):
                 raise
+
+
+class Work(NamedTuple):
+    """One request of a SQLite plan: ``run(connection)`` under the store's lock, in one
+    ``BEGIN IMMEDIATE`` transaction when ``write`` (a read alone needs none)."""
+
+    run: Callable[[sqlite3.Connection], Any]
+    write: bool = True
 
 
 #: SQLITE_BUSY and SQLITE_LOCKED (primary result codes): another connection holds a lock.
@@ -114,6 +130,8 @@ class SQLiteStore(ClaimStore):
     :param retry: retries after "database is locked" (the only transient error of a file).
     :param window: the recrawl window claims are forgotten after (None: never).
     :param clock: the time source of the window.
+    :param asynchronous: open nothing now; the store is opened and used through
+        :class:`~crawldedup.stores.aio.AsyncClaimStore`, its file in a worker thread.
     :raises ValueError: for a bad namespace or digest.
     :raises NamespaceConflict: when the namespace was made under another policy or layout.
     :raises StoreRefused: at once, naming the file, when it is not a SQLite database, is a
@@ -136,15 +154,22 @@ class SQLiteStore(ClaimStore):
         retry: Optional[RetryPolicy] = None,
         window: Optional[Window] = None,
         clock: Clock = system_clock,
+        asynchronous: bool = False,
     ) -> None:
-        super().__init__(retry, window, clock)
+        super().__init__(retry, window, clock, asynchronous=asynchronous)
         self.path = Path(path)
         self.namespace = check_name("namespace", namespace)
         self.policy_digest = check_policy_digest(policy_digest)
+        self._busy_timeout_seconds = busy_timeout_seconds
         self._lock = threading.Lock()
+        self._db: Optional[sqlite3.Connection] = None
+        #: The thread an asynchronous store runs its file's work in (one: the work is serial).
+        self._worker: Optional[ThreadPoolExecutor] = None
+        if asynchronous:
+            return
         self._db = self._with_retries(lambda: self._connect(busy_timeout_seconds))
         try:
-            self._namespace_id = self._with_retries(self._open_namespace)
+            self._with_retries(lambda: drive(self._open(), self._send))
         except BaseException:  # NamespaceConflict, StoreUnavailable: no store, so no open connection
             self._db.close()
             raise
@@ -169,11 +194,32 @@ class SQLiteStore(ClaimStore):
             raise
         return db
 
+    def _send(self, request: Work) -> Any:
+        if not request.write:
+            with self._lock:
+                return request.run(self._connection())
+        with self._transaction() as db:
+            return request.run(db)
+
+    async def _asend(self, request: Work) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._worker, self._send, request)
+
+    async def _aconnect(self) -> None:
+        if self._db is None:
+            self._worker = self._worker or ThreadPoolExecutor(1, thread_name_prefix="crawldedup-sqlite")
+            loop = asyncio.get_running_loop()
+            self._db = await loop.run_in_executor(self._worker, self._connect, self._busy_timeout_seconds)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise ValueError(f"{self.description} is not open")
+        return self._db
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction under this store's lock, rolled back on any error."""
         with self._lock:
-            db = self._db
+            db = self._connection()
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -193,27 +239,30 @@ class SQLiteStore(ClaimStore):
             return None
         return file_problem(self.path, error)
 
-    def _open_namespace(self) -> int:
+    def _open(self) -> Plan[None]:
         wanted = (LAYOUT_VERSION, FINGERPRINT_ID, self.policy_digest)
-        with self._transaction() as db:
+
+        def record(db: sqlite3.Connection) -> Any:
             db.execute(
                 "INSERT OR IGNORE INTO crawldedup_namespaces (name, layout, fingerprint, policy) VALUES (?, ?, ?, ?)",
                 (self.namespace, *wanted),
             )
-            row = db.execute(
+            return db.execute(
                 "SELECT id, layout, fingerprint, policy FROM crawldedup_namespaces WHERE name = ?", (self.namespace,)
             ).fetchone()
+
+        row = yield Work(record)
         for field, stored, ours in zip(("layout", "fingerprint", "policy"), row[1:], wanted):
             if stored != ours:
                 raise NamespaceConflict(
                     f"{self.path}: namespace {self.namespace!r} holds {field}={stored!r}, "
                     f"this store uses {field}={ours!r}: pick another namespace (or round)"
                 )
-        return int(row[0])
+        self._namespace_id = int(row[0])
 
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
-    ) -> ClaimAnswers:
+    ) -> Plan[ClaimAnswers]:
         # No token needed: the batch is one transaction in this process, and a failed COMMIT
         # leaves nothing (rolled back below), so every attempt starts from the same state.
         ns = self._namespace_id
@@ -222,36 +271,44 @@ class SQLiteStore(ClaimStore):
         else:
             now = self.clock()
             insert, lookup, after = _CLAIM_IN_WINDOW, _LOOKUP_IN_WINDOW, (now, self.window.live_since(now))
-        with self._transaction() as db:
+
+        def claim(db: sqlite3.Connection) -> ClaimAnswers:
             won = [db.execute(insert, (ns, fp, *after)).rowcount == 1 for fp in claims.as_bytes()]
             present = [db.execute(lookup, (ns, fp, *after[1:])).fetchone() is not None for fp in reads.as_bytes()]
-        return ClaimAnswers(won, present)
+            return ClaimAnswers(won, present)
 
-    def _unclaim(self, fingerprints: Fingerprints) -> None:
+        return (yield Work(claim))
+
+    def _unclaim(self, fingerprints: Fingerprints) -> Plan[None]:
         ns = self._namespace_id
-        with self._transaction() as db:
-            db.executemany("DELETE FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?",
-                           [(ns, fp) for fp in fingerprints.as_bytes()])
+        rows = [(ns, fp) for fp in fingerprints.as_bytes()]
+        yield Work(lambda db: db.executemany("DELETE FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?", rows))
 
-    def bytes_per_url(self) -> Optional[float]:
-        """Bytes of the database pages in use per claimed URL, all namespaces together.
+    def _measure(self) -> StoreCall[Optional[float]]:
+        """Bytes of the database pages in use per claimed URL, all namespaces together; None
+        while the file holds no claim. Counting rows reads the whole table: call it for a
+        report, not per batch."""
 
-        Counting rows reads the whole table: call it for a report, not per batch.
-
-        :returns: None while the file holds no claim.
-        :raises StoreUnavailable: when the file cannot be read.
-        """
-
-        def measure() -> Optional[float]:
-            with self._lock:
-                rows = self._db.execute("SELECT count(*) FROM crawldedup_claims").fetchone()[0]
-                pages = self._db.execute("PRAGMA page_count").fetchone()[0]
-                free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
-                page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+        def measure(db: sqlite3.Connection) -> Optional[float]:
+            rows = db.execute("SELECT count(*) FROM crawldedup_claims").fetchone()[0]
+            pages = db.execute("PRAGMA page_count").fetchone()[0]
+            free = db.execute("PRAGMA freelist_count").fetchone()[0]
+            page_size = db.execute("PRAGMA page_size").fetchone()[0]
             return (pages - free) * page_size / rows if rows else None
 
-        return self._with_retries(measure)
+        def plan(_token: bytes) -> Plan[Optional[float]]:
+            return (yield Work(measure, write=False))
+
+        return StoreCall(plan)
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+
+    async def aclose(self) -> None:
+        if self._worker is None:
+            self.close()
+            return
+        await asyncio.get_running_loop().run_in_executor(self._worker, self.close)
+        self._worker.shutdown(wait=False)
