@@ -3,6 +3,7 @@
 import crawldedup
 
 PUBLIC = {
+    "AsyncDeduplicator",
     "BloomFilter",
     "CanonicalPolicy",
     "Canonicalized",

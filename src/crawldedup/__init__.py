@@ -6,7 +6,7 @@ from .bloom.format import FilterFileError
 from .fingerprints import fingerprint
 from .bloom import BloomFilter
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
-from .dedup import ClaimBatch, DedupStats, Deduplicator, open_state
+from .dedup import AsyncDeduplicator, ClaimBatch, DedupStats, Deduplicator, open_state
 from .stores import (
     LeasesUnsupported,
     NamespaceConflict,
@@ -20,6 +20,7 @@ from .stores import (
 )
 
 __all__ = [
+    "AsyncDeduplicator",
     "BloomFilter",
     "FilterFileError",
     "fingerprint",

@@ -28,61 +28,31 @@ claim of one batch, step by step), ``leases.py`` (done, release, renew, expired)
 
 from __future__ import annotations
 
-import os
-import secrets
-from dataclasses import replace
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ..config import DedupConfig
-from ..bloom import hash_many
-from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
-from .._checks import PathArg, check_batch, check_name, check_path, integer_in, number_in
-from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
-from ..content.index_format import MAX_DISTANCE
-from ..pages import PAGES_SUFFIX, PageCheck, open_pages
-from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
-from ..stores.factory import LOCAL, open_store
+from .._plans import drive
+from ..canonical import canonicalize_many
+from ..pages import PageCheck, open_pages
+from ..stores.base import ClaimStore, check_lease_seconds
+from ..stores.factory import open_store
+from .aio import AsyncDeduplicator
 from .content import ContentChecks
+from .core import DEFAULT_SAMPLE_RATE, KEY_DOMAIN, ClaimBatch, DedupCore
 from .held import HOLD_SECONDS, HeldBatch, HoldState
-from .leases import URL, Leases, lease_store
-from .pipeline import ClaimPipeline
+from .leases import URL
+from .pipeline import StoreAsk
 from .state import open_state
-from .stats import DedupStats, StatsCounter, StatsListener
-from ..windows import Clock, system_clock
+from .stats import DedupStats, StatsListener
 
-__all__ = ["ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch", "HoldState", "StatsListener", "open_state"]
-
-#: Default share of local hits checked against the store to measure the local filter's loss.
-DEFAULT_SAMPLE_RATE = 0.01
-#: Put before a precomputed key (:meth:`Deduplicator.claim_keys`) before it is hashed. A
-#: canonical URL never holds a control character (docs/canonical.md), so no key can ever share
-#: a fingerprint with a page through its spelling.
-KEY_DOMAIN = "\x00key\x00"
+__all__ = [
+    "DEFAULT_SAMPLE_RATE", "KEY_DOMAIN", "AsyncDeduplicator", "ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch",
+    "HoldState", "StatsListener", "open_state",
+]
 
 
-class _Batch(NamedTuple):
-    """A batch canonicalized and fingerprinted: ``hashes[row]`` is the fingerprint of
-    ``valid[row]``, the canonical form of input URL ``positions[row]``."""
-
-    canonical: List[Optional[str]]
-    errors: Dict[int, InvalidURL]
-    positions: np.ndarray
-    valid: List[str]
-    hashes: np.ndarray
-
-
-class ClaimBatch(NamedTuple):
-    """Per input URL of one batch: whether this caller won it, its canonical form (None when
-    invalid), and why the invalid ones were refused (``errors[i]``)."""
-
-    won: List[bool]
-    canonical: List[Optional[str]]
-    errors: Dict[int, InvalidURL]
-
-
-class Deduplicator:
+class Deduplicator(DedupCore[ClaimStore]):
     """Exactly one winner per page across workers: canonicalize, fingerprint, local filter, store.
 
     Arguments left as None take their value from ``config`` (by default
@@ -134,114 +104,27 @@ class Deduplicator:
     :raises StoreUnavailable: when the store cannot be reached.
     """
 
-    def __init__(
-        self,
-        strategy: Optional[str] = None,
-        *,
-        redis_url: Optional[str] = None,
-        namespace: Optional[str] = None,
-        crawl_round: Optional[str] = None,
-        state: Optional[PathArg] = None,
-        capacity: Optional[int] = None,
-        error_rate: Optional[float] = None,
-        ttl_days: Optional[float] = None,
-        sqlite_path: Optional[PathArg] = None,
-        policy: Optional[CanonicalPolicy] = None,
-        verify_hits: bool = False,
-        sample_rate: float = DEFAULT_SAMPLE_RATE,
-        retry: Optional[RetryPolicy] = None,
-        store: Optional[ClaimStore] = None,
-        config: Optional[DedupConfig] = None,
-        worker_id: Optional[str] = None,
-        generations: Optional[int] = None,
-        clock: Clock = system_clock,
-        content_distance: int = 3,
-        content_policy: Optional[ContentPolicy] = None,
-        pages_path: Optional[PathArg] = None,
-    ) -> None:
-        #: Owner of this Deduplicator's leases.
-        self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
-        # Mixed field types; DedupConfig checks each value it receives.
-        overrides: Dict[str, Any] = {
-            "strategy": strategy, "redis_url": redis_url, "namespace": namespace, "capacity": capacity,
-            "error_rate": error_rate, "ttl_days": ttl_days, "generations": generations,
-            "state_path": os.fspath(state) if state is not None else None,
-            "sqlite_path": os.fspath(sqlite_path) if sqlite_path is not None else None,
-        }
-        self.config = replace(config or DedupConfig(), **{k: v for k, v in overrides.items() if v is not None})
-        number_in("sample_rate", sample_rate, 0, 1)
-        self.policy = policy or DEFAULT_POLICY
-        self.namespace = self.config.namespace
-        if crawl_round is not None:
-            self.namespace = f"{self.namespace}:{check_name('crawl_round', crawl_round)}"
-        if verify_hits and self.config.strategy == LOCAL and store is None:
-            raise ValueError("verify_hits needs a store: the local strategy has none")
-        self.verify_hits = bool(verify_hits)
-        self.sample_rate = float(sample_rate)
-        self._counter = StatsCounter()
-        if store is not None and store.policy_digest != self.policy.digest:
-            raise ValueError(
-                f"the store was opened for canonical policy {store.policy_digest}, "
-                f"this Deduplicator uses policy {self.policy.digest}"
-            )
-        # The store first: a state file is created only once the store was reached and its
-        # namespace checked, so an unreachable store leaves no file behind.
-        opened = store is None and self.config.strategy != LOCAL
-        if opened:
-            store = open_store(
-                self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
-                redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
-                capacity=self.config.capacity, error_rate=self.config.error_rate,
-                ttl_seconds=self.config.ttl_seconds, retry=retry, window=self.config.window, clock=clock,
-            )
+    def _made(self) -> None:
         try:
-            self.local_filter = open_state(
-                self.config.state_path, self.config.capacity, self.config.error_rate, self.policy,
-                namespace=self.namespace, window=self.config.window, clock=clock,
-            )
+            self._open_state()
         except BaseException:
-            if opened and store is not None:
-                store.close()
+            if self._owns_store and self.store is not None:
+                self.store.close()
             raise
-        #: The shared store; None for the ``local`` strategy.
-        self.store: Optional[ClaimStore] = store
-        self._pipeline = ClaimPipeline(self.local_filter, store, verify_hits=self.verify_hits,
-                                       sample_rate=self.sample_rate, owner=self.worker_id, counter=self._counter)
-        integer_in("content_distance", content_distance, 1, MAX_DISTANCE)
-        if content_policy is not None and not isinstance(content_policy, ContentPolicy):
-            raise TypeError(f"content_policy must be a ContentPolicy, got {type(content_policy).__name__}")
-        content_digest = (content_policy or DEFAULT_CONTENT_POLICY).digest
-        check_path("pages_path", pages_path)
-        if pages_path is None and self.config.state_path is not None:
-            pages_path = f"{self.config.state_path}{PAGES_SUFFIX}"
+        distance, content_digest, pages_path = self._content_terms
         self._content = ContentChecks(
-            lambda: open_pages(self.store, pages_path, namespace=self.config.namespace, max_distance=content_distance,
+            lambda: open_pages(self.store, pages_path, namespace=self.config.namespace, max_distance=distance,
                                content_digest=content_digest, canonical_digest=self.policy.digest,
                                capacity=self.config.capacity),
-            content_distance, lambda urls: self._canonicalize(urls, None),
+            distance, lambda urls: canonicalize_many(urls, policy=self.policy),
         )
-        self._leases = Leases(store, self.config.strategy, self.local_filter, self.worker_id, self.policy, self._counter)
 
-    @classmethod
-    def from_env(cls, environ: Optional[Any] = None, **overrides: Any) -> "Deduplicator":
-        """A Deduplicator configured by the environment (read once, here); ``overrides`` win.
+    def _make_store(self, strategy: str, **arguments: Any) -> ClaimStore:
+        return open_store(strategy, **arguments)
 
-        Variables: ``DEDUP_STRATEGY``, ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``,
-        ``BLOOM_ERROR_RATE``, ``CRAWLDEDUP_STATE``, ``CRAWLDEDUP_NAMESPACE``, ``CRAWLDEDUP_SQLITE``.
-
-        :raises ValueError: for a variable that cannot be parsed or is out of range, naming it.
-        """
-        return cls(config=DedupConfig.from_env(environ), **overrides)
-
-    @property
-    def stats(self) -> DedupStats:
-        """A snapshot of the counters (no I/O)."""
-        return self._counter.snapshot()
-
-    def watch_stats(self, listener: StatsListener) -> None:
-        """Follow the counters live: ``listener`` gets the totals now, then every change and the
-        time of every claim round trip (as :mod:`crawldedup.metrics` does)."""
-        self._counter.watch(listener)
+    def _ask(self, ask: StoreAsk) -> Any:
+        """Send one ask of a plan to the store, blocking."""
+        return getattr(self.store, ask.method)(*ask.args, **ask.kwargs)
 
     def claim(self, url: URL, lease: Optional[float] = None) -> bool:
         """Claim one URL; True for exactly one caller across all workers (False when invalid).
@@ -285,14 +168,7 @@ class Deduplicator:
         :raises LeasesUnsupported: for a lease without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        if lease is not None:
-            lease_store(self.store, self.config.strategy)
-            check_lease_seconds(lease)
-        batch = self._prepare(urls, base, bases)
-        won = np.zeros(len(batch.canonical), dtype=bool)
-        if len(batch.positions):
-            won[batch.positions[self._claim_and_learn(batch.hashes, batch.valid, lease)]] = True
-        return ClaimBatch(won.tolist(), batch.canonical, batch.errors)
+        return drive(self._claim_plan(urls, base, lease, bases), self._ask)
 
     def hold_batch(
         self, urls: Sequence[URL], base: Optional[URL] = None, *, bases: Optional[Sequence[Optional[URL]]] = None,
@@ -323,7 +199,7 @@ class Deduplicator:
             check_lease_seconds(hold_seconds)
         batch = self._prepare(urls, base, bases)
         won = np.zeros(len(batch.canonical), dtype=bool)
-        claimed = self._pipeline.claim(batch.hashes, batch.valid, hold_seconds if leased else None)
+        claimed = drive(self._pipeline.claim(batch.hashes, batch.valid, hold_seconds if leased else None), self._ask)
         won[batch.positions[claimed.won]] = True
         self._counter.add(won=len(claimed.won), lost=len(batch.valid) - len(claimed.won))
         return HeldBatch(
@@ -331,17 +207,6 @@ class Deduplicator:
             local_filter=self.local_filter, store=self.store, leased=leased, owner=self.worker_id,
             counter=self._counter,
         )
-
-    def _prepare(self, urls: Sequence[URL], base: Optional[URL], bases: Optional[Sequence[Optional[URL]]]) -> _Batch:
-        """Canonicalize and fingerprint a batch; count its URLs."""
-        if bases is None:
-            canonical, errors = self._canonicalize(urls, base)
-        else:
-            canonical, errors = self._canonicalize_each(urls, base, bases)
-        positions = [i for i, c in enumerate(canonical) if c is not None]
-        valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
-        self._counter.add(urls=len(canonical), invalid=len(errors))
-        return _Batch(canonical, errors, np.asarray(positions, dtype=np.intp), valid, hash_many(valid))
 
     def claim_keys(self, keys: Sequence[URL]) -> List[bool]:
         """Claim precomputed keys (a request fingerprint, a digest of a POST body...) as they are.
@@ -355,22 +220,7 @@ class Deduplicator:
         :raises ValueError: for an empty key.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        check_batch("keys", keys, "keys")
-        domained: List[URL] = []
-        for key in keys:
-            if isinstance(key, str):
-                domained.append(KEY_DOMAIN + key)
-            elif isinstance(key, bytes):
-                domained.append(KEY_DOMAIN.encode("ascii") + key)
-            else:
-                raise TypeError(f"keys must be str or bytes, got {type(key).__name__}")
-            if len(domained[-1]) == len(KEY_DOMAIN):
-                raise ValueError("keys must not be empty, got an empty key")
-        won = np.zeros(len(domained), dtype=bool)
-        if domained:
-            won[self._claim_and_learn(hash_many(domained), [], None)] = True
-        self._counter.add(urls=len(domained))
-        return won.tolist()
+        return drive(self._keys_plan(keys), self._ask)
 
     def done(self, urls: Sequence[URL]) -> List[bool]:
         """Make URLs this worker leased visited for good (the store's TTL); per URL, True when done.
@@ -384,7 +234,7 @@ class Deduplicator:
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return self._leases.done(urls)
+        return drive(self._leases.done(urls), self._ask)
 
     def release(self, urls: Sequence[URL]) -> List[bool]:
         """Free URLs this worker leased (a failed fetch to retry): anyone's next claim wins them.
@@ -394,7 +244,7 @@ class Deduplicator:
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return self._leases.release(urls)
+        return drive(self._leases.release(urls), self._ask)
 
     def renew(self, urls: Sequence[URL], lease: float) -> List[bool]:
         """Move the deadline of this worker's leases to ``lease`` seconds from now (a long fetch).
@@ -405,7 +255,7 @@ class Deduplicator:
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return self._leases.renew(urls, lease)
+        return drive(self._leases.renew(urls, lease), self._ask)
 
     def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
         """Canonical URLs of leases whose worker never finished, each handed back once (by any caller).
@@ -419,32 +269,7 @@ class Deduplicator:
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return self._leases.expired(limit, lease)
-
-    def _canonicalize(self, urls: Sequence[URL], base: Optional[URL]) -> Tuple[List[Optional[str]], Dict[int, InvalidURL]]:
-        return canonicalize_many(urls, base=base, policy=self.policy)
-
-    def _canonicalize_each(
-        self, urls: Sequence[URL], base: Optional[URL], bases: Sequence[Optional[URL]]
-    ) -> Tuple[List[Optional[str]], Dict[int, InvalidURL]]:
-        if base is not None:
-            raise ValueError("give base or bases, not both")
-        return canonicalize_each(urls, bases, policy=self.policy)
-
-    def _claim_and_learn(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float]) -> np.ndarray:
-        """Claim one batch in one step; the local filter learns its lasting claims at once.
-
-        :returns: the rows won.
-        """
-        claimed = self._pipeline.claim(hashes, canonical, lease)
-        won = claimed.won
-        if self.store is None:
-            # The filter's own test-and-set decides: of two threads claiming a page, one adds it first.
-            won = won[self.local_filter.add_hashes(hashes[won])] if len(won) else won
-        elif len(claimed.learn):
-            self.local_filter.add_hashes(hashes[claimed.learn])
-        self._counter.add(won=len(won), lost=len(hashes) - len(won))
-        return won
+        return drive(self._leases.expired(limit, lease), self._ask)
 
     def check_content(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> List[PageCheck]:
         """Compare each page's content fingerprint with its last one and with other pages'; store it.
@@ -483,8 +308,7 @@ class Deduplicator:
         :raises StoreUnavailable: when the store cannot be reached.
         """
         if self.store is None:
-            items = self.local_filter.approx_items
-            return self.local_filter.num_bits / 8 / items if items else None
+            return self._filter_bytes_per_item()
         return self.store.bytes_per_url()
 
     def close(self) -> None:
@@ -503,7 +327,3 @@ class Deduplicator:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        where = self.store.description if self.store is not None else "local filter only"
-        return f"<Deduplicator strategy={self.config.strategy!r} namespace={self.namespace!r} {where}>"

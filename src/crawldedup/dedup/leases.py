@@ -1,25 +1,29 @@
 """Settling a worker's leases: done, release, renew, and the expired leases handed back.
 
-Each step is one store round trip; a refusal (this worker does not hold the lease) is an
-answer, not an error. Only a lease made lasting (done) enters the local filter.
+Each step is one store round trip, written as a plan (:mod:`crawldedup._plans`) that yields its
+store call as a :class:`~crawldedup.dedup.pipeline.StoreAsk`; a refusal (this worker does not
+hold the lease) is an answer, not an error. Only a lease made lasting (done) enters the local
+filter.
 """
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
+from .._plans import Plan
 from ..bloom import LocalFilter, hash_many
 from ..canonical import CanonicalPolicy, canonicalize_many
 from ..fingerprints import Fingerprints
-from ..stores.base import ClaimStore, LeasesUnsupported, check_lease_seconds
+from ..stores.base import LeasesUnsupported, check_lease_seconds
 from ..stores.factory import LEASE_STRATEGIES
+from .pipeline import StoreAsk
 from .stats import StatsCounter
 
 URL = Union[str, bytes]
 
 
-def lease_store(store: Optional[ClaimStore], strategy: str) -> ClaimStore:
-    """``store`` when it can hold leases.
+def lease_store(store: Any, strategy: str) -> None:
+    """Check that ``store`` (a blocking or an async store, or None) can hold leases.
 
     :raises LeasesUnsupported: naming the strategy in use.
     """
@@ -29,13 +33,12 @@ def lease_store(store: Optional[ClaimStore], strategy: str) -> ClaimStore:
             f"leases need the {' or '.join(LEASE_STRATEGIES)} store (claims for a limited time), "
             f"this Deduplicator uses {strategy!r}"
         )
-    return store
 
 
 class Leases:
     """The lease steps of one Deduplicator (see :meth:`crawldedup.Deduplicator.done` and its siblings)."""
 
-    def __init__(self, store: Optional[ClaimStore], strategy: str, local_filter: LocalFilter, owner: str,
+    def __init__(self, store: Any, strategy: str, local_filter: LocalFilter, owner: str,
                  policy: CanonicalPolicy, counter: StatsCounter) -> None:
         self.store = store
         self.strategy = strategy
@@ -44,37 +47,35 @@ class Leases:
         self.policy = policy
         self.counter = counter
 
-    def done(self, urls: Sequence[URL]) -> List[bool]:
-        store = lease_store(self.store, self.strategy)
-        answers, fingerprints, accepted = self._settle(urls, lambda fps: store.finish_leases(fps, self.owner))
+    def done(self, urls: Sequence[URL]) -> Plan[List[bool]]:
+        lease_store(self.store, self.strategy)
+        answers, fingerprints, accepted = yield from self._settle(urls, "finish_leases")
         if accepted:  # lasting now: the local filter may answer for them
             self.local_filter.add_hashes(fingerprints.hashes[accepted])
         self.counter.add(done=len(accepted), refused=len(answers) - len(accepted))
         return answers
 
-    def release(self, urls: Sequence[URL]) -> List[bool]:
-        store = lease_store(self.store, self.strategy)
-        answers, _, accepted = self._settle(urls, lambda fps: store.release_leases(fps, self.owner))
+    def release(self, urls: Sequence[URL]) -> Plan[List[bool]]:
+        lease_store(self.store, self.strategy)
+        answers, _, accepted = yield from self._settle(urls, "release_leases")
         self.counter.add(released=len(accepted), refused=len(answers) - len(accepted))
         return answers
 
-    def renew(self, urls: Sequence[URL], lease: float) -> List[bool]:
+    def renew(self, urls: Sequence[URL], lease: float) -> Plan[List[bool]]:
         check_lease_seconds(lease)
-        store = lease_store(self.store, self.strategy)
-        answers, _, accepted = self._settle(urls, lambda fps: store.renew_leases(fps, self.owner, lease))
+        lease_store(self.store, self.strategy)
+        answers, _, accepted = yield from self._settle(urls, "renew_leases", lease)
         self.counter.add(renewed=len(accepted), refused=len(answers) - len(accepted))
         return answers
 
-    def expired(self, limit: int, lease: Optional[float]) -> List[str]:
-        store = lease_store(self.store, self.strategy)
-        urls = store.expired_leases(limit, self.owner if lease is not None else None, lease)
+    def expired(self, limit: int, lease: Optional[float]) -> Plan[List[str]]:
+        lease_store(self.store, self.strategy)
+        urls: List[str] = yield StoreAsk("expired_leases", (limit, self.owner if lease is not None else None, lease))
         self.counter.add(expired=len(urls))
         return urls
 
-    def _settle(
-        self, urls: Sequence[URL], settle: Callable[[Fingerprints], List[bool]]
-    ) -> Tuple[List[bool], Fingerprints, List[int]]:
-        """Canonicalize ``urls`` and settle the valid ones in one call.
+    def _settle(self, urls: Sequence[URL], method: str, *terms: float) -> Plan[Tuple[List[bool], Fingerprints, List[int]]]:
+        """Canonicalize ``urls`` and settle the valid ones in one store call (``method``).
 
         :returns: per URL, whether it was settled (False when invalid or refused); the valid
             URLs' fingerprints; and the rows of those settled.
@@ -85,7 +86,8 @@ class Leases:
         fingerprints = Fingerprints(hash_many([canonical[i] for i in positions]))
         accepted: List[int] = []
         if positions:
-            for row, ok in enumerate(settle(fingerprints)):
+            settled: List[bool] = yield StoreAsk(method, (fingerprints, self.owner, *terms))
+            for row, ok in enumerate(settled):
                 answers[positions[row]] = ok
                 if ok:
                     accepted.append(row)

@@ -5,22 +5,38 @@
 Nothing here teaches the local filter: the pipeline says which rows were won and which the
 local filter may learn (:class:`Claimed`), and its caller decides when (at once for a one-step
 claim, on commit for a held one).
+
+The claim is a plan (:mod:`crawldedup._plans`): it yields its one store call as a
+:class:`StoreAsk` and resumes with the answer, so the blocking and the asyncio Deduplicator
+drive the same steps and differ only in how they send the call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import NamedTuple, Optional, Sequence
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .._plans import Plan
 from ..bloom import LocalFilter
 from ..fingerprints import Fingerprints
-from ..stores.base import ClaimAnswers, ClaimStore, Lease
+from ..stores.base import ClaimAnswers, Lease
 from .stats import StatsCounter
 
 _NO_ROWS = np.zeros(0, dtype=np.intp)
 _32 = np.uint64(32)
+
+
+class StoreAsk(NamedTuple):
+    """A request of a Deduplicator's plan to its store: call ``method`` (a method name that the
+    blocking :class:`~crawldedup.stores.base.ClaimStore` and the
+    :class:`~crawldedup.stores.aio.AsyncClaimStore` share) with these arguments."""
+
+    method: str
+    args: Tuple[Any, ...] = ()
+    kwargs: Dict[str, Any] = {}
 
 
 class Claimed(NamedTuple):
@@ -67,26 +83,26 @@ class ClaimPipeline:
     """Claims batches of fingerprints: the local filter answers what it can, the store the rest.
 
     :param local_filter: the local filter (only read here).
-    :param store: the shared store; None when the local filter decides alone.
+    :param shared: whether a store answers the misses (False: the local filter decides alone).
     :param verify_hits: claim the local hits in the store too.
     :param sample_rate: share of local hits read from the store to measure the filter's loss.
     :param owner: the owner of this caller's leases.
     :param counter: where the batch's lookup and store counters go.
     """
 
-    def __init__(self, local_filter: LocalFilter, store: Optional[ClaimStore], *, verify_hits: bool,
+    def __init__(self, local_filter: LocalFilter, shared: bool, *, verify_hits: bool,
                  sample_rate: float, owner: str, counter: StatsCounter) -> None:
         self.local_filter = local_filter
-        self.store = store
+        self.shared = shared
         self.verify_hits = verify_hits
         self.owner = owner
         self.counter = counter
         # A hit is sampled when the top 32 bits of its h2 fall under this threshold.
         self._sample_below = np.uint64(round(sample_rate * (1 << 32)))
 
-    def claim(self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float]) -> Claimed:
+    def claim(self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float]) -> Plan[Claimed]:
         """Claim one batch: ``hashes`` has one row per valid URL, ``canonical[row]`` its canonical
-        form (needed with a lease only).
+        form (needed with a lease only). Yields at most one :class:`StoreAsk`.
 
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
@@ -94,11 +110,11 @@ class ClaimPipeline:
         hits = int(hit.sum())
         candidates = np.arange(len(hashes)) if self.verify_hits else np.flatnonzero(~hit)
         claims = first_rows(hashes, candidates)
-        if self.store is None:
+        if not self.shared:
             self.counter.add(local_hits=hits, answered_locally=len(hashes))
             return Claimed(claims.rows, claims.rows)
         reads = self._sampled_hits(hashes, hit)
-        answers = self._ask_store(self.store, hashes, claims.rows, reads, canonical, lease)
+        answers = yield from self._ask_store(hashes, claims.rows, reads, canonical, lease)
         won_mask = np.asarray(answers.won, dtype=bool)
         won = claims.rows[won_mask]
         held = np.asarray(answers.held, dtype=np.intp)
@@ -120,13 +136,16 @@ class ClaimPipeline:
             return _NO_ROWS
         return np.flatnonzero(hit & ((hashes[:, 1] >> _32) < self._sample_below))
 
-    def _ask_store(self, store: ClaimStore, hashes: np.ndarray, claim_rows: np.ndarray, read_rows: np.ndarray,
-                   canonical: Sequence[str], lease: Optional[float]) -> ClaimAnswers:
+    def _ask_store(self, hashes: np.ndarray, claim_rows: np.ndarray, read_rows: np.ndarray,
+                   canonical: Sequence[str], lease: Optional[float]) -> Plan[ClaimAnswers]:
         """One round trip: claim ``claim_rows`` (leased when ``lease``), read ``read_rows``."""
         terms = Lease(self.owner, lease, [canonical[row] for row in claim_rows.tolist()]) if lease is not None else None
+        ask = StoreAsk("claim_and_read", (Fingerprints(hashes[claim_rows]), Fingerprints(hashes[read_rows])), {"lease": terms})
         started = time.perf_counter()
         try:
-            answers = store.claim_and_read(Fingerprints(hashes[claim_rows]), Fingerprints(hashes[read_rows]), lease=terms)
+            answers: ClaimAnswers = yield ask
+        except (asyncio.CancelledError, GeneratorExit):  # counted by the async Deduplicator
+            raise
         except BaseException:
             self.counter.add(failed_batches=1)
             raise

@@ -5,6 +5,7 @@ Every store takes 16-byte fingerprints and answers a batch in one round trip
 docs/stores.md and in each module.
 """
 
+from .aio import AsyncClaimStore
 from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreRefused, StoreUnavailable
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
@@ -12,6 +13,7 @@ from .sharded_set import RedisShardedSetStore
 from .sqlite import SQLiteStore
 
 __all__ = [
+    "AsyncClaimStore",
     "ClaimAnswers",
     "ClaimStore",
     "Lease",

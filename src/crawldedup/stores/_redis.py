@@ -416,6 +416,8 @@ class RedisStore(ClaimStore):
     async def aclose(self) -> None:
         if self.client is not None:
             await self.client.aclose()
+            if self._url is not None:  # ours: a later open connects again
+                self.client = None
 
 
 # First of every script of a grouped store, so that the primitives can read it: the window's

@@ -395,6 +395,9 @@ class ClaimStore(abc.ABC):
         """Send one request of a plan and return its reply (the sync channel)."""
         raise NotImplementedError
 
+    async def _aconnect(self) -> None:
+        """Connect the async channel (once; a store made asynchronous connects nothing before)."""
+
     async def _asend(self, request: Any) -> Any:
         """Send one request of a plan and return its reply (the async channel)."""
         raise NotImplementedError

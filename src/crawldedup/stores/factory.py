@@ -8,10 +8,11 @@ arguments.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple, Type, TypedDict
+from typing import Any, Dict, Optional, Tuple, Type, TypedDict
 
 from .._checks import PathArg
 from ..windows import Clock, Window, system_clock
+from .aio import AsyncClaimStore
 from .base import ClaimStore, RetryPolicy
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
@@ -54,6 +55,7 @@ class _CommonArgs(TypedDict):
     retry: Optional[RetryPolicy]
     window: Optional[Window]
     clock: Clock
+    asynchronous: bool
 
 
 def open_store(
@@ -69,6 +71,7 @@ def open_store(
     retry: Optional[RetryPolicy] = None,
     window: Optional[Window] = None,
     clock: Clock = system_clock,
+    asynchronous: bool = False,
 ) -> ClaimStore:
     """Open the store of ``strategy`` for one namespace.
 
@@ -80,6 +83,7 @@ def open_store(
     :param ttl_seconds: how long a claim lasts in the ``set`` store without a window (None: forever).
     :param window: the recrawl window every store forgets claims after (None: never).
     :param clock: the time source of the window.
+    :param asynchronous: make the store's logic only, for :func:`open_async_store`.
     :raises ValueError: for an unknown strategy, ``local`` or a missing location.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when the store cannot be reached.
@@ -88,7 +92,8 @@ def open_store(
     if store is None:
         raise ValueError("the local strategy has no store")
     common: _CommonArgs = {"namespace": namespace, "policy_digest": policy_digest, "retry": retry,
-                           "window": window, "clock": clock}
+                           "window": window, "clock": clock,
+                           "asynchronous": asynchronous}
     if store is SQLiteStore:
         if sqlite_path is None:
             raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")
@@ -100,3 +105,12 @@ def open_store(
     if store is RedisShardedSetStore:
         return RedisShardedSetStore(redis_url, capacity=capacity, **common)
     return RedisBloomStore(redis_url, capacity=capacity, error_rate=error_rate, **common)
+
+
+def open_async_store(strategy: str, **arguments: Any) -> AsyncClaimStore:
+    """The store of ``strategy`` for asyncio: arguments as :func:`open_store`; nothing is opened
+    before its first call (or :meth:`AsyncClaimStore.open`).
+
+    :raises ValueError: for an unknown strategy, ``local``, a missing location or a bad argument.
+    """
+    return AsyncClaimStore(open_store(strategy, asynchronous=True, **arguments))

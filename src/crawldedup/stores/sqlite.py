@@ -312,3 +312,4 @@ class SQLiteStore(ClaimStore):
             return
         await asyncio.get_running_loop().run_in_executor(self._worker, self.close)
         self._worker.shutdown(wait=False)
+        self._db, self._worker = None, None

@@ -1,0 +1,166 @@
+"""The asyncio Deduplicator: the same steps as the blocking one, with the store call awaited.
+
+Every operation is one of :class:`~crawldedup.dedup.core.DedupCore`'s plans; this class only
+drives them (:func:`crawldedup._plans.adrive`), sending each store call through an
+:class:`~crawldedup.stores.aio.AsyncClaimStore`. The CPU stretches of a plan (canonicalizing,
+hashing, the local filter) run on the event loop when the batch is small and in a worker
+thread when it is not, so that a large batch never stalls the loop: the compiled hashing and
+filter probes release the GIL, and the compiled canonicalization holds it for about 0.2 us per
+URL (docs/async.md gives the loop's measured lag).
+
+Cancellation: a task cancelled while its claim is in flight leaves the local filter as it was
+(it learns a batch only from the store's answer) and counts one ``cancelled_batches``. Without
+a lease, the store may have applied the claim: its pages may then be won by nobody who knows
+it. With a lease, they come back through :meth:`AsyncDeduplicator.expired` once it runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+
+from .._plans import Plan, adrive
+from ..canonical import HAS_EXTENSION as COMPILED_CANONICAL
+from ..stores.aio import AsyncClaimStore
+from ..stores.factory import open_async_store
+from .core import ClaimBatch, DedupCore
+from .leases import URL
+from .pipeline import StoreAsk
+
+T = TypeVar("T")
+
+#: Largest batch whose CPU stretches run on the event loop; larger ones run in a thread. A URL
+#: costs about 0.2 us to canonicalize compiled and 10 us in pure Python (10,000 URLs of
+#: bench/test_bench_canonical.py's kind, this machine), so these batches stay near 0.2 ms and
+#: 0.6 ms: less than a thread's hand-off costs the loop, never a stall.
+INLINE_URLS = 1_000 if COMPILED_CANONICAL else 64
+
+
+async def _in_thread(stretch: Callable[[], Tuple[bool, Any]]) -> Tuple[bool, Any]:
+    return await asyncio.to_thread(stretch)
+
+
+async def _inline(stretch: Callable[[], Tuple[bool, Any]]) -> Tuple[bool, Any]:
+    return stretch()
+
+
+class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
+    """:class:`~crawldedup.dedup.Deduplicator` for asyncio: the same constructor, settings,
+    environment (:meth:`from_env`), strategies, answers and statistics, with coroutines.
+
+    The constructor does no I/O: the store is reached and the state file opened by
+    :meth:`open`, by ``async with``, or by the first call. :meth:`aclose` closes both.
+    Safe to share between the tasks of one event loop.
+
+    :param store: an open :class:`~crawldedup.stores.aio.AsyncClaimStore` to use instead of
+        building one from ``strategy``; the other arguments as the Deduplicator's.
+    :raises ValueError: for a value out of range (naming its setting and variable).
+    """
+
+    def _made(self) -> None:
+        self._opened = False
+        self._opening: Optional[asyncio.Lock] = None  # made inside the loop (Python 3.9 binds it)
+
+    def _make_store(self, strategy: str, **arguments: Any) -> AsyncClaimStore:
+        return open_async_store(strategy, **arguments)
+
+    async def open(self) -> "AsyncDeduplicator":
+        """Reach the store (its namespace checked), then open the state file; once.
+
+        :raises FilterFileError: for a state file of another policy or namespace.
+        :raises NamespaceConflict: for a store namespace of another policy or store kind.
+        :raises StoreUnavailable: when the store cannot be reached (no state file is made).
+        """
+        if self._opened:
+            return self
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._opened:
+                return self
+            if self.store is not None:
+                await self.store.open()
+            try:
+                await asyncio.to_thread(self._open_state)  # a new file reserves its blocks
+            except BaseException:
+                if self._owns_store and self.store is not None:
+                    await self.store.aclose()
+                raise
+            self._opened = True
+        return self
+
+    async def _ask(self, ask: StoreAsk) -> Any:
+        """Send one ask of a plan to the store, awaited."""
+        return await getattr(self.store, ask.method)(*ask.args, **ask.kwargs)
+
+    async def _run(self, plan: Plan[T], size: int, *, claim: bool = False) -> T:
+        """Drive ``plan`` (of ``size`` URLs) to its answer; count a cancelled claim."""
+        await self.open()
+        try:
+            return await adrive(plan, self._ask, _in_thread if size > INLINE_URLS else _inline)
+        except asyncio.CancelledError:
+            if claim:
+                self._counter.add(cancelled_batches=1)
+            raise
+
+    async def claim(self, url: URL, lease: Optional[float] = None) -> bool:
+        """See :meth:`Deduplicator.claim`."""
+        return (await self.claim_batch([url], lease=lease)).won[0]
+
+    async def claim_many(self, urls: Sequence[URL], lease: Optional[float] = None) -> List[bool]:
+        """See :meth:`Deduplicator.claim_many`."""
+        return (await self.claim_batch(urls, lease=lease)).won
+
+    async def claim_batch(
+        self, urls: Sequence[URL], base: Optional[URL] = None, lease: Optional[float] = None, *,
+        bases: Optional[Sequence[Optional[URL]]] = None,
+    ) -> ClaimBatch:
+        """See :meth:`Deduplicator.claim_batch`; a cancelled call counts in ``stats.cancelled_batches``."""
+        return await self._run(self._claim_plan(urls, base, lease, bases), len(urls), claim=True)
+
+    async def claim_keys(self, keys: Sequence[URL]) -> List[bool]:
+        """See :meth:`Deduplicator.claim_keys`."""
+        return await self._run(self._keys_plan(keys), len(keys), claim=True)
+
+    async def done(self, urls: Sequence[URL]) -> List[bool]:
+        """See :meth:`Deduplicator.done`."""
+        await self.open()
+        return await self._run(self._leases.done(urls), len(urls))
+
+    async def release(self, urls: Sequence[URL]) -> List[bool]:
+        """See :meth:`Deduplicator.release`."""
+        await self.open()
+        return await self._run(self._leases.release(urls), len(urls))
+
+    async def renew(self, urls: Sequence[URL], lease: float) -> List[bool]:
+        """See :meth:`Deduplicator.renew`."""
+        await self.open()
+        return await self._run(self._leases.renew(urls, lease), len(urls))
+
+    async def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
+        """See :meth:`Deduplicator.expired`."""
+        await self.open()
+        return await self._run(self._leases.expired(limit, lease), 0)
+
+    async def store_bytes_per_url(self) -> Optional[float]:
+        """See :meth:`Deduplicator.store_bytes_per_url`."""
+        await self.open()
+        if self.store is None:
+            return self._filter_bytes_per_item()
+        return await self.store.bytes_per_url()
+
+    async def aclose(self) -> None:
+        """Close the store and the local filter (flushing its file)."""
+        try:
+            if self.store is not None:
+                await self.store.aclose()
+        finally:
+            if self._opened:
+                await asyncio.to_thread(self.local_filter.close)  # flushes the file
+            self._opened = False
+
+    async def __aenter__(self) -> "AsyncDeduplicator":
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -1,0 +1,259 @@
+"""What the blocking and the asyncio Deduplicator share: settings, and every step as a plan.
+
+:class:`DedupCore` checks the settings, makes the store (through a hook: blocking or async) and
+writes each operation once as a plan (:mod:`crawldedup._plans`): canonicalize -> fingerprint ->
+local filter -> one :class:`~crawldedup.dedup.pipeline.StoreAsk` -> let the local filter learn.
+:class:`~crawldedup.dedup.Deduplicator` sends each ask with a blocking call,
+:class:`~crawldedup.dedup.aio.AsyncDeduplicator` awaits it; neither holds dedup logic of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import replace
+from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Type, TypeVar, cast
+
+import numpy as np
+
+from .._checks import PathArg, check_batch, check_name, check_path, integer_in, number_in
+from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
+from ..content.index_format import MAX_DISTANCE
+from ..pages import PAGES_SUFFIX
+from .._plans import Plan
+from ..bloom import LocalFilter, hash_many
+from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize_each, canonicalize_many
+from ..config import DedupConfig
+from ..stores.aio import AsyncClaimStore
+from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
+from ..stores.factory import LOCAL
+from .leases import URL, Leases, lease_store
+from .pipeline import ClaimPipeline
+from .state import open_state
+from .stats import DedupStats, StatsCounter, StatsListener
+from ..windows import Clock, system_clock
+
+#: Default share of local hits checked against the store to measure the local filter's loss.
+DEFAULT_SAMPLE_RATE = 0.01
+#: Put before a precomputed key (:meth:`Deduplicator.claim_keys`) before it is hashed. A
+#: canonical URL never holds a control character (docs/canonical.md), so no key can ever share
+#: a fingerprint with a page through its spelling.
+KEY_DOMAIN = "\x00key\x00"
+
+#: The store a Deduplicator drives: a blocking one, or its asyncio shell.
+S = TypeVar("S", ClaimStore, AsyncClaimStore)
+D = TypeVar("D", bound="DedupCore[Any]")
+
+
+class Prepared(NamedTuple):
+    """A batch canonicalized and fingerprinted: ``hashes[row]`` is the fingerprint of
+    ``valid[row]``, the canonical form of input URL ``positions[row]``."""
+
+    canonical: List[Optional[str]]
+    errors: Dict[int, InvalidURL]
+    positions: np.ndarray
+    valid: List[str]
+    hashes: np.ndarray
+
+
+class ClaimBatch(NamedTuple):
+    """Per input URL of one batch: whether this caller won it, its canonical form (None when
+    invalid), and why the invalid ones were refused (``errors[i]``)."""
+
+    won: List[bool]
+    canonical: List[Optional[str]]
+    errors: Dict[int, InvalidURL]
+
+
+class DedupCore(Generic[S]):
+    """The settings and the plans of a Deduplicator; see :class:`~crawldedup.dedup.Deduplicator`
+    for the arguments (the same for both kinds)."""
+
+    #: The local filter: opened by the constructor (blocking) or by ``open()`` (asyncio).
+    local_filter: LocalFilter
+
+    def __init__(
+        self,
+        strategy: Optional[str] = None,
+        *,
+        redis_url: Optional[str] = None,
+        namespace: Optional[str] = None,
+        crawl_round: Optional[str] = None,
+        state: Optional[PathArg] = None,
+        capacity: Optional[int] = None,
+        error_rate: Optional[float] = None,
+        ttl_days: Optional[float] = None,
+        sqlite_path: Optional[PathArg] = None,
+        policy: Optional[CanonicalPolicy] = None,
+        verify_hits: bool = False,
+        sample_rate: float = DEFAULT_SAMPLE_RATE,
+        retry: Optional[RetryPolicy] = None,
+        store: Optional[S] = None,
+        config: Optional[DedupConfig] = None,
+        worker_id: Optional[str] = None,
+        generations: Optional[int] = None,
+        clock: Clock = system_clock,
+        content_distance: int = 3,
+        content_policy: Optional[ContentPolicy] = None,
+        pages_path: Optional[PathArg] = None,
+    ) -> None:
+        #: Owner of this Deduplicator's leases.
+        self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
+        # Mixed field types; DedupConfig checks each value it receives.
+        overrides: Dict[str, Any] = {
+            "strategy": strategy, "redis_url": redis_url, "namespace": namespace, "capacity": capacity,
+            "error_rate": error_rate, "ttl_days": ttl_days, "generations": generations,
+            "state_path": os.fspath(state) if state is not None else None,
+            "sqlite_path": os.fspath(sqlite_path) if sqlite_path is not None else None,
+        }
+        self.config = replace(config or DedupConfig(), **{k: v for k, v in overrides.items() if v is not None})
+        number_in("sample_rate", sample_rate, 0, 1)
+        self.policy = policy or DEFAULT_POLICY
+        self.namespace = self.config.namespace
+        if crawl_round is not None:
+            self.namespace = f"{self.namespace}:{check_name('crawl_round', crawl_round)}"
+        if verify_hits and self.config.strategy == LOCAL and store is None:
+            raise ValueError("verify_hits needs a store: the local strategy has none")
+        self.verify_hits = bool(verify_hits)
+        self.sample_rate = float(sample_rate)
+        self._counter = StatsCounter()
+        self._clock = clock
+        if store is not None and store.policy_digest != self.policy.digest:
+            raise ValueError(
+                f"the store was opened for canonical policy {store.policy_digest}, "
+                f"this Deduplicator uses policy {self.policy.digest}"
+            )
+        #: Whether the store was made here (and is closed here); one given to us stays open.
+        self._owns_store = store is None and self.config.strategy != LOCAL
+        if self._owns_store:
+            store = self._make_store(
+                self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
+                redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
+                capacity=self.config.capacity, error_rate=self.config.error_rate,
+                ttl_seconds=self.config.ttl_seconds, retry=retry, window=self.config.window, clock=clock,
+            )
+        #: The shared store; None for the ``local`` strategy.
+        self.store: Optional[S] = store
+        integer_in("content_distance", content_distance, 1, MAX_DISTANCE)
+        if content_policy is not None and not isinstance(content_policy, ContentPolicy):
+            raise TypeError(f"content_policy must be a ContentPolicy, got {type(content_policy).__name__}")
+        check_path("pages_path", pages_path)
+        if pages_path is None and self.config.state_path is not None:
+            pages_path = f"{self.config.state_path}{PAGES_SUFFIX}"
+        #: How check_content stores pages: k, the content policy's digest, the journal's path.
+        self._content_terms = (content_distance, (content_policy or DEFAULT_CONTENT_POLICY).digest, pages_path)
+        self._made()
+
+    def _made(self) -> None:
+        """What the constructor does last (the blocking Deduplicator opens its state file)."""
+
+    def _make_store(self, strategy: str, **arguments: Any) -> S:
+        """Make (and, blocking, open) the store of ``strategy``."""
+        raise NotImplementedError
+
+    def _open_state(self) -> None:
+        """Open the local filter (after the store was reached: an unreachable store leaves no
+        state file behind) and the steps that use it."""
+        self.local_filter = open_state(
+            self.config.state_path, self.config.capacity, self.config.error_rate, self.policy,
+            namespace=self.namespace, window=self.config.window, clock=self._clock,
+        )
+        self._pipeline = ClaimPipeline(self.local_filter, self.store is not None, verify_hits=self.verify_hits,
+                                       sample_rate=self.sample_rate, owner=self.worker_id, counter=self._counter)
+        self._leases = Leases(self.store, self.config.strategy, self.local_filter, self.worker_id, self.policy,
+                              self._counter)
+
+    @classmethod
+    def from_env(cls: Type[D], environ: Optional[Any] = None, **overrides: Any) -> D:
+        """A Deduplicator configured by the environment (read once, here); ``overrides`` win.
+
+        Variables: ``DEDUP_STRATEGY``, ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``,
+        ``BLOOM_ERROR_RATE``, ``CRAWLDEDUP_STATE``, ``CRAWLDEDUP_NAMESPACE``, ``CRAWLDEDUP_SQLITE``.
+
+        :raises ValueError: for a variable that cannot be parsed or is out of range, naming it.
+        """
+        return cls(config=DedupConfig.from_env(environ), **overrides)
+
+    @property
+    def stats(self) -> DedupStats:
+        """A snapshot of the counters (no I/O)."""
+        return self._counter.snapshot()
+
+    def watch_stats(self, listener: StatsListener) -> None:
+        """Follow the counters live: ``listener`` gets the totals now, then every change and the
+        time of every claim round trip (as :mod:`crawldedup.metrics` does)."""
+        self._counter.watch(listener)
+
+    # -- the plans --------------------------------------------------------------------------
+
+    def _claim_plan(
+        self, urls: Sequence[URL], base: Optional[URL], lease: Optional[float],
+        bases: Optional[Sequence[Optional[URL]]],
+    ) -> Plan[ClaimBatch]:
+        """:meth:`Deduplicator.claim_batch`, as a plan."""
+        if lease is not None:
+            lease_store(self.store, self.config.strategy)
+            check_lease_seconds(lease)
+        batch = self._prepare(urls, base, bases)
+        won = np.zeros(len(batch.canonical), dtype=bool)
+        if len(batch.positions):
+            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease)
+            won[batch.positions[rows]] = True
+        return ClaimBatch(won.tolist(), batch.canonical, batch.errors)
+
+    def _keys_plan(self, keys: Sequence[URL]) -> Plan[List[bool]]:
+        """:meth:`Deduplicator.claim_keys`, as a plan."""
+        check_batch("keys", keys, "keys")
+        domained: List[URL] = []
+        for key in keys:
+            if isinstance(key, str):
+                domained.append(KEY_DOMAIN + key)
+            elif isinstance(key, bytes):
+                domained.append(KEY_DOMAIN.encode("ascii") + key)
+            else:
+                raise TypeError(f"keys must be str or bytes, got {type(key).__name__}")
+            if len(domained[-1]) == len(KEY_DOMAIN):
+                raise ValueError("keys must not be empty, got an empty key")
+        won = np.zeros(len(domained), dtype=bool)
+        self._counter.add(urls=len(domained))
+        if domained:
+            won[(yield from self._claim_and_learn(hash_many(domained), [], None))] = True
+        return cast(List[bool], won.tolist())
+
+    def _prepare(self, urls: Sequence[URL], base: Optional[URL], bases: Optional[Sequence[Optional[URL]]]) -> Prepared:
+        """Canonicalize and fingerprint a batch; count its URLs."""
+        if bases is None:
+            canonical, errors = canonicalize_many(urls, base=base, policy=self.policy)
+        else:
+            if base is not None:
+                raise ValueError("give base or bases, not both")
+            canonical, errors = canonicalize_each(urls, bases, policy=self.policy)
+        positions = [i for i, c in enumerate(canonical) if c is not None]
+        valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
+        self._counter.add(urls=len(canonical), invalid=len(errors))
+        return Prepared(canonical, errors, np.asarray(positions, dtype=np.intp), valid, hash_many(valid))
+
+    def _claim_and_learn(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float]) -> Plan[np.ndarray]:
+        """Claim one batch in one step; the local filter learns its lasting claims at once (only
+        once the store answered: a batch that fails or is cancelled teaches it nothing).
+
+        :returns: the rows won.
+        """
+        claimed = yield from self._pipeline.claim(hashes, canonical, lease)
+        won = claimed.won
+        if self.store is None:
+            # The filter's own test-and-set decides: of two threads claiming a page, one adds it first.
+            won = won[self.local_filter.add_hashes(hashes[won])] if len(won) else won
+        elif len(claimed.learn):
+            self.local_filter.add_hashes(hashes[claimed.learn])
+        self._counter.add(won=len(won), lost=len(hashes) - len(won))
+        return won
+
+    def _filter_bytes_per_item(self) -> Optional[float]:
+        """The local filter's bytes per item (what ``store_bytes_per_url`` says for ``local``)."""
+        items = self.local_filter.approx_items
+        return self.local_filter.num_bits / 8 / items if items else None
+
+    def __repr__(self) -> str:
+        where = self.store.description if self.store is not None else "local filter only"
+        return f"<{type(self).__name__} strategy={self.config.strategy!r} namespace={self.namespace!r} {where}>"
