@@ -27,9 +27,8 @@ class DedupStats:
     :ivar false_hits: checked local hits the store did not know: new URLs the local filter
         would have dropped.
     :ivar failed_batches: batches that ended in ``StoreUnavailable``.
-    :ivar cancelled_batches: claims of the asyncio Deduplicator whose task was cancelled before
-        the store's answer was used: nothing entered the local filter, and without a lease their
-        pages may have been won by nobody who knows it (docs/async.md).
+    :ivar cancelled_batches: claims of the asyncio Deduplicator cancelled in flight (nothing
+        entered the local filter; docs/async.md says what became of their pages).
     :ivar leased: URLs this caller won with a lease (also counted in ``won``).
     :ivar held: valid URLs lost to another worker's open lease (also counted in ``lost``).
     :ivar done: leases made lasting by :meth:`Deduplicator.done`.
