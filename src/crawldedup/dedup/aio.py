@@ -3,10 +3,10 @@
 Every operation is one of :class:`~crawldedup.dedup.core.DedupCore`'s plans; this class only
 drives them (:func:`crawldedup._plans.adrive`), sending each store call through an
 :class:`~crawldedup.stores.aio.AsyncClaimStore`. The CPU stretches of a plan (canonicalizing,
-hashing, the local filter) run on the event loop when the batch is small and in a worker
-thread when it is not, so that a large batch never stalls the loop: the compiled hashing and
-filter probes release the GIL, and the compiled canonicalization holds it for about 0.2 us per
-URL (docs/async.md gives the loop's measured lag).
+hashing, the local filter) run on the event loop when the batch is small and in one worker
+thread (the store's, :class:`crawldedup._plans.Worker`) when it is not, so that a large batch
+never stalls the loop: the compiled hashing and filter probes release the GIL, and the compiled
+canonicalization holds it for about 0.2 us per URL (docs/async.md gives the loop's measured lag).
 
 Cancellation: a task cancelled while its claim is in flight leaves the local filter as it was
 (it learns a batch only from the store's answer) and counts one ``cancelled_batches``. Without
@@ -17,9 +17,9 @@ it. With a lease, they come back through :meth:`AsyncDeduplicator.expired` once 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, List, Optional, Sequence, TypeVar
 
-from .._plans import Plan, adrive
+from .._plans import Plan, Worker, adrive, inline
 from ..canonical import HAS_EXTENSION as COMPILED_CANONICAL
 from ..stores.aio import AsyncClaimStore
 from ..stores.factory import open_async_store
@@ -36,14 +36,6 @@ T = TypeVar("T")
 INLINE_URLS = 1_000 if COMPILED_CANONICAL else 64
 
 
-async def _in_thread(stretch: Callable[[], Tuple[bool, Any]]) -> Tuple[bool, Any]:
-    return await asyncio.to_thread(stretch)
-
-
-async def _inline(stretch: Callable[[], Tuple[bool, Any]]) -> Tuple[bool, Any]:
-    return stretch()
-
-
 class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
     """:class:`~crawldedup.dedup.Deduplicator` for asyncio: the same constructor, settings,
     environment (:meth:`from_env`), strategies, answers and statistics, with coroutines.
@@ -58,6 +50,8 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
     """
 
     def _made(self) -> None:
+        #: The thread of large batches: the store's, so that one thread competes with the loop.
+        self._worker = self.store.worker if self.store is not None else Worker()
         self._opened = False
         self._opening: Optional[asyncio.Lock] = None  # made inside the loop (Python 3.9 binds it)
 
@@ -81,7 +75,7 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
             if self.store is not None:
                 await self.store.open()
             try:
-                await asyncio.to_thread(self._open_state)  # a new file reserves its blocks
+                await asyncio.get_running_loop().run_in_executor(None, self._open_state)  # a new file reserves its blocks
             except BaseException:
                 if self._owns_store and self.store is not None:
                     await self.store.aclose()
@@ -97,7 +91,7 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         """Drive ``plan`` (of ``size`` URLs) to its answer; count a cancelled claim."""
         await self.open()
         try:
-            return await adrive(plan, self._ask, _in_thread if size > INLINE_URLS else _inline)
+            return await adrive(plan, self._ask, self._worker if size > INLINE_URLS else inline)
         except asyncio.CancelledError:
             if claim:
                 self._counter.add(cancelled_batches=1)
@@ -156,7 +150,8 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
                 await self.store.aclose()
         finally:
             if self._opened:
-                await asyncio.to_thread(self.local_filter.close)  # flushes the file
+                await asyncio.get_running_loop().run_in_executor(None, self.local_filter.close)  # flushes the file
+            self._worker.close()
             self._opened = False
 
     async def __aenter__(self) -> "AsyncDeduplicator":

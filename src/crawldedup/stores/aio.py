@@ -17,10 +17,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, List, Optional, TypeVar, Union
 
-from .._plans import adrive
+from .._plans import Worker, adrive, inline
 from .base import ClaimAnswers, ClaimStore, FingerprintsLike, Lease, StoreCall
 
 T = TypeVar("T")
+
+#: Largest call whose requests are built and read on the event loop: a Redis batch costs about
+#: 0.7 us per fingerprint to build (10,000 claims: 6.8 ms here), so these stay under 1 ms.
+INLINE_FINGERPRINTS = 1_000
 
 
 class AsyncClaimStore:
@@ -30,14 +34,17 @@ class AsyncClaimStore:
 
     :param store: a store made with ``asynchronous=True`` (its logic; nothing opened yet), as
         :func:`crawldedup.stores.factory.open_async_store` makes them.
+    :param worker: the thread that builds and reads large calls (default: one of its own).
     :raises ValueError: for a store made for blocking calls.
     """
 
-    def __init__(self, store: ClaimStore) -> None:
+    def __init__(self, store: ClaimStore, worker: Optional[Worker] = None) -> None:
         if not store.asynchronous:
             raise ValueError(f"{store.description} was opened for blocking calls: make it with asynchronous=True")
         #: The store's logic, shared with the blocking API (its attributes describe the store).
         self.store = store
+        #: Where large calls are built and read, off the event loop.
+        self.worker = worker if worker is not None else Worker()
         self._opened = False
         self._opening: Optional[asyncio.Lock] = None  # made inside the loop (Python 3.9 binds it)
 
@@ -105,8 +112,9 @@ class AsyncClaimStore:
             return call
         await self.open()
         plan = call.plan
+        resume = self.worker if call.size > INLINE_FINGERPRINTS else inline
         with self.store._call_token(call.resume_key) as token:
-            return await self._with_retries(lambda: adrive(plan(token), self.store._asend))
+            return await self._with_retries(lambda: adrive(plan(token), self.store._asend, resume))
 
     async def claim_and_read(
         self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None
@@ -148,8 +156,11 @@ class AsyncClaimStore:
 
     async def aclose(self) -> None:
         """Release the store's connections (and its worker thread)."""
-        await self.store.aclose()
-        self._opened = False
+        try:
+            await self.store.aclose()
+        finally:
+            self.worker.close()
+            self._opened = False
 
     async def __aenter__(self) -> "AsyncClaimStore":
         return await self.open()

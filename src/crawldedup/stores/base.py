@@ -180,6 +180,9 @@ class StoreCall(Generic[T]):
 
     plan: Callable[[bytes], Plan[T]]
     resume_key: Optional[bytes] = None
+    #: Fingerprints the call carries: the async store builds and reads a large call's requests
+    #: in its worker thread rather than on the event loop.
+    size: int = 0
 
 
 def request_key(step: str, owner: str, terms: str, fingerprints: Fingerprints) -> bytes:
@@ -292,7 +295,7 @@ class ClaimStore(abc.ABC):
         if not claims and not reads:
             return ClaimAnswers([], [])
         key = request_key("claim", lease.owner if lease else "", repr(lease.seconds) if lease else "", claims)
-        return StoreCall(lambda token: self._exchange(claims, reads, lease, token), key)
+        return StoreCall(lambda token: self._exchange(claims, reads, lease, token), key, len(claims) + len(reads))
 
     def _settle_call(
         self, action: str, fingerprints: FingerprintsLike, owner: str, seconds: Optional[float]
@@ -305,7 +308,7 @@ class ClaimStore(abc.ABC):
         if not fingerprints:
             return []
         key = request_key(action, owner, str(lease_ms), fingerprints)
-        return StoreCall(lambda token: self._settle(action, fingerprints, owner, lease_ms, token), key)
+        return StoreCall(lambda token: self._settle(action, fingerprints, owner, lease_ms, token), key, len(fingerprints))
 
     def _expired_call(self, limit: int, owner: Optional[str], seconds: Optional[float]) -> StoreCall[List[str]]:
         check_limit(limit)
@@ -317,13 +320,13 @@ class ClaimStore(abc.ABC):
                 raise ValueError("expired leases can only be leased again to an owner: give owner with seconds")
             check_name("owner", owner)
             lease_ms = check_lease_seconds(seconds)
-        return StoreCall(lambda _token: self._expired(limit, owner or "", lease_ms))
+        return StoreCall(lambda _token: self._expired(limit, owner or "", lease_ms), size=limit)
 
     def _unclaim_call(self, fingerprints: FingerprintsLike) -> Union[StoreCall[None], None]:
         fingerprints = Fingerprints.of(fingerprints)
         if not self.supports_unclaim:
             raise ValueError(f"the {self.strategy} store cannot take back a claim")
-        return StoreCall(lambda _token: self._unclaim(fingerprints)) if len(fingerprints) else None
+        return StoreCall(lambda _token: self._unclaim(fingerprints), size=len(fingerprints)) if len(fingerprints) else None
 
     def _no_leases(self) -> LeasesUnsupported:
         return LeasesUnsupported(
