@@ -53,8 +53,10 @@ async def test_a_cancelled_claim_teaches_nothing_and_the_same_claim_resumes_it(r
         admin.close()
 
 
+@pytest.mark.parametrize("where", ["redis_url", "redis_cluster_url"], ids=["redis", "cluster"])
 @pytest.mark.parametrize("strategy", ["set", "sharded-set"])
-async def test_leases_with_random_cancellation_win_every_page_once(strategy, redis_url):
+async def test_leases_with_random_cancellation_win_every_page_once(strategy, where, request):
+    redis_url = request.getfixturevalue(where)
     pages = 2_000
     rng = random.Random(5)
     # Each page in two batches, in two spellings, so that batches race for it.
@@ -83,19 +85,29 @@ async def test_leases_with_random_cancellation_win_every_page_once(strategy, red
         # won now; those it ran are held by their open leases until expired() hands them back.
         sweep = await d.claim_batch([spellings(p, 0) for p in range(pages)], lease=LEASE_SECONDS)
         await finish(d, [c for c, w in zip(sweep.canonical, sweep.won) if w and c])
-        came_back = 0
         deadline = time.monotonic() + 10 * LEASE_SECONDS
         while len(done) < pages and time.monotonic() < deadline:
             await asyncio.sleep(LEASE_SECONDS / 2)
-            expired = await d.expired(limit=pages, lease=LEASE_SECONDS)
-            came_back += len(expired)
-            await finish(d, expired)
-    assert came_back > 0, "no lease expired: the test no longer exercises expired()"
+            await finish(d, await d.expired(limit=pages, lease=LEASE_SECONDS))
     assert max(done.values()) == 1, "a page was won twice"
     assert set(done) == {canonicalize(spellings(p, 0)) for p in range(pages)}, "a page was lost"
     async with AsyncDeduplicator(strategy, **settings) as late:
         assert await late.claim_many([spellings(p, 1) for p in range(pages)]) == [False] * pages
         assert await late.expired(limit=pages) == []
+
+
+@pytest.mark.parametrize("strategy", ["set", "sharded-set"])
+async def test_an_expired_lease_comes_back_once_and_is_done(strategy, redis_url):
+    settings = dict(redis_url=redis_url, namespace="expire", capacity=10_000, retry=RETRY)
+    async with AsyncDeduplicator(strategy, **settings) as died, AsyncDeduplicator(strategy, **settings) as d:
+        assert await died.claim_many(["https://shop.example/p/1?utm_source=x"], lease=0.2) == [True]
+        assert await d.claim_many(["https://shop.example/p/1"], lease=5) == [False]  # held
+        await asyncio.sleep(0.4)
+        assert await d.expired(lease=5) == ["https://shop.example/p/1"]
+        assert await d.expired() == []
+        assert await d.done(["https://shop.example/p/1"]) == [True]
+        assert await died.done(["https://shop.example/p/1"]) == [False]
+        assert (d.stats.expired, d.stats.done, died.stats.refused) == (1, 1, 1)
 
 
 async def test_redis_killed_and_restarted_mid_run_loses_nothing(tmp_path):
