@@ -134,10 +134,10 @@ async def test_redis_killed_and_restarted_mid_run_loses_nothing(tmp_path):
                             unavailable += 1
                             await asyncio.sleep(0.05)
                     won.update(c for c, w in zip(result.canonical, result.won) if w)
-                    await asyncio.sleep(0.005)
+                    await asyncio.sleep(0.01)  # 20 batches: the run outlasts the kill at 50 ms
 
             async def kill_and_restart() -> None:
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.05)
                 await asyncio.to_thread(server.stop)
                 await asyncio.sleep(0.3)
                 await asyncio.to_thread(server.start)
