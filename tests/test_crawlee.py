@@ -91,7 +91,9 @@ def test_two_processes_on_one_redis_fetch_each_page_once(site, redis_url, tmp_pa
         crawl(site, tmp_path / "b", dedup=shared(redis_url), start=PAGES // 2),
     )
     assert dict(site.fetches) == dict.fromkeys(range(PAGES), 1)
-    assert first["handled"] + second["handled"] == PAGES and first["handled"] and second["handled"]
+    # How the pages split depends on which process starts first (a process whose start page the
+    # other one claimed before it has nothing to do): only the sum is the store's.
+    assert first["handled"] + second["handled"] == PAGES
 
 
 def test_a_restarted_crawl_refetches_nothing(site, redis_url, tmp_path):
