@@ -59,6 +59,8 @@ def crawl(dedup: Deduplicator, urls: List[str], fps: List[int]) -> Tuple[float, 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=1_000_000)
+    parser.add_argument("--stores", nargs="+", choices=("local", "sqlite", "redis"), default=("local", "sqlite", "redis"),
+                        help="which page stores to measure (default all)")
     args = parser.parse_args(argv)
     n = args.pages
     urls, first, second = pages(n)
@@ -77,6 +79,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 ("Redis (any Redis strategy)", {"strategy": "sharded-set", "redis_url": server.url}),
             ]
             for name, options in families:
+                if options["strategy"].replace("sharded-set", "redis") not in args.stores:
+                    continue
                 client.flushall()
                 time.sleep(0.5)
                 before = int(client.info("memory")["used_memory"])
