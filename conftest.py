@@ -5,13 +5,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -453,3 +455,74 @@ def canonical_impl(request: pytest.FixtureRequest):
     """Each canonicalizer build in turn, as a module with ``canonicalize`` and ``canonicalize_many``:
     the pure-Python reference ("py") and, when built, the compiled fast path over it ("cy")."""
     return request.param
+
+
+#: Seconds a ``crawldedup serve`` process may take to listen (imports, opening the store) on a busy machine.
+SERVE_START_SECONDS = 30
+
+
+class ServeProcess:
+    """``python -m crawldedup serve --port 0 ARGS``; :attr:`url` once it listens, its stderr kept.
+
+    :param env: variables added to the environment (``DEDUP_STRATEGY``, ``REDIS_URL``...).
+    """
+
+    def __init__(self, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None) -> None:
+        self.args = ["--port", "0", *args]
+        self.env = {**os.environ, **(env or {})}
+        self.lines: List[str] = []
+        self.url = ""
+        self._listening = threading.Event()
+        self.process: Optional[subprocess.Popen] = None
+
+    def start(self) -> "ServeProcess":
+        self.lines = []
+        self._listening.clear()
+        self.process = subprocess.Popen([sys.executable, "-m", "crawldedup", "serve", *self.args], env=self.env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        text=True)
+        self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + SERVE_START_SECONDS
+        while not self._listening.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                raise RuntimeError(f"crawldedup serve did not start: {self.stderr}")
+        return self
+
+    def _read(self, process: subprocess.Popen) -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            self.lines.append(line)
+            if " listening on " in line:
+                self.url = line.split(" listening on ", 1)[1].split()[0]
+                self._listening.set()
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        """Send ``sig`` and wait for the exit; returns the exit code."""
+        process = self.process
+        if process is None:
+            return 0
+        if process.poll() is None:
+            process.send_signal(sig)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+        self._reader.join(timeout=5)  # it has taken the last lines
+        if process.stderr:
+            process.stderr.close()
+        self.process = None
+        return code
+
+    def __enter__(self) -> "ServeProcess":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop(signal.SIGKILL)
+

@@ -18,6 +18,8 @@ from crawldedup import canonicalize
 from crawldedup.canonical import HAS_EXTENSION
 from crawldedup.dedup import Deduplicator
 
+from conftest import ServeProcess
+
 # Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
 pytestmark = pytest.mark.server_matrix
 WORKER = Path(__file__).parent / "workers" / "claim_race_worker.py"
@@ -129,6 +131,26 @@ def test_async_tasks_of_two_processes_one_winner_per_page(where, request, tmp_pa
     winners = run_race(options, tmp_path, ASYNC_PAGES, ASYNC_WORKER, (ASYNC_TASKS,), ASYNC_PROCESSES)
     assert set(winners) == {f"https://site.example/p/{i}?a=1&b=2" for i in range(ASYNC_PAGES)}
     assert max(winners.values()) == 1, "a page was won twice"
+
+
+#: The service race: 8 client processes, half on each of 2 ``crawldedup serve`` processes.
+SERVICE_PAGES = 20_000
+
+
+@needs_compiled
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", ["redis_url", "redis_cluster_url"], ids=["redis", "cluster"])
+def test_eight_clients_of_two_services_one_winner_per_page(fixture, request, tmp_path):
+    # The server is asked for by name, so the servers' matrix (Redis 7, Valkey 8 and 9) leaves
+    # this race alone: it runs on Redis 7 and the cluster, once each.
+    args = ["--strategy", "set", "--redis-url", request.getfixturevalue(fixture), "--namespace", "race",
+            "--capacity", "1000000"]
+    lease = 60 if fixture == "redis_cluster_url" else None  # through the cluster, leases and done too
+    with ServeProcess(args) as first, ServeProcess(args) as second:
+        winners = run_race({"service_urls": [first.url, second.url], "lease": lease}, tmp_path, SERVICE_PAGES)
+    assert set(winners) == {f"https://site.example/p/{i}?a=1&b=2" for i in range(SERVICE_PAGES)}
+    assert max(winners.values()) == 1, "a page was won twice"
+    assert "Traceback" not in first.stderr + second.stderr
 
 
 @pytest.mark.parametrize("worker", [WORKER, ASYNC_WORKER], ids=["threads", "async"])

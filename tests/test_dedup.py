@@ -76,6 +76,22 @@ def test_two_workers_one_winner_per_page(store_strategy, store_location):
         assert won_second == [False] * 2_000 + [True] * 1_000
 
 
+def test_seen_reads_what_another_worker_claimed_and_claims_nothing(store_strategy, store_location):
+    urls = pages(3)
+    with dedup(store_strategy, store_location) as first, dedup(store_strategy, store_location) as second:
+        first.claim_many(urls[:2])
+        first.claim_keys(["request-fp"])
+        # The second worker's local filter is empty: the store answers.
+        assert second.seen([urls[1].replace("https://site", "HTTPS://SITE"), urls[0], urls[2], "not a url"]) == [True, True, False, False]
+        assert second.seen_keys(["request-fp", "other-fp"]) == [True, False]
+        assert second.stats.urls == 0 and second.stats.round_trips == 0, "a read is no claim"
+        assert second.claim_many(urls) == [False, False, True]
+        assert second.claim_keys(["other-fp"]) == [True]
+        assert first.seen(urls) == [True] * 3 and first.seen_keys(["other-fp"]) == [True]
+        with pytest.raises(TypeError, match="single str"):
+            first.seen(urls[0])  # type: ignore[arg-type]
+
+
 def test_one_round_trip_per_batch_and_none_for_local_hits(store_strategy, store_location):
     urls = pages(1_000)
     with dedup(store_strategy, store_location, sample_rate=0) as d:
@@ -267,7 +283,7 @@ def test_constructor_does_not_read_the_environment(monkeypatch):
 
 
 @pytest.mark.parametrize("variable, value, message", [
-    ("DEDUP_STRATEGY", "redis", "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite \\(bloom: redisbloom\\), got 'redis'"),
+    ("DEDUP_STRATEGY", "redis", "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite, service \\(bloom: redisbloom\\), got 'redis'"),
     ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),
     ("BLOOM_CAPACITY", "0", "capacity \\(BLOOM_CAPACITY\\) must be an integer"),
     ("BLOOM_ERROR_RATE", "1", "error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\)"),

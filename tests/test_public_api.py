@@ -4,6 +4,7 @@ import crawldedup
 
 PUBLIC = {
     "AsyncDeduplicator",
+    "AsyncServiceClient",
     "BloomFilter",
     "CanonicalPolicy",
     "Canonicalized",
@@ -20,6 +21,7 @@ PUBLIC = {
     "RedisShardedSetStore",
     "RetryPolicy",
     "SQLiteStore",
+    "ServiceClient",
     "StoreRefused",
     "StoreUnavailable",
     "__version__",

@@ -2,6 +2,8 @@
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING, Any
+
 from .bloom.format import FilterFileError
 from .fingerprints import fingerprint
 from .bloom import BloomFilter
@@ -21,6 +23,7 @@ from .stores import (
 
 __all__ = [
     "AsyncDeduplicator",
+    "AsyncServiceClient",
     "BloomFilter",
     "FilterFileError",
     "fingerprint",
@@ -38,6 +41,7 @@ __all__ = [
     "RedisShardedSetStore",
     "RetryPolicy",
     "SQLiteStore",
+    "ServiceClient",
     "StoreRefused",
     "StoreUnavailable",
     "canonicalize",
@@ -45,3 +49,17 @@ __all__ = [
     "open_state",
     "__version__",
 ]
+
+
+if TYPE_CHECKING:
+    from .service import AsyncServiceClient, ServiceClient
+
+
+def __getattr__(name: str) -> Any:
+    # The service's clients need its extra (httpx, orjson): imported on first use, so that the
+    # core package imports without them.
+    if name in ("AsyncServiceClient", "ServiceClient"):
+        from . import service
+
+        return getattr(service, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,7 @@ from ._checks import (
 )
 from .stores.factory import STRATEGY_CHOICES, strategy_name
 from .windows import DEFAULT_GENERATIONS, MAX_GENERATIONS, Window
+from .stores.service import check_service_url
 
 #: Seconds in a day, for VISITED_TTL_DAYS.
 DAY_SECONDS = 86_400
@@ -68,6 +69,8 @@ SETTINGS: Dict[str, Setting] = {
     "generations": Setting("CRAWLDEDUP_GENERATIONS", lambda text: int(text.strip()),
                            f"an integer in [1, {MAX_GENERATIONS}] (a page is won again at most W / generations late)",
                            lambda v: integer_in("generations", v, 1, MAX_GENERATIONS)),
+    "service_url": Setting("CRAWLDEDUP_SERVICE_URL", str.strip, "a URL starting with http:// or https:// or unset",
+                           lambda v: v is None or check_service_url(v)),
 }
 
 
@@ -88,6 +91,8 @@ class DedupConfig:
     :param sqlite_path: ``CRAWLDEDUP_SQLITE``: the database file of the ``sqlite`` store.
     :param generations: ``CRAWLDEDUP_GENERATIONS``: the generations G the window is cut into
         (default 4: at most 25% late).
+    :param service_url: ``CRAWLDEDUP_SERVICE_URL``: the ``crawldedup serve`` of the ``service``
+        store (its bearer token as the URL's password: ``http://:TOKEN@host:8707``).
     :raises ValueError: when a field is out of range (the message names its variable).
     """
 
@@ -100,6 +105,7 @@ class DedupConfig:
     namespace: str = "crawldedup"
     sqlite_path: Optional[str] = None
     generations: int = DEFAULT_GENERATIONS
+    service_url: Optional[str] = None
 
     def __post_init__(self) -> None:
         for field, value in vars(self).items():

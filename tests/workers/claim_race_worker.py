@@ -6,7 +6,8 @@ Claims every page once, in its own order and spellings, in batches of 1,000, aft
 START_FILE appears (so that all workers race), then writes the canonical URLs it won.
 OUT_FILE.ready appears once the worker is ready to start. With ``"lease": seconds`` among the
 arguments, each batch is claimed with a lease and its winners finished with ``done`` (exit
-code 3 when a done is refused).
+code 3 when a done is refused). With ``"service_urls": [URL, ...]``, worker ``w`` claims through
+the ``crawldedup serve`` at ``URL[w % len]`` (a ServiceClient) instead of a Deduplicator of its own.
 """
 
 import json
@@ -15,6 +16,7 @@ import random
 import sys
 import time
 
+from crawldedup import ServiceClient
 from crawldedup.dedup import Deduplicator
 
 SPELLINGS = (
@@ -33,7 +35,8 @@ def main() -> int:
     urls = [SPELLINGS[(i + worker) % len(SPELLINGS)].format(i=i, w=worker) for i in order]
     options = json.loads(options)
     lease = options.pop("lease", None)
-    with Deduplicator(**options) as dedup:
+    services = options.pop("service_urls", None)
+    with (ServiceClient(services[worker % len(services)]) if services else Deduplicator(**options)) as dedup:
         open(out_file + ".ready", "w").close()
         deadline = time.monotonic() + 60
         while not os.path.exists(start_file):

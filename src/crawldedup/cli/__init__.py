@@ -63,6 +63,7 @@ from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHO
 from .._wording import counted
 from .audit import Audit, render
 from . import content
+from .serve import add_command as add_serve_command
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -670,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("-o", "--output", required=True, metavar="OUT", help="filter file to create")
     merge.add_argument("--force", action="store_true", help="replace OUT if it exists")
     merge.set_defaults(run=run_merge)
+    add_serve_command(commands, epilog, _Formatter)
     return parser
 
 

@@ -63,7 +63,7 @@ class Deduplicator(DedupCore[ClaimStore]):
     :meth:`hold_batch` in two, for a caller that must use a page before it counts as seen.
 
     :param strategy: ``local`` (the local filter alone decides), ``set``, ``sharded-set``,
-        ``bloom`` or ``sqlite``.
+        ``bloom``, ``sqlite`` or ``service``.
     :param redis_url: Redis of the ``set``, ``sharded-set`` and ``bloom`` stores.
     :param namespace: the crawl's key prefix in the store.
     :param crawl_round: a round name appended to the namespace (``<namespace>:<round>``), for
@@ -75,6 +75,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         at time t is seen until at least t + W and won again, by exactly one worker, by
         t + W (1 + 1 / generations) at the latest; 0 = claims never expire.
     :param sqlite_path: database file of the ``sqlite`` store.
+    :param service_url: the ``crawldedup serve`` of the ``service`` store (docs/service.md).
     :param policy: the canonical policy (default :data:`~crawldedup.DEFAULT_POLICY`); recorded
         with the namespace and the state file, which refuse another one.
     :param verify_hits: also claim local hits in the store (same round trip), so that a local
@@ -221,6 +222,28 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
         return drive(self._keys_plan(keys), self._ask)
+
+    def seen(self, urls: Sequence[URL]) -> List[bool]:
+        """Whether each URL's page was claimed, by anyone; claims nothing (read only).
+
+        The local filter answers its hits (a false positive says seen: at most its error rate;
+        every URL is read from the store with ``verify_hits``), the store its misses, in one
+        round trip. A URL under an open lease is claimed. Invalid URLs give False. Nothing is
+        counted in :attr:`stats`.
+
+        :raises TypeError: when ``urls`` is a single string.
+        :raises StoreUnavailable: when the store stayed unreachable.
+        """
+        return drive(self._seen_plan(urls), self._ask)
+
+    def seen_keys(self, keys: Sequence[URL]) -> List[bool]:
+        """Whether each precomputed key was claimed (:meth:`claim_keys`); claims nothing, as :meth:`seen`.
+
+        :raises TypeError: for a single string, or a key that is not ``str`` or ``bytes``.
+        :raises ValueError: for an empty key.
+        :raises StoreUnavailable: when the store stayed unreachable.
+        """
+        return drive(self._seen_keys_plan(keys), self._ask)
 
     def done(self, urls: Sequence[URL]) -> List[bool]:
         """Make URLs this worker leased visited for good (the store's TTL); per URL, True when done.

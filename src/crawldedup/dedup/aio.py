@@ -116,6 +116,14 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         """See :meth:`Deduplicator.claim_keys`."""
         return await self._run(self._keys_plan(keys), len(keys), claim=True)
 
+    async def seen(self, urls: Sequence[URL]) -> List[bool]:
+        """See :meth:`Deduplicator.seen`."""
+        return await self._run(self._seen_plan(urls), len(urls))
+
+    async def seen_keys(self, keys: Sequence[URL]) -> List[bool]:
+        """See :meth:`Deduplicator.seen_keys`."""
+        return await self._run(self._seen_keys_plan(keys), len(keys))
+
     async def done(self, urls: Sequence[URL]) -> List[bool]:
         """See :meth:`Deduplicator.done`."""
         await self.open()

@@ -25,11 +25,12 @@ from .._plans import Plan
 from ..bloom import LocalFilter, hash_many
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many
 from ..config import DedupConfig
+from ..fingerprints import Fingerprints
 from ..stores.aio import AsyncClaimStore
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
 from ..stores.factory import LOCAL
 from .leases import URL, Leases, lease_store
-from .pipeline import ClaimPipeline
+from .pipeline import ClaimPipeline, StoreAsk
 from .state import open_state
 from .stats import DedupStats, StatsCounter, StatsListener
 from ..windows import Clock, system_clock
@@ -87,6 +88,7 @@ class DedupCore(Generic[S]):
         error_rate: Optional[float] = None,
         ttl_days: Optional[float] = None,
         sqlite_path: Optional[PathArg] = None,
+        service_url: Optional[str] = None,
         policy: Optional[CanonicalPolicy] = None,
         verify_hits: bool = False,
         sample_rate: float = DEFAULT_SAMPLE_RATE,
@@ -108,6 +110,7 @@ class DedupCore(Generic[S]):
             "error_rate": error_rate, "ttl_days": ttl_days, "generations": generations,
             "state_path": os.fspath(state) if state is not None else None,
             "sqlite_path": os.fspath(sqlite_path) if sqlite_path is not None else None,
+            "service_url": service_url,
         }
         self.config = replace(config or DedupConfig(), **{k: v for k, v in overrides.items() if v is not None})
         number_in("sample_rate", sample_rate, 0, 1)
@@ -132,6 +135,7 @@ class DedupCore(Generic[S]):
             store = self._make_store(
                 self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
                 redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
+                service_url=self.config.service_url,
                 capacity=self.config.capacity, error_rate=self.config.error_rate,
                 ttl_seconds=self.config.ttl_seconds, retry=retry, window=self.config.window, clock=clock,
             )
@@ -206,22 +210,39 @@ class DedupCore(Generic[S]):
 
     def _keys_plan(self, keys: Sequence[URL]) -> Plan[List[bool]]:
         """:meth:`Deduplicator.claim_keys`, as a plan."""
-        check_batch("keys", keys, "keys")
-        domained: List[URL] = []
-        for key in keys:
-            if isinstance(key, str):
-                domained.append(KEY_DOMAIN + key)
-            elif isinstance(key, bytes):
-                domained.append(KEY_DOMAIN.encode("ascii") + key)
-            else:
-                raise TypeError(f"keys must be str or bytes, got {type(key).__name__}")
-            if len(domained[-1]) == len(KEY_DOMAIN):
-                raise ValueError("keys must not be empty, got an empty key")
+        domained = _domained(keys)
         won = np.zeros(len(domained), dtype=bool)
         self._counter.add(urls=len(domained))
         if domained:
             won[(yield from self._claim_and_learn(hash_many(domained), [], None))] = True
         return cast(List[bool], won.tolist())
+
+    def _seen_plan(self, urls: Sequence[URL]) -> Plan[List[bool]]:
+        """:meth:`Deduplicator.seen`, as a plan."""
+        check_batch("urls", urls, "URLs")
+        canonical, _ = canonicalize_many(urls, policy=self.policy)
+        positions = [i for i, c in enumerate(canonical) if c is not None]
+        seen = np.zeros(len(canonical), dtype=bool)
+        if positions:
+            seen[positions] = yield from self._read(hash_many([cast(str, canonical[i]) for i in positions]))
+        return cast(List[bool], seen.tolist())
+
+    def _seen_keys_plan(self, keys: Sequence[URL]) -> Plan[List[bool]]:
+        """:meth:`Deduplicator.seen_keys`, as a plan."""
+        domained = _domained(keys)
+        if not domained:
+            return []
+        return cast(List[bool], (yield from self._read(hash_many(domained))).tolist())
+
+    def _read(self, hashes: np.ndarray) -> Plan[np.ndarray]:
+        """Whether each fingerprint was claimed: the local filter's hits, and the store's answer
+        for its misses (for every row with ``verify_hits``). Nothing is claimed, learnt or counted."""
+        seen = self.local_filter.contains_hashes(hashes)
+        ask = np.arange(len(hashes)) if self.verify_hits else np.flatnonzero(~seen)
+        if self.store is not None and len(ask):
+            present = yield StoreAsk("contains_many", (Fingerprints(hashes[ask]),))
+            seen[ask] = np.asarray(present, dtype=bool)
+        return seen
 
     def _prepare(self, urls: Sequence[URL], base: Optional[URL], bases: Optional[Sequence[Optional[URL]]]) -> Prepared:
         """Canonicalize and fingerprint a batch; count its URLs."""
@@ -284,3 +305,23 @@ class DedupCore(Generic[S]):
     def __repr__(self) -> str:
         where = self.store.description if self.store is not None else "local filter only"
         return f"<{type(self).__name__} strategy={self.config.strategy!r} namespace={self.namespace!r} {where}>"
+
+
+def _domained(keys: Sequence[URL]) -> List[URL]:
+    """Precomputed keys in their own space (:data:`KEY_DOMAIN`), checked.
+
+    :raises TypeError: for a single string, or a key that is not ``str`` or ``bytes``.
+    :raises ValueError: for an empty key.
+    """
+    check_batch("keys", keys, "keys")
+    domained: List[URL] = []
+    for key in keys:
+        if isinstance(key, str):
+            domained.append(KEY_DOMAIN + key)
+        elif isinstance(key, bytes):
+            domained.append(KEY_DOMAIN.encode("ascii") + key)
+        else:
+            raise TypeError(f"keys must be str or bytes, got {type(key).__name__}")
+        if len(domained[-1]) == len(KEY_DOMAIN):
+            raise ValueError("keys must not be empty, got an empty key")
+    return domained

@@ -79,6 +79,7 @@ SETTINGS: Dict[str, str] = {
     "CRAWLDEDUP_ERROR_RATE": "error_rate",
     "CRAWLDEDUP_TTL_DAYS": "ttl_days",
     "CRAWLDEDUP_SQLITE": "sqlite_path",
+    "CRAWLDEDUP_SERVICE_URL": "service_url",
 }
 #: Requests between two copies of the Deduplicator's counters into Scrapy's stats (the last
 #: copy is made at close): copying them on every request took about 20% of request_seen,

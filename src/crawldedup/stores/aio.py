@@ -107,20 +107,26 @@ class AsyncClaimStore:
             self.store._answered()
             return result
 
-    async def _perform(self, call: Union[StoreCall[T], T]) -> T:
+    async def _perform(self, call: Union[StoreCall[T], T], token: Optional[bytes] = None) -> T:
         if not isinstance(call, StoreCall):
             return call
         await self.open()
         plan = call.plan
         resume = self.worker if call.size > INLINE_FINGERPRINTS else inline
-        with self.store._call_token(call.resume_key) as token:
-            return await self._with_retries(lambda: adrive(plan(token), self.store._asend, resume))
+        with self.store._call_token(call.resume_key, token) as used:
+            return await self._with_retries(lambda: adrive(plan(used), self.store._asend, resume))
 
     async def claim_and_read(
-        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None
+        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None,
+        token: Optional[bytes] = None,
     ) -> ClaimAnswers:
-        """See :meth:`ClaimStore.claim_and_read`."""
-        return await self._perform(self.store._claim_call(claims, reads, lease))
+        """See :meth:`ClaimStore.claim_and_read`.
+
+        :param token: the call's token, from a caller that keeps it across its own retries (the
+            fingerprint service passes its client's): the same call made again with it is
+            answered as it was applied. None: the store's own.
+        """
+        return await self._perform(self.store._claim_call(claims, reads, lease), token)
 
     async def claim_many(self, fingerprints: FingerprintsLike) -> List[bool]:
         """See :meth:`ClaimStore.claim_many`."""
@@ -130,17 +136,20 @@ class AsyncClaimStore:
         """See :meth:`ClaimStore.contains_many`."""
         return (await self.claim_and_read((), fingerprints)).present
 
-    async def finish_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
-        """See :meth:`ClaimStore.finish_leases`."""
-        return await self._perform(self.store._settle_call("done", fingerprints, owner, None))
+    async def finish_leases(self, fingerprints: FingerprintsLike, owner: str, *,
+                             token: Optional[bytes] = None) -> List[bool]:
+        """See :meth:`ClaimStore.finish_leases`; ``token`` as :meth:`claim_and_read`'s."""
+        return await self._perform(self.store._settle_call("done", fingerprints, owner, None), token)
 
-    async def release_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
-        """See :meth:`ClaimStore.release_leases`."""
-        return await self._perform(self.store._settle_call("release", fingerprints, owner, None))
+    async def release_leases(self, fingerprints: FingerprintsLike, owner: str, *,
+                              token: Optional[bytes] = None) -> List[bool]:
+        """See :meth:`ClaimStore.release_leases`; ``token`` as :meth:`claim_and_read`'s."""
+        return await self._perform(self.store._settle_call("release", fingerprints, owner, None), token)
 
-    async def renew_leases(self, fingerprints: FingerprintsLike, owner: str, seconds: float) -> List[bool]:
-        """See :meth:`ClaimStore.renew_leases`."""
-        return await self._perform(self.store._settle_call("renew", fingerprints, owner, seconds))
+    async def renew_leases(self, fingerprints: FingerprintsLike, owner: str, seconds: float, *,
+                            token: Optional[bytes] = None) -> List[bool]:
+        """See :meth:`ClaimStore.renew_leases`; ``token`` as :meth:`claim_and_read`'s."""
+        return await self._perform(self.store._settle_call("renew", fingerprints, owner, seconds), token)
 
     async def expired_leases(self, limit: int, owner: Optional[str] = None, seconds: Optional[float] = None) -> List[str]:
         """See :meth:`ClaimStore.expired_leases`."""

@@ -369,14 +369,19 @@ class ClaimStore(abc.ABC):
             self.round_trips += 1
 
     @contextmanager
-    def _call_token(self, resume_key: Optional[bytes]) -> Iterator[bytes]:
-        """The token of one call: random, unless the same request (``resume_key``) failed before.
+    def _call_token(self, resume_key: Optional[bytes], given: Optional[bytes] = None) -> Iterator[bytes]:
+        """The token of one call: ``given`` (a caller that keeps its own across its retries, as
+        the fingerprint service's clients do), or random unless the same request
+        (``resume_key``) failed before.
 
         A request that raised :class:`StoreUnavailable`, or whose caller was cancelled while it
         was in flight, leaves its token here; the same request made again takes it and resumes
         the call, so a claim the store applied without its reply arriving is answered as it was
         applied (won), not as already taken by someone else.
         """
+        if given is not None:
+            yield given
+            return
         token: Optional[bytes] = None
         if resume_key is not None:
             with self._counter_lock:

@@ -17,21 +17,24 @@ from .base import ClaimStore, RetryPolicy
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
+from .service import ServiceStore
 from .sqlite import SQLiteStore
 
 #: The strategy without a store: the local filter decides alone.
 LOCAL = "local"
-_STORES: Tuple[Type[ClaimStore], ...] = (RedisKeyStore, RedisShardedSetStore, RedisBloomStore, SQLiteStore)
+_STORES: Tuple[Type[ClaimStore], ...] = (RedisKeyStore, RedisShardedSetStore, RedisBloomStore, SQLiteStore, ServiceStore)
 #: Strategy name -> its store class (None for ``local``), in the order documentation lists them.
 STRATEGIES: Dict[str, Optional[Type[ClaimStore]]] = {LOCAL: None, **{store.strategy: store for store in _STORES}}
 #: Store kind (as namespace records hold it) -> its strategy name, for messages about a record.
 STRATEGY_OF_KIND: Dict[str, str] = {store.kind: store.strategy for store in _STORES}
 #: Other names accepted for a strategy: ``bloom`` is the seed's ``DEDUP_STRATEGY`` value.
 ALIASES: Dict[str, str] = {"bloom": RedisBloomStore.strategy}
-#: Strategies whose store holds claims for a limited time (leases).
-LEASE_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items() if store and store.supports_leases)
+#: Strategies whose store holds claims for a limited time (leases); ``service`` holds them
+#: in the service's store, which must be one of these.
+LEASE_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items()
+                                          if store and store.supports_leases and store is not ServiceStore)
 #: Strategies whose store lives in Redis (``redis_url``).
-REDIS_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items() if store and store is not SQLiteStore)
+REDIS_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items() if store and store not in (SQLiteStore, ServiceStore))
 #: How the strategies are listed in messages.
 STRATEGY_CHOICES = ", ".join(STRATEGIES) + "".join(f" ({alias}: {name})" for alias, name in ALIASES.items())
 
@@ -65,6 +68,7 @@ def open_store(
     policy_digest: str,
     redis_url: Optional[str] = None,
     sqlite_path: Optional[PathArg] = None,
+    service_url: Optional[str] = None,
     capacity: int,
     error_rate: float,
     ttl_seconds: Optional[int] = None,
@@ -78,6 +82,7 @@ def open_store(
     :param strategy: a name of :data:`STRATEGIES` other than ``local``, or an alias.
     :param redis_url: where the Redis stores live (required for them).
     :param sqlite_path: the SQLite file (required for ``sqlite``).
+    :param service_url: the ``crawldedup serve`` of ``service`` (required for it).
     :param capacity: URLs the namespace is sized for (sharded sets, RedisBloom).
     :param error_rate: RedisBloom's false-positive rate.
     :param ttl_seconds: how long a claim lasts in the ``set`` store without a window (None: forever).
@@ -98,6 +103,12 @@ def open_store(
         if sqlite_path is None:
             raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")
         return SQLiteStore(sqlite_path, **common)
+    if store is ServiceStore:
+        if service_url is None:
+            raise ValueError("the service strategy needs service_url (CRAWLDEDUP_SERVICE_URL)")
+        # The window is the service's store's own: claims expire where they are kept.
+        return ServiceStore(service_url, namespace=namespace, policy_digest=policy_digest, retry=retry,
+                            asynchronous=asynchronous)
     if redis_url is None:
         raise ValueError(f"the {store.strategy} strategy needs redis_url (REDIS_URL)")
     if store is RedisKeyStore:

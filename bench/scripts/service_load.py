@@ -1,0 +1,201 @@
+"""The fingerprint service under load, against the same Deduplicator called directly, in one run.
+
+Starts a real Redis (what the tests use) and a real ``crawldedup serve`` on it, then measures,
+alternating service and direct runs (the machine is shared and noisy):
+
+    closed loop   1, 8 and 32 concurrent clients sending 1,000-URL claim batches back to back
+                  (every URL new, so every claim reaches Redis): claims/s, p50 and p99 of a batch;
+                  direct = the same number of tasks on one AsyncDeduplicator of the same settings
+    open loop     8 clients, each sending batches at a fixed rate, together a third of the direct
+                  claims/s at 8 clients; latency timed from each batch's scheduled send (as wrk2
+                  and oha's rate mode time it), so a server that falls behind shows it
+    wrk           when installed (``apt-get install wrk``): the closed loop at 8 connections from
+                  a C load tool, each request 1,000 new URLs made by a Lua script, so that the
+                  figure is not the Python client's
+
+Run::
+
+    python bench/scripts/service_load.py                       # ~2 minutes: 3 rounds of 4 s each
+    python bench/scripts/service_load.py --rounds 5 --seconds 8 --strategy sharded-set
+
+Prints one markdown table: medians of the rounds, and [min-max].
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Awaitable, Callable, Dict, List, Sequence, Tuple
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from conftest import RedisServer, ServeProcess, find_redis_server, find_redisbloom  # noqa: E402  (the tests' servers)
+
+from crawldedup import AsyncDeduplicator, AsyncServiceClient  # noqa: E402
+
+BATCH = 1_000
+#: Local filter capacity: every URL is new, and a run of all rounds claims some 30 million.
+CAPACITY = 50_000_000
+_run_ids = itertools.count()
+
+WRK_LUA = """
+counter = 0
+request = function()
+  counter = counter + 1
+  local parts = {}
+  for i = 1, %(batch)d do
+    parts[i] = '"https://wrk.example/%(run)s/' .. counter .. '/' .. i .. '"'
+  end
+  return wrk.format("POST", "/v1/claim", {["Content-Type"] = "application/json"},
+                    '{"urls":[' .. table.concat(parts, ",") .. ']}')
+end
+"""
+
+
+def fresh_batches() -> Callable[[], List[str]]:
+    """Batches of URLs nobody claimed yet: every call one more."""
+    run = next(_run_ids)
+    counter = itertools.count()
+
+    def batch() -> List[str]:
+        n = next(counter)
+        return [f"https://load.example/r{run}/b{n}/p{i}?a=1" for i in range(BATCH)]
+
+    return batch
+
+
+async def closed_loop(claim: Callable[[List[str]], Awaitable[object]], clients: int, seconds: float) -> Tuple[float, List[float]]:
+    """``clients`` tasks claiming batches back to back for ``seconds``: claims/s and each batch's seconds."""
+    make = fresh_batches()
+    latencies: List[float] = []
+    stop = time.perf_counter() + seconds
+
+    async def client() -> None:
+        while time.perf_counter() < stop:
+            urls = make()
+            sent = time.perf_counter()
+            await claim(urls)
+            latencies.append(time.perf_counter() - sent)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return len(latencies) * BATCH / (time.perf_counter() - started), latencies
+
+
+async def open_loop(claim: Callable[[List[str]], Awaitable[object]], clients: int, claims_per_second: float,
+                    seconds: float) -> Tuple[float, List[float]]:
+    """``clients`` tasks, each sending at its share of ``claims_per_second``; latency from the scheduled send."""
+    make = fresh_batches()
+    latencies: List[float] = []
+    interval = clients * BATCH / claims_per_second
+    begin = time.perf_counter()
+
+    async def client(offset: float) -> None:
+        for k in itertools.count():
+            scheduled = begin + offset + k * interval
+            if scheduled > begin + seconds:
+                return
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await claim(make())
+            latencies.append(time.perf_counter() - scheduled)
+
+    await asyncio.gather(*(client(i * interval / clients) for i in range(clients)))
+    return len(latencies) * BATCH / (time.perf_counter() - begin), latencies
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def run_wrk(url: str, connections: int, seconds: float, workdir: Path) -> Tuple[float, float, float]:
+    """claims/s, p50 and p99 (seconds) of wrk's closed loop of 1,000-URL claims."""
+    script = workdir / f"claim-{next(_run_ids)}.lua"
+    script.write_text(WRK_LUA % {"batch": BATCH, "run": script.stem})
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script), url],
+                         capture_output=True, text=True, check=True).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)) * BATCH  # type: ignore[union-attr]
+
+    def latency(label: str) -> float:
+        value, unit = re.search(rf"{label}%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
+        return float(value) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
+
+    return rate, latency("50"), latency("99")
+
+
+def cell(values: Sequence[float], scale: float = 1.0, digits: int = 0) -> str:
+    scaled = [v * scale for v in values]
+    return f"{statistics.median(scaled):,.{digits}f} [{min(scaled):,.{digits}f}-{max(scaled):,.{digits}f}]"
+
+
+async def measure(args: argparse.Namespace, server: ServeProcess, redis_url: str, workdir: Path) -> Dict[str, List[Tuple[float, float, float]]]:
+    """Every configuration, alternating, ``args.rounds`` times: name -> [(claims/s, p50, p99)]."""
+    results: Dict[str, List[Tuple[float, float, float]]] = {}
+    direct = AsyncDeduplicator(strategy=args.strategy, redis_url=redis_url, namespace="load", capacity=CAPACITY)
+    await direct.open()
+    client = AsyncServiceClient(server.url)
+    try:
+        for _ in range(args.rounds):
+            for clients in args.clients:
+                for name, claim in (("direct", direct.claim_many), ("service", client.claim_many)):
+                    rate, latencies = await closed_loop(claim, clients, args.seconds)
+                    results.setdefault(f"{name}, {clients} clients", []).append(
+                        (rate, percentile(latencies, 0.5), percentile(latencies, 0.99)))
+            direct_rate = statistics.median(r for r, _, _ in results[f"direct, {8 if 8 in args.clients else args.clients[0]} clients"])
+            for name, claim in (("direct", direct.claim_many), ("service", client.claim_many)):
+                rate, latencies = await open_loop(claim, 8, direct_rate / 3, args.seconds)
+                results.setdefault(f"{name}, open loop, 8 clients at 1/3 of direct's claims/s", []).append(
+                    (rate, percentile(latencies, 0.5), percentile(latencies, 0.99)))
+            if shutil.which("wrk"):
+                results.setdefault("service, wrk, 8 connections", []).append(run_wrk(server.url, 8, args.seconds, workdir))
+    finally:
+        await client.aclose()
+        await direct.aclose()
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--strategy", default="set", help="claim store of both the server and the direct Deduplicator")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=4.0, help="length of each measurement")
+    parser.add_argument("--clients", default="1,8,32", help="concurrent clients of the closed loop")
+    args = parser.parse_args()
+    args.clients = [int(n) for n in args.clients.split(",")]
+    binary = find_redis_server()
+    if binary is None:
+        sys.exit("redis-server not found: apt-get install redis-server")
+    redis = RedisServer(binary, find_redisbloom())
+    redis.start()
+    workdir = Path(tempfile.mkdtemp(prefix="crawldedup-service-load-"))
+    try:
+        with ServeProcess(["--strategy", args.strategy, "--redis-url", redis.url, "--namespace", "load",
+                           "--capacity", str(CAPACITY)]) as server:
+            results = asyncio.run(measure(args, server, redis.url, workdir))
+    finally:
+        redis.stop()
+        shutil.rmtree(redis.workdir, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\n{args.strategy} store, {BATCH:,}-URL batches, {args.rounds} rounds of {args.seconds:g} s, "
+          f"{os.cpu_count()} cores; median [min-max]\n")
+    print("| run | claims/s | p50 ms | p99 ms |\n|---|---|---|---|")
+    for name, rows in results.items():
+        rates, p50s, p99s = zip(*rows)
+        print(f"| {name} | {cell(rates)} | {cell(p50s, 1e3, 1)} | {cell(p99s, 1e3, 1)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
