@@ -332,10 +332,7 @@ def test_statistics_add_up(store_strategy, store_location):
     assert stats.won == 501
     assert stats.local_hits == 300 and stats.store_claims == 501 and stats.round_trips == 1
     assert stats.local_answer_ratio == pytest.approx(300 / (stats.urls - 2))
-    if store_strategy == "set":
-        assert per_url is None
-    else:
-        assert per_url is not None and per_url > 0
+    assert per_url is not None and per_url > 0
 
 
 def test_local_bytes_per_url_is_the_filter_size():

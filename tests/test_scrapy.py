@@ -194,11 +194,16 @@ def test_stats_count_new_and_filtered_requests_and_the_local_answers():
     urls = [f"http://shop.example/p/{i % 4}?utm_source={i}" for i in range(10)]
     assert seen(df, *(scrapy.Request(u) for u in urls)) == [False] * 4 + [True] * 6
     assert (df.stats.get_value("crawldedup/new"), df.stats.get_value("crawldedup/filtered")) == (4, 6)
+    local = df.deduplicator.local_filter
+    fill, error_rate = local.fill_ratio, local.estimated_error_rate
     df.close("finished")  # the Deduplicator's own counters are copied now (and every 1,024 requests)
     stats = df.stats.get_stats()
     assert (stats["crawldedup/seen"], stats["crawldedup/new"], stats["crawldedup/filtered"]) == (10, 4, 6)
     assert stats["crawldedup/answered_locally"] == 10  # the local strategy has no store
     assert stats["crawldedup/sent_to_store"] == 0
+    assert stats["crawldedup/local_hits"] == 6 == stats["crawldedup/filtered"]
+    assert (stats["crawldedup/filter_fill_ratio"], stats["crawldedup/filter_estimated_error_rate"]) == (fill, error_rate)
+    assert 0 < fill < 0.001 and error_rate < 1e-9  # 4 pages in a filter sized for many more
 
 
 def test_the_deduplicator_counters_reach_scrapy_stats_during_the_crawl():

@@ -1,14 +1,15 @@
 """The ``crawldedup`` command: filter a crawl frontier, check canonical forms, audit a fetch log,
-inspect and merge filters.
+inspect and merge filters, check a claim store and report what it holds.
 
 Exit codes (``EXIT_CODES``, also in ``--help`` and docs/cli.md)::
 
     0    success
     1    canonicalize: at least one line was not an accepted URL; content: at least one page could
-         not be checked
+         not be checked; doctor: at least one check failed
     2    usage: an unknown option, a bad option value or a bad environment variable
     3    a state or filter file is missing, corrupt or incompatible, merge would overwrite a file,
-         or the store's namespace was made by another store kind or canonical policy
+         or the store's namespace was made by another store kind or canonical policy, does not
+         exist (stats, migrate), or is half way through a migration elsewhere
     4    an input could not be read, or an output could not be written
     5    the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out,
          locked
@@ -64,6 +65,10 @@ from .._wording import counted
 from .audit import Audit, render
 from . import content
 from .serve import add_command as add_serve_command
+from .doctor import add_command as add_doctor_command
+from .migrate import add_command as add_migrate_command
+from .stats import add_command as add_stats_command
+from ._store_options import DEFAULT_SQLITE
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -76,8 +81,6 @@ AUDIT_TOP = 20
 AUDIT_SPELLINGS = 5
 #: Where ``filter`` keeps its state without --state or $CRAWLDEDUP_STATE.
 DEFAULT_STATE = "crawldedup.bloom"
-#: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
-DEFAULT_SQLITE = "crawldedup.sqlite"
 #: Where ``filter`` keeps the pages a store kept but that could not be written, without --unwritten.
 DEFAULT_UNWRITTEN = "crawldedup.unwritten"
 
@@ -672,6 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--force", action="store_true", help="replace OUT if it exists")
     merge.set_defaults(run=run_merge)
     add_serve_command(commands, epilog, _Formatter)
+    add_doctor_command(commands, epilog, _Formatter)
+    add_stats_command(commands, epilog, _Formatter, _round_name)
+    add_migrate_command(commands, epilog, _Formatter)
     return parser
 
 

@@ -36,10 +36,11 @@ EXIT_STORE_REFUSED = 6
 EXIT_CODES: Tuple[Tuple[int, str], ...] = (
     (EXIT_OK, "success"),
     (EXIT_INVALID, "canonicalize: at least one line was not an accepted URL; content: at least one page "
-                   "could not be checked"),
+                   "could not be checked; doctor: at least one check failed"),
     (EXIT_USAGE, "usage: an unknown option, a bad option value or a bad environment variable"),
     (EXIT_STATE, "a state or filter file is missing, corrupt or incompatible, merge would overwrite a file, "
-                 "or the store's namespace was made by another store kind or canonical policy"),
+                 "or the store's namespace was made by another store kind or canonical policy, does not exist "
+                 "(stats, migrate), or is half way through a migration elsewhere"),
     (EXIT_IO, "an input could not be read, or an output could not be written"),
     (EXIT_STORE, "the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out, locked"),
     (EXIT_STORE_REFUSED, "the claim store refused, not retried: a misconfiguration the message names (no "

@@ -327,7 +327,7 @@ class Deduplicator(DedupCore[ClaimStore]):
     def store_bytes_per_url(self) -> Optional[float]:
         """Bytes per claimed URL in the store, measured now (I/O); for ``local``, the filter's bytes per item.
 
-        :returns: None when the store cannot know (the ``set`` store) or holds nothing yet.
+        :returns: None while the store holds nothing.
         :raises StoreUnavailable: when the store cannot be reached.
         """
         if self.store is None:

@@ -86,7 +86,7 @@ SETTINGS: Dict[str, str] = {
 #: as each call to Scrapy's stats collector goes through a wrapper.
 STATS_SYNC_EVERY = 1024
 #: Deduplicator counters copied into Scrapy's stats (``crawldedup/<name>``).
-_MIRRORED_STATS = ("answered_locally", "round_trips", "sampled_hits", "false_hits")
+_MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hits", "false_hits")
 
 
 def _policy_from_setting(value: Any, settings: "BaseSettings") -> CanonicalPolicy:
@@ -288,6 +288,10 @@ class DupeFilter(BaseDupeFilter):
     def close(self, reason: str) -> None:
         """Close the Deduplicator (flushing the state file); ``reason`` is Scrapy's finish reason."""
         self._sync_stats()
+        if self.stats is not None:  # once, at the end: both scan the filter's bits
+            local_filter = self.deduplicator.local_filter
+            self.stats.set_value("crawldedup/filter_fill_ratio", local_filter.fill_ratio)
+            self.stats.set_value("crawldedup/filter_estimated_error_rate", local_filter.estimated_error_rate)
         logger.info("crawldedup: closing (%s): %s", reason, self.deduplicator.stats)
         self.deduplicator.close()
 

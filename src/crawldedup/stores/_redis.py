@@ -199,6 +199,21 @@ def hash_tag(namespace: str, group: int) -> bytes:
     return b"{%s:%d}" % (namespace.encode("ascii"), group)
 
 
+#: Redis 7's dict entry (dict.h): what ``MEMORY USAGE`` counts for a key's place in the keyspace.
+DICT_ENTRY_BYTES = 24
+
+
+def allocated_bytes(size: int) -> int:
+    """What jemalloc (Redis's allocator) takes for ``size`` bytes: its size class, 8 or a multiple
+    of 16 up to 128 bytes, then four classes per power of two (1,608 bytes take 1,792)."""
+    if size <= 8:
+        return 8
+    if size <= 128:
+        return (size + 15) // 16 * 16
+    spacing = 1 << ((size - 1).bit_length() - 3)
+    return (size + spacing - 1) // spacing * spacing
+
+
 def receipt_seconds(retry: RetryPolicy) -> int:
     """Seconds a receipt lives: twice the longest time the attempts of one call can take, and
     at least :data:`MIN_RECEIPT_SECONDS`."""

@@ -17,13 +17,24 @@ docs/stores.md).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import numpy as np
+from redis.cluster import RedisCluster
 
 from .._checks import complaint, is_integer
+from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
-from ._redis import GroupedScriptStore
+from .base import StoreCall
+from ._redis import DICT_ENTRY_BYTES, GroupedScriptStore, allocated_bytes
+
+#: Claim keys :meth:`RedisKeyStore.bytes_per_url` measures, and the most SCAN steps it takes to find them.
+SAMPLE_KEYS = 200
+MAX_SAMPLE_SCANS = 100
+#: Redis 7's sizes (object.c): a value object, and the refcount of a shared integer (the value
+#: "1" of every claim key is one, so it costs no allocation of its own).
+OBJECT_BYTES = 16
+SHARED_REFCOUNT = 2**31 - 1
 
 # A leased key has no expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.
 # With a window (GEN >= 0) a lasting claim's value is "g<generation>" and the key expires (EXAT)
@@ -94,9 +105,74 @@ class RedisKeyStore(GroupedScriptStore):
         tags = self._tags
         return groups, [tags[g] + fp for g, fp in zip(groups.tolist(), fingerprints.as_bytes())], None
 
-    def _measure(self) -> Optional[float]:
-        """None: a key's share of Redis's dictionaries cannot be read per namespace.
+    def scan_claims(self, cursor: int = 0, count: int = 1_000) -> Tuple[int, Fingerprints]:
+        """One ``SCAN`` step over the namespace's claim keys (leased ones included).
 
-        bench/scripts/redis_memory.py measures it (docs/stores.md).
+        :param cursor: 0 to start, then the cursor the previous step returned.
+        :param count: keys the server looks at in this step (its ``COUNT`` hint).
+        :returns: the next cursor (0 once the scan is complete) and the fingerprints found.
+        :raises ValueError: on a Redis Cluster (whose nodes are scanned one by one).
+        :raises StoreUnavailable: when Redis cannot be reached.
         """
-        return None
+        self._single_node()
+        cursor, keys = self._scan(cursor, count)
+        return cursor, Fingerprints.of([key[-16:] for key in keys])
+
+    def _scan(self, cursor: int, count: int) -> Tuple[int, List[bytes]]:
+        # mypy cannot solve _perform's StoreCall[T] | T for a tuple answer: the call is typed loosely.
+        call: StoreCall[Any] = StoreCall(lambda _token: self._scan_step(cursor, count))
+        return cast(Tuple[int, List[bytes]], self._perform(call))
+
+    def _single_node(self) -> None:
+        if isinstance(self.client, RedisCluster):
+            raise ValueError(f"{self.description}: scanning the claims of a Redis Cluster is not supported")
+
+    def _scan_step(self, cursor: int, count: int) -> Plan[Tuple[int, List[bytes]]]:
+        """One SCAN step: the next cursor and the claim keys found (receipts and lease records left out)."""
+        (reply,) = yield [("SCAN", cursor, "MATCH", b"{%s:*" % self.namespace.encode("ascii"), "COUNT", count)]
+        tags = set(self._tags)
+        found = cast(List[bytes], reply[1])  # the client returns bytes (no decode_responses)
+        return int(reply[0]), [key for key in found if len(key) > 16 and key[:-16] in tags]
+
+    def _measure(self) -> StoreCall[Optional[float]]:
+        """Redis memory per claim key: the mean ``MEMORY USAGE`` of up to 200 of them (found by
+        ``SCAN``) plus each key's share of the keyspace's hash tables (``MEMORY STATS``, ``INFO
+        keyspace``), which ``MEMORY USAGE`` leaves out, and less the shared value it counts; None
+        while the namespace holds no claim key.
+
+        Follows Redis 7's accounting (object.c); tests/test_stores.py checks it against
+        ``INFO memory``'s growth. Not supported on a Redis Cluster (ValueError).
+        """
+        self._single_node()
+        db = int(getattr(getattr(self.client, "connection_pool", None), "connection_kwargs", {}).get("db", 0))
+        return StoreCall(lambda _token: self._sampled_bytes_per_key(db))
+
+    def _sampled_bytes_per_key(self, db: int) -> Plan[Optional[float]]:
+        keys: List[bytes] = []
+        cursor = 0
+        for _ in range(MAX_SAMPLE_SCANS):
+            cursor, found = yield from self._scan_step(cursor, 1_000)
+            keys.extend(found)
+            if cursor == 0 or len(keys) >= SAMPLE_KEYS:
+                break
+        keys = keys[:SAMPLE_KEYS]
+        if not keys:
+            return None
+        replies = yield [command for key in keys for command in (
+            ("MEMORY", "USAGE", key, "SAMPLES", "0"), ("OBJECT", "REFCOUNT", key), ("PTTL", key))]
+        present = [i for i in range(len(keys)) if replies[3 * i] is not None]  # a key may expire meanwhile
+        if not present:
+            return None
+        per_key = [replies[3 * i] - (OBJECT_BYTES if replies[3 * i + 1] == SHARED_REFCOUNT else 0) for i in present]
+        expiring = sum(1 for i in present if replies[3 * i + 2] > 0) / len(present)
+        memory_stats, keyspace = yield [("MEMORY STATS",), ("INFO", "keyspace")]
+        tables = memory_stats.get(f"db.{db}", {})
+        counts: Dict[str, int] = keyspace.get(f"db{db}", {})
+        keys_in_db, expires_in_db = counts.get("keys", 0), counts.get("expires", 0)
+        # MEMORY STATS counts an entry and a value object per key, and one pointer per slot.
+        main_slots = (tables.get("overhead.hashtable.main", 0) - keys_in_db * (DICT_ENTRY_BYTES + OBJECT_BYTES))
+        expires_slots = tables.get("overhead.hashtable.expires", 0) - expires_in_db * DICT_ENTRY_BYTES
+        share = allocated_bytes(DICT_ENTRY_BYTES) - DICT_ENTRY_BYTES + main_slots / max(keys_in_db, 1)
+        share += expiring * (allocated_bytes(DICT_ENTRY_BYTES) + expires_slots / max(expires_in_db, 1))
+        return sum(per_key) / len(per_key) + share
+

@@ -40,7 +40,7 @@ from ..fingerprints import Fingerprints, multiply_shift
 from .._checks import check_capacity
 from .._plans import Plan
 from .base import StoreCall
-from ._redis import DEFAULT_GROUPS, GroupedScriptStore
+from ._redis import DEFAULT_GROUPS, DICT_ENTRY_BYTES, GroupedScriptStore, allocated_bytes
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
 #: under Redis's 512-entry intset limit (P(Poisson(400) > 512) = 3.4e-8 per shard).
@@ -48,6 +48,8 @@ MEMBERS_PER_SHARD = 400
 _LOW32 = np.uint64(0xFFFFFFFF)
 #: Shards sampled by :meth:`RedisShardedSetStore.bytes_per_url`.
 SAMPLE_SHARDS = 64
+#: An intset's header (encoding and length, 4 bytes each) before its members.
+INTSET_HEADER_BYTES = 8
 
 # The claim id of the lease records is "<shard>:<member>": what identifies a claim in this store.
 # With a window (GEN >= 0) a shard is one set per generation, "<shard key>:<generation>", expiring
@@ -141,8 +143,10 @@ class RedisShardedSetStore(GroupedScriptStore):
         return shards // np.uint64(self._shards_per_group), [self._shard_key(s) for s in shards.tolist()], members.tolist()
 
     def _measure(self) -> StoreCall[Optional[float]]:
-        """Redis memory per member over a random sample of shards (``MEMORY USAGE`` / ``SCARD``),
-        of the current generation with a window; None while the sampled shards are all empty."""
+        """Redis memory per member over a random sample of shards (of the current generation with a
+        window): ``MEMORY USAGE`` / ``SCARD``, with each intset and dict entry counted at the size
+        jemalloc allocates for it (``MEMORY USAGE`` counts an intset at its length; 1,608 bytes take
+        1,792); None while the sampled shards are all empty."""
         keys = [self._shard_key(random.randrange(self.shards)) for _ in range(SAMPLE_SHARDS)]
         if self.window is not None:  # the current generation's sets
             generation = self.window.generation(self.clock())
@@ -150,6 +154,15 @@ class RedisShardedSetStore(GroupedScriptStore):
         return StoreCall(lambda _token: self._sample(keys))
 
     def _sample(self, keys: List[bytes]) -> Plan[Optional[float]]:
-        replies = yield [command for key in keys for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("SCARD", key))]
-        used, members = sum(r or 0 for r in replies[0::2]), sum(replies[1::2])
+        replies = yield [command for key in keys for command in (
+            ("MEMORY", "USAGE", key, "SAMPLES", "0"), ("SCARD", key), ("OBJECT", "ENCODING", key))]
+        used = members = 0
+        for usage, count, encoding in zip(replies[0::3], replies[1::3], replies[2::3]):
+            if not count:
+                continue
+            used += usage + allocated_bytes(DICT_ENTRY_BYTES) - DICT_ENTRY_BYTES
+            if encoding in (b"intset", "intset"):  # a header of 8 bytes, then 32-bit members
+                blob = INTSET_HEADER_BYTES + 4 * count
+                used += allocated_bytes(blob) - blob
+            members += count
         return used / members if members else None

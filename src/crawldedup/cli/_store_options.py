@@ -1,0 +1,57 @@
+"""The options that choose a claim store, for the commands that open one (``doctor``, ``stats``).
+
+Each option is read and checked as its environment variable is (:data:`~crawldedup.config.SETTINGS`),
+and the environment (``DEDUP_STRATEGY``, ``REDIS_URL``...) fills in what the options leave out.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Any, Dict, Mapping
+
+from ..config import SETTINGS, DedupConfig
+from ..stores.factory import REDIS_STRATEGIES, STRATEGIES
+from ._io import EXIT_USAGE, CLIError
+
+#: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
+DEFAULT_SQLITE = "crawldedup.sqlite"
+#: Option (as argparse names it) -> the DedupConfig field it sets.
+STORE_OPTIONS = {
+    "strategy": "strategy", "redis_url": "redis_url", "sqlite": "sqlite_path", "namespace": "namespace",
+    "capacity": "capacity", "error_rate": "error_rate", "ttl_days": "ttl_days",
+}
+
+
+def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -> None:
+    """Add ``--strategy``, ``--redis-url``, ``--sqlite``, ``--namespace`` (unless ``namespace``
+    is False), ``--capacity``, ``--error-rate`` and ``--ttl-days`` to ``parser``."""
+    stores = [name for name, store in STRATEGIES.items() if store is not None]
+    parser.add_argument("--strategy", metavar="{" + ",".join(stores) + "}", help="the claim store ($DEDUP_STRATEGY)")
+    parser.add_argument("--redis-url", metavar="URL", help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
+    parser.add_argument("--sqlite", metavar="FILE",
+                        help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
+    if namespace:
+        parser.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    parser.add_argument("--capacity", metavar="N", help="URLs the store is sized for ($BLOOM_CAPACITY)")
+    parser.add_argument("--error-rate", metavar="P", help="false-positive rate of RedisBloom ($BLOOM_ERROR_RATE)")
+    parser.add_argument("--ttl-days", metavar="DAYS", help="lifetime of a claim in the set store ($VISITED_TTL_DAYS)")
+
+
+def store_config(args: argparse.Namespace, command: str, options: Mapping[str, str] = STORE_OPTIONS) -> DedupConfig:
+    """The environment's settings with the options given on top, each checked as its variable is.
+
+    :param options: option (as argparse names it) -> the DedupConfig field it sets.
+
+    :raises CLIError: (exit code 2) naming the option or variable that is wrong.
+    """
+    try:
+        config = DedupConfig.from_env()
+        given: Dict[str, Any] = {}
+        for option, field in options.items():
+            text = getattr(args, option, None)
+            if text is not None:
+                given[field] = SETTINGS[field].read(field, text)
+        return replace(config, **given)
+    except ValueError as exc:
+        raise CLIError(EXIT_USAGE, f"{exc}; see crawldedup {command} --help") from None

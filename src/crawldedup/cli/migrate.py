@@ -1,0 +1,118 @@
+"""``crawldedup migrate``: move a ``set`` namespace's claims to another store, so that a running
+crawl changes strategy without re-crawling what it visited (``stores/migration.py`` copies).
+
+The cutover, in order (docs/cli.md): run ``migrate`` while the workers run (the long copy);
+stop the workers; run the same command again (a last pass: it copies what was claimed during
+the first); start the workers on the new strategy. Each run is one pass, and a pass killed at
+any point resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Optional
+
+from .._wording import counted
+from ..config import SETTINGS, DedupConfig
+from ..stores.admin import namespace_record
+from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
+from ..stores.factory import STRATEGIES, STRATEGY_OF_KIND, open_store
+from ..stores.migration import BATCH, Migration, MigrationConflict
+from ..stores.redis_keys import RedisKeyStore
+from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
+from ._store_options import DEFAULT_SQLITE, store_config
+
+#: Option -> the DedupConfig field it sets (the source's Redis and namespace, the target's sizes).
+OPTIONS = {"redis_url": "redis_url", "namespace": "namespace", "sqlite": "sqlite_path", "capacity": "capacity",
+           "error_rate": "error_rate", "ttl_days": "ttl_days"}
+
+
+def add_command(commands: Any, epilog: str, formatter: Any) -> None:
+    """Add ``migrate`` to the ``crawldedup`` command's subcommands."""
+    migrate = commands.add_parser(
+        "migrate", help="copy a set namespace's claims into another store (resumable)",
+        description="Copy every claim of a set namespace into another store with SCAN in batches, recording "
+                    "the cursor so that a killed run resumes. Cutover: run it while the workers run, stop them, "
+                    "run it again, start them on the new strategy (docs/cli.md).",
+        epilog=epilog, formatter_class=formatter)
+    migrate.add_argument("--from", dest="source", required=True, choices=[RedisKeyStore.strategy],
+                         help="the store the claims are in")
+    migrate.add_argument("--to", dest="target", required=True,
+                         choices=[name for name, store in STRATEGIES.items() if store is not None],
+                         help="the store to copy them into")
+    migrate.add_argument("--redis-url", metavar="URL", help="the source's Redis ($REDIS_URL)")
+    migrate.add_argument("--namespace", metavar="NAME", help="the source namespace ($CRAWLDEDUP_NAMESPACE)")
+    migrate.add_argument("--to-redis-url", metavar="URL", help="the target's Redis (default: the source's)")
+    migrate.add_argument("--to-namespace", metavar="NAME",
+                         help="the target namespace (default: the source's; on the source's Redis it must differ)")
+    migrate.add_argument("--sqlite", metavar="FILE",
+                         help=f"the target database of --to sqlite (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
+    migrate.add_argument("--capacity", metavar="N", help="URLs a new target namespace is sized for ($BLOOM_CAPACITY)")
+    migrate.add_argument("--error-rate", metavar="P", help="false-positive rate of a RedisBloom target ($BLOOM_ERROR_RATE)")
+    migrate.add_argument("--ttl-days", metavar="DAYS", help="lifetime of the copies in a set target ($VISITED_TTL_DAYS)")
+    migrate.add_argument("--batch-size", type=int, default=BATCH, metavar="N",
+                         help=f"keys per SCAN step and per claim of the target (default {BATCH:,})")
+    migrate.add_argument("--restart", action="store_true",
+                         help="start over when a pass to another target was left half way (an abandoned migration)")
+    migrate.set_defaults(run=run_migrate)
+
+
+def _usage(message: str) -> CLIError:
+    return CLIError(EXIT_USAGE, f"{message}; see crawldedup migrate --help")
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    """Run one pass; see :func:`add_command` for the options."""
+    config = store_config(args, "migrate", OPTIONS)
+    if args.batch_size < 1:
+        raise _usage(f"--batch-size must be a positive integer, got {args.batch_size}")
+    if config.redis_url is None:
+        raise _usage("the set source needs --redis-url (or $REDIS_URL)")
+    target_url = args.to_redis_url or config.redis_url
+    target_namespace = args.to_namespace or config.namespace
+    try:
+        for text, field in ((target_url, "redis_url"), (target_namespace, "namespace")):
+            SETTINGS[field].check(text)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+    if args.target != "sqlite" and target_url == config.redis_url and target_namespace == config.namespace:
+        raise _usage(f"the target namespace must differ from the source's on the same Redis: give --to-namespace "
+                     f"(the namespace {config.namespace!r} stays stamped with the set strategy)")
+    try:
+        record = namespace_record(RedisKeyStore.strategy, config.namespace, redis_url=config.redis_url)
+        if record is None:
+            raise CLIError(EXIT_STATE, f"namespace {config.namespace!r} does not exist: nothing to migrate")
+        kind = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
+        if kind != RedisKeyStore.strategy:
+            raise CLIError(EXIT_STATE, f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
+                                       f"not set: only set namespaces can be migrated")
+        return _run(args, config, record["policy"], target_url, target_namespace)
+    except StoreRefused as exc:
+        raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
+    except StoreUnavailable as exc:
+        raise CLIError(EXIT_STORE, str(exc)) from None
+    except (NamespaceConflict, MigrationConflict) as exc:
+        raise CLIError(EXIT_STATE, str(exc)) from None
+
+
+def _run(args: argparse.Namespace, config: DedupConfig, policy: str, target_url: Optional[str],
+         target_namespace: str) -> int:
+    with RedisKeyStore(config.redis_url, namespace=config.namespace, policy_digest=policy) as source, \
+            open_store(args.target, namespace=target_namespace, policy_digest=policy, redis_url=target_url,
+                       sqlite_path=config.sqlite_path or DEFAULT_SQLITE, capacity=config.capacity,
+                       error_rate=config.error_rate, ttl_seconds=config.ttl_seconds) as target:
+        try:
+            done = Migration(source, target, args.batch_size).run_pass(restart=args.restart)
+        except MigrationConflict:
+            raise
+        except ValueError as exc:  # a Redis Cluster source cannot be scanned
+            raise CLIError(EXIT_USAGE, str(exc)) from None
+        print(f"crawldedup migrate: pass {done.passes} done: {counted(done.copied, 'claim')} copied to "
+              f"{target.description}, {done.present:,} already there, {done.leased:,} leased and left out "
+              f"(copied once their lease is done)", file=sys.stderr)
+        if done.passes == 1:
+            print(f"crawldedup migrate: next, stop the workers, run the same command again (a last pass), then "
+                  f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}",
+                  file=sys.stderr)
+    return EXIT_OK
