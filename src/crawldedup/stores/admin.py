@@ -89,9 +89,9 @@ def _module_text(module: Dict[bytes, Any]) -> str:
 
 def _sqlite_facts(store: SQLiteStore) -> ServerFacts:
     with store._lock:
-        pages = store._db.execute("PRAGMA page_count").fetchone()[0]
-        free = store._db.execute("PRAGMA freelist_count").fetchone()[0]
-        page_size = store._db.execute("PRAGMA page_size").fetchone()[0]
+        pages = store._connection().execute("PRAGMA page_count").fetchone()[0]
+        free = store._connection().execute("PRAGMA freelist_count").fetchone()[0]
+        page_size = store._connection().execute("PRAGMA page_size").fetchone()[0]
     disk_free = shutil.disk_usage(store.path.resolve().parent).free
     return ServerFacts(f"SQLite {sqlite3.sqlite_version}", (), (pages - free) * page_size,
                        pages * page_size + disk_free, "the file's size and the free disk space")
@@ -192,7 +192,7 @@ def count_claims(store: ClaimStore) -> int:
     if isinstance(store, SQLiteStore):
         def rows() -> int:
             with store._lock:
-                return int(store._db.execute("SELECT count(*) FROM crawldedup_claims WHERE namespace = ?",
+                return int(store._connection().execute("SELECT count(*) FROM crawldedup_claims WHERE namespace = ?",
                                              (store._namespace_id,)).fetchone()[0])
         return store._with_retries(rows)
     raise ValueError(f"the {store.strategy} store cannot count its claims")
