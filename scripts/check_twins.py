@@ -17,13 +17,21 @@ import crawldedup
 from crawldedup import bloom
 
 
+def has_twins(package: pkgutil.ModuleInfo) -> bool:
+    """Whether a subpackage holds a pure-Python twin (``_<name>_py``), read from its files: a
+    layer of an extra (``service``) needs its extra to import, and has no twins."""
+    path = Path(crawldedup.__file__).parent / package.name
+    return package.ispkg and any(m.name.startswith("_") and m.name.endswith("_py") for m in pkgutil.iter_modules([str(path)]))
+
+
 def layers_with_twins() -> dict[str, ModuleType]:
-    """Each layer (subpackage) whose selector says which twin it chose (``HAS_EXTENSION``)."""
+    """Each layer (subpackage) with twins, and its selector, which says the twin it chose (``HAS_EXTENSION``)."""
     found = {}
-    for info in pkgutil.iter_modules(crawldedup.__path__):
-        layer = importlib.import_module(f"crawldedup.{info.name}") if info.ispkg else None
-        if layer is not None and hasattr(layer, "HAS_EXTENSION"):
-            found[info.name] = layer
+    for info in filter(has_twins, pkgutil.iter_modules(crawldedup.__path__)):
+        layer = importlib.import_module(f"crawldedup.{info.name}")
+        if not hasattr(layer, "HAS_EXTENSION"):
+            sys.exit(f"crawldedup.{info.name} holds twins but its selector sets no HAS_EXTENSION")
+        found[info.name] = layer
     return found
 
 
