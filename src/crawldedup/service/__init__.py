@@ -5,6 +5,9 @@
 :class:`AsyncServiceClient`. The server needs the ``service`` extra; the clients need httpx.
 """
 
-from .client import AsyncServiceClient, ServiceClient
+try:
+    from .client import AsyncServiceClient, ServiceClient
+except ModuleNotFoundError as missing:  # a core install: the extra brings orjson and httpx
+    raise ImportError(f"crawldedup's service needs {missing.name}: pip install 'crawldedup[service]'") from None
 
 __all__ = ["AsyncServiceClient", "ServiceClient"]

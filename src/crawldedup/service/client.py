@@ -21,6 +21,15 @@ from ..dedup import ClaimBatch
 from ..stores.base import RetryPolicy, StoreUnavailable
 from .protocol import CALLS, invalid_urls, listed, read_answer, request_body
 
+
+def _httpx() -> Any:
+    """httpx, which the clients talk through, or an ImportError that says how to install it."""
+    try:
+        import httpx
+    except ModuleNotFoundError:
+        raise ImportError("crawldedup's service clients need httpx: pip install 'crawldedup[service]'") from None
+    return httpx
+
 T = TypeVar("T")
 #: Seconds a call may take before it fails (a 100,000-URL claim takes about one second).
 DEFAULT_TIMEOUT = 60.0
@@ -133,8 +142,7 @@ class ServiceClient(_Client):
 
     def __init__(self, url: str, *, token: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
                  retry: Optional[RetryPolicy] = None) -> None:
-        import httpx
-
+        httpx = _httpx()
         super().__init__(url, token=token, timeout=timeout, retry=retry)
         self._httpx = httpx
         self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -212,8 +220,7 @@ class AsyncServiceClient(_Client):
 
     def __init__(self, url: str, *, token: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
                  retry: Optional[RetryPolicy] = None) -> None:
-        import httpx
-
+        httpx = _httpx()
         super().__init__(url, token=token, timeout=timeout, retry=retry)
         self._httpx = httpx
         self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
