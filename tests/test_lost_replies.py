@@ -241,3 +241,24 @@ def test_content_check_through_a_lost_reply(proxy, redis_server):
     admin = redis_server.client()
     assert len(admin.keys(b"{faulty:pages}:receipt:*")) == 1  # each call deleted the one before it
     admin.close()
+
+
+def test_a_content_check_that_failed_after_its_reply_was_lost_is_resumed(proxy, redis_server):
+    """The page script ran, its reply was lost, Redis stayed unreachable for every retry:
+    StoreUnavailable. The same batch checked again (after another batch) gets the verdicts the
+    script gave (new), not its own writes (unchanged); a new call then finds them stored."""
+    urls, others = pages(200), pages(50, prefix="q")
+    fps = [random.Random(i).getrandbits(64) for i in range(200)]
+    with Deduplicator("set", redis_url=proxy.url, namespace="resume", capacity=10_000, retry=RETRY) as dedup:
+        dedup.check_content(["https://warm.example/"], [0])
+        proxy.lose_next_reply()
+        proxy.refuse = True
+        with pytest.raises(StoreUnavailable):
+            dedup.check_content(urls, fps)
+        proxy.refuse = False
+        assert proxy.replies_lost == 1
+        assert {c.verdict for c in dedup.check_content(others, [fp ^ 0xFFFF for fp in fps[:50]])} == {"new"}
+        assert [c.verdict for c in dedup.check_content(urls, fps)] == ["new"] * 200
+        assert [c.verdict for c in dedup.check_content(urls, fps)] == ["unchanged"] * 200
+    with Deduplicator("set", redis_url=redis_server.url, namespace="resume", capacity=10_000) as other:
+        assert [c.verdict for c in other.check_content(urls, fps)] == ["unchanged"] * 200  # stored once

@@ -33,12 +33,10 @@ from typing import Any, List, Optional, Sequence, Union
 import numpy as np
 
 from .._plans import drive
-from ..canonical import canonicalize_many
-from ..pages import PageCheck, open_pages
+from ..pages import PageCheck
 from ..stores.base import ClaimStore, check_lease_seconds
 from ..stores.factory import open_store
 from .aio import AsyncDeduplicator
-from .content import ContentChecks
 from .core import DEFAULT_SAMPLE_RATE, KEY_DOMAIN, ClaimBatch, DedupCore
 from .held import HOLD_SECONDS, HeldBatch, HoldState
 from .leases import URL
@@ -112,13 +110,6 @@ class Deduplicator(DedupCore[ClaimStore]):
             if self._owns_store and self.store is not None:
                 self.store.close()
             raise
-        distance, content_digest, pages_path = self._content_terms
-        self._content = ContentChecks(
-            lambda: open_pages(self.store, pages_path, namespace=self.config.namespace, max_distance=distance,
-                               content_digest=content_digest, canonical_digest=self.policy.digest,
-                               capacity=self.config.capacity),
-            distance, lambda urls: canonicalize_many(urls, policy=self.policy),
-        )
 
     def _make_store(self, strategy: str, **arguments: Any) -> ClaimStore:
         return open_store(strategy, **arguments)
@@ -304,7 +295,9 @@ class Deduplicator(DedupCore[ClaimStore]):
         refuses. Spellings of one page are one page. Every valid page's fingerprint becomes its
         latest, in batch order (a page later in the batch sees the ones before it), in one round
         trip: a Redis script, a SQLite transaction, or the local journal's one write
-        (``pages_path``). docs/content.md, "Stored pages".
+        (``pages_path``). docs/content.md, "Stored pages". A Redis call that raised
+        ``StoreUnavailable`` after the script may have run is resumed by the same batch checked
+        again: it gets the verdicts the store gave, as a claim does.
 
         :param urls: the pages' URLs as fetched (``str`` or ``bytes``).
         :param fingerprints: their SimHashes (:func:`crawldedup.content.simhash`), unsigned 64-bit.
@@ -314,7 +307,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises PageFileError: for a local journal of another k or policy, or a damaged one.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was stored).
         """
-        return self._content.check(urls, fingerprints)
+        return drive(self._content.plan(urls, fingerprints), self._ask)
 
     def store_bytes_per_page(self) -> Optional[float]:
         """Bytes per page stored by :meth:`check_content`, measured now (I/O; opens the page store).
@@ -322,7 +315,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         :returns: None while no page is stored.
         :raises StoreUnavailable: when the store cannot be reached.
         """
-        return self._content.pages.bytes_per_page()
+        return drive(self._content.measure(), self._ask)
 
     def store_bytes_per_url(self) -> Optional[float]:
         """Bytes per claimed URL in the store, measured now (I/O); for ``local``, the filter's bytes per item.

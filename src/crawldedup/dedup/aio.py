@@ -17,13 +17,16 @@ it. With a lease, they come back through :meth:`AsyncDeduplicator.expired` once 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List, Optional, Sequence, TypeVar
+from typing import Any, List, Optional, Sequence, TypeVar, Union
+
+import numpy as np
 
 from .._plans import Plan, Worker, adrive, inline
 from ..canonical import HAS_EXTENSION as COMPILED_CANONICAL
 from ..stores.aio import AsyncClaimStore
 from ..stores.factory import open_async_store
 from .core import ClaimBatch, DedupCore
+from ..pages import PageCheck
 from .leases import URL
 from .pipeline import StoreAsk
 
@@ -144,6 +147,19 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         await self.open()
         return await self._run(self._leases.expired(limit, lease), 0)
 
+    async def check_content(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> List[PageCheck]:
+        """See :meth:`Deduplicator.check_content`. A call cancelled while its exchange is in
+        flight leaves the pages as the store left them: a batch applied whole or not at all
+        (one script, one transaction, one lock). On Redis its token is kept, so the same batch
+        checked again gets the verdicts of the applied call; on SQLite and ``local``, a batch
+        that was applied is then compared with itself (its pages come back ``unchanged``)."""
+        size = len(urls) if self._content.opened else INLINE_URLS + 1  # the first call reads a local journal
+        return await self._run(self._content.plan(urls, fingerprints), size)
+
+    async def store_bytes_per_page(self) -> Optional[float]:
+        """See :meth:`Deduplicator.store_bytes_per_page`."""
+        return await self._run(self._content.measure(), INLINE_URLS + 1)
+
     async def store_bytes_per_url(self) -> Optional[float]:
         """See :meth:`Deduplicator.store_bytes_per_url`."""
         await self.open()
@@ -152,15 +168,19 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         return await self.store.bytes_per_url()
 
     async def aclose(self) -> None:
-        """Close the store and the local filter (flushing its file)."""
+        """Close the page store, the store and the local filter (flushing its file)."""
+        loop = asyncio.get_running_loop()
         try:
-            if self.store is not None:
-                await self.store.aclose()
+            await loop.run_in_executor(None, self._content.close)  # a local journal is compacted
         finally:
-            if self._opened:
-                await asyncio.get_running_loop().run_in_executor(None, self.local_filter.close)  # flushes the file
-            self._worker.close()
-            self._opened = False
+            try:
+                if self.store is not None:
+                    await self.store.aclose()
+            finally:
+                if self._opened:
+                    await loop.run_in_executor(None, self.local_filter.close)  # flushes the file
+                self._worker.close()
+                self._opened = False
 
     async def __aenter__(self) -> "AsyncDeduplicator":
         return await self.open()

@@ -1,13 +1,15 @@
 """Content checks of a Deduplicator: canonicalize, page ids, one page-store exchange, verdicts.
 
-Sans-I/O around the one exchange: :meth:`ContentChecks.prepare` turns the caller's URLs and
-SimHashes into a :class:`~crawldedup.pages.PageBatch`, :meth:`ContentChecks.finish` turns the
-store's answer into one verdict per URL; a sync or an async shell sends the batch between.
+A plan (:mod:`crawldedup._plans`) around the one exchange: :meth:`ContentChecks.prepare` turns
+the caller's URLs and SimHashes into a :class:`~crawldedup.pages.PageBatch`, the page store's
+exchange is asked of the claim store's channel (a :class:`~crawldedup.dedup.pipeline.StoreAsk`
+of ``perform``, which the blocking and the asyncio Deduplicator send alike), and
+:meth:`ContentChecks.finish` turns its answer into one verdict per URL.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -15,11 +17,17 @@ from ..bloom import hash_many
 from ..canonical import InvalidURL
 from ..content.index import as_fingerprints
 from .._checks import check_batch
+from .._plans import Plan
 from ..pages import INVALID, PageBatch, PageCheck, PageStore, Seen
+from ..pages.base import Step
+from ..stores.base import StoreCall
 from ..pages.plan import judge_batch, page_ids
 from .leases import URL
+from .pipeline import StoreAsk
 
 __all__ = ["ContentChecks", "PreparedPages"]
+
+T = TypeVar("T")
 
 Canonicalize = Callable[[Sequence[URL]], Tuple[List[Optional[str]], Dict[int, InvalidURL]]]
 
@@ -53,6 +61,11 @@ class ContentChecks:
             self._pages = self._opener()
         return self._pages
 
+    @property
+    def opened(self) -> bool:
+        """Whether the page store was opened (a local one read its journal)."""
+        return self._pages is not None
+
     def prepare(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> PreparedPages:
         """Check and canonicalize a batch (no I/O).
 
@@ -77,12 +90,25 @@ class ContentChecks:
             checks[position] = check
         return checks
 
-    def check(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> List[PageCheck]:
-        """prepare, one exchange, finish."""
+    def plan(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> Plan[List[PageCheck]]:
+        """:meth:`Deduplicator.check_content`, as a plan: prepare, one exchange, finish."""
         prepared = self.prepare(urls, fingerprints)
-        seen = self.pages.exchange(prepared.batch) if prepared.positions else []
+        seen: List[Seen] = []
+        if prepared.positions:
+            seen = yield from _sent(self.pages.exchange(prepared.batch))
         return self.finish(prepared, seen)
+
+    def measure(self) -> Plan[Optional[float]]:
+        """:meth:`Deduplicator.store_bytes_per_page`, as a plan."""
+        return (yield from _sent(self.pages.bytes_per_page()))
 
     def close(self) -> None:
         if self._pages is not None:
             self._pages.close()
+
+
+def _sent(step: Step[T]) -> Plan[T]:
+    """A page store's step: its call asked of the claim store's channel, or its answer as it is."""
+    if isinstance(step, StoreCall):
+        return (yield StoreAsk("perform", (step,)))  # type: ignore[no-any-return]
+    return step

@@ -20,7 +20,7 @@ import numpy as np
 from .._checks import PathArg, check_batch, check_name, check_path, integer_in, number_in
 from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from ..content.index_format import MAX_DISTANCE
-from ..pages import PAGES_SUFFIX
+from ..pages import PAGES_SUFFIX, open_pages
 from .._plans import Plan
 from ..bloom import LocalFilter, hash_many
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many
@@ -29,6 +29,7 @@ from ..fingerprints import Fingerprints
 from ..stores.aio import AsyncClaimStore
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
 from ..stores.factory import LOCAL
+from .content import ContentChecks
 from .leases import URL, Leases, lease_store
 from .pipeline import ClaimPipeline, StoreAsk
 from .state import open_state
@@ -147,9 +148,20 @@ class DedupCore(Generic[S]):
         check_path("pages_path", pages_path)
         if pages_path is None and self.config.state_path is not None:
             pages_path = f"{self.config.state_path}{PAGES_SUFFIX}"
-        #: How check_content stores pages: k, the content policy's digest, the journal's path.
-        self._content_terms = (content_distance, (content_policy or DEFAULT_CONTENT_POLICY).digest, pages_path)
+        content_digest = (content_policy or DEFAULT_CONTENT_POLICY).digest
+        #: check_content's steps, and its page store (opened on first use).
+        self._content = ContentChecks(
+            lambda: open_pages(self._claims(), pages_path, namespace=self.config.namespace,
+                               max_distance=content_distance, content_digest=content_digest,
+                               canonical_digest=self.policy.digest, capacity=self.config.capacity),
+            content_distance, lambda urls: canonicalize_many(urls, policy=self.policy),
+        )
         self._made()
+
+    def _claims(self) -> Optional[ClaimStore]:
+        """The claim store's logic (an asyncio store's too), whose channel the pages share."""
+        store = self.store
+        return store.store if isinstance(store, AsyncClaimStore) else store
 
     def _made(self) -> None:
         """What the constructor does last (the blocking Deduplicator opens its state file)."""

@@ -26,16 +26,18 @@ def open_pages(
 ) -> PageStore:
     """The page store of a claim store (None: the ``local`` strategy, in a journal file).
 
-    :param store: the Deduplicator's claim store, whose connection or file the pages share.
+    Only the local page store does I/O here (it reads its journal); the others open on their
+    first exchange, over the claim store's channel.
+
+    :param store: the Deduplicator's claim store, whose channel the pages share (for an
+        :class:`~crawldedup.stores.aio.AsyncClaimStore`, its ``store``).
     :param path: the journal of the ``local`` strategy; None keeps the pages in memory.
     :param namespace: whose pages (in a store): the crawl's namespace without its round, so
         that each round of a re-inspection crawl compares with the one before.
     :param canonical_digest: digest of the canonical policy of the page ids (the claim store
         records its own).
     :param capacity: pages a new Redis namespace is sized for.
-    :raises NamespaceConflict: when the store's pages were made with another k or content policy.
-    :raises PageFileError: for such a journal, or a damaged one.
-    :raises StoreUnavailable: when the store cannot be reached.
+    :raises PageFileError: for a journal of another k or policy, or a damaged one.
     """
     if store is None:
         return LocalPages(None if path is None else Path(path), max_distance=max_distance, content_digest=content_digest,

@@ -22,18 +22,27 @@ once both call theirs new. The script takes the batch's pages in order; for each
 page's previous fingerprint, the pages sharing one of its blocks (keeping those within k
 bits), then writes the new fingerprint and moves the page between block sets. The request and
 the reading of the reply are plain functions (:meth:`RedisPages.request`,
-:meth:`RedisPages.read`), so any shell that sends one command can use them.
+:meth:`RedisPages.read`); :meth:`RedisPages.exchange` puts them in a call that the claim
+store's channel sends (blocking or asyncio), under its retries.
+
+Lost replies: every call carries a token, and the script keeps its answers under the token's
+receipt. An attempt repeated after its reply was lost gets the receipt, not the batch's own
+writes; and a call that raised ``StoreUnavailable`` (or was cancelled) leaves its token with
+the claim store, so the same batch exchanged again resumes it (as claims do).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import random
 import struct
 from typing import Any, List, Optional, Tuple
 
-from ..stores.base import ClaimStore, NamespaceConflict
+import numpy as np
+
+from .._plans import Plan
+from ..fingerprints import Fingerprints
+from ..stores.base import ClaimStore, NamespaceConflict, StoreCall, request_key
 from ..content.index import blocks
 from .base import PageStore
 from .plan import PageBatch, Seen, block_values
@@ -50,8 +59,6 @@ PAGES_PER_SHARD = 100
 #: a changed page would come back unchanged). It outlives every attempt of one call with the
 #: default retry policy (61 s, docs/stores.md "Faults"); the caller's next call deletes it.
 RECEIPT_SECONDS = 300
-#: Random bytes of a call's token.
-TOKEN_BYTES = 16
 #: Page-hash shards and block sets sampled by :meth:`RedisPages.bytes_per_page`.
 SAMPLE_KEYS = 64
 _SIMHASH = struct.Struct(">Q")
@@ -155,11 +162,13 @@ def shards_for(capacity: int) -> int:
 
 
 class RedisPages(PageStore):
-    """Pages of ``namespace`` in the Redis of ``store`` (any Redis strategy).
+    """Pages of ``namespace`` in the Redis of ``store`` (any Redis strategy; its calls go over
+    the store's channel: :meth:`ClaimStore.perform` or :meth:`AsyncClaimStore.perform`).
+
+    Nothing is sent when made: the first exchange creates the namespace's page record, or
+    checks ours against it.
 
     :param capacity: pages a new namespace is sized for (an existing one keeps its shards).
-    :raises NamespaceConflict: when the namespace's pages were made with another k or policy.
-    :raises StoreUnavailable: when Redis cannot be reached.
     """
 
     strategy = "redis"
@@ -169,7 +178,6 @@ class RedisPages(PageStore):
         super().__init__(max_distance, content_digest)
         self._store = store
         self.namespace = namespace
-        self._client = getattr(store, "client")
         self._tag = f"{{{namespace}:pages}}"
         self.meta_key = f"{self._tag}:meta"
         #: The receipt of the last call answered, deleted by the next call.
@@ -180,7 +188,6 @@ class RedisPages(PageStore):
             "content_policy", content_digest, "max_distance", str(max_distance), "shards", str(shards_for(capacity)),
             *[str(n) for offset_width in blocks(max_distance) for n in offset_width],
         ]
-        self.exchange(PageBatch([], [], []))  # makes or checks the namespace's page record
 
     @property
     def description(self) -> str:
@@ -221,52 +228,53 @@ class RedisPages(PageStore):
             seen.append(Seen(previous, near))
         return seen
 
-    def exchange(self, batch: PageBatch) -> List[Seen]:
-        token = os.urandom(TOKEN_BYTES)
-        command = self.request(batch, token)
-        seen = self.read(self._store.round_trip(lambda: self._client.execute_command(*command)))
-        self.answered(token)
-        return seen
+    def exchange(self, batch: PageBatch) -> StoreCall[List[Seen]]:
+        """One script call; the same batch (ids and SimHashes) exchanged again after
+        ``StoreUnavailable`` or a cancellation resumes it (its request key)."""
 
-    def bytes_per_page(self) -> Optional[float]:
-        """Redis memory per stored page, from samples (two round trips: for a report, not per batch).
+        def plan(token: bytes) -> Plan[List[Seen]]:
+            replies = yield [self.request(batch, token)]
+            seen = self.read(replies[0])
+            self.answered(token)
+            return seen
+
+        rows = np.empty((len(batch.ids), 2), dtype=np.uint64)
+        rows[:, 0] = np.asarray(batch.ids, dtype=np.int64).view(np.uint64)
+        rows[:, 1] = np.asarray(batch.simhashes, dtype=np.uint64)
+        return StoreCall(plan, request_key("pages", self.namespace, self.content_digest, Fingerprints(rows)), len(rows))
+
+    def bytes_per_page(self) -> StoreCall[Optional[float]]:
+        """Redis memory per stored page, from samples (three round trips: for a report, not per batch).
 
         A page's share of its page-hash shard (``MEMORY USAGE`` / ``HLEN`` of random shards), plus
         its share of each of its k + 1 block sets (``MEMORY USAGE`` / ``SCARD``, for pages of
         those shards).
         """
-        shards = int(self._client.hget(self.meta_key, "shards") or 1)
-        page_keys = [f"{self._tag}:p:{random.randrange(shards)}" for _ in range(SAMPLE_KEYS)]
 
-        def sample_pages() -> Tuple[int, int, List[Any]]:
-            pipe = self._client.pipeline(transaction=False)
+        def plan(_token: bytes) -> Plan[Optional[float]]:
+            shards = int((yield [("HGET", self.meta_key, "shards")])[0] or 1)
+            page_keys = [f"{self._tag}:p:{random.randrange(shards)}" for _ in range(SAMPLE_KEYS)]
+            commands: List[Tuple[Any, ...]] = []
             for key in page_keys:
-                pipe.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")
-                pipe.hlen(key)
-            for key in page_keys[:8]:
-                pipe.hvals(key)
-            replies = pipe.execute()
+                commands += [("MEMORY", "USAGE", key, "SAMPLES", "0"), ("HLEN", key)]
+            commands += [("HVALS", key) for key in page_keys[:8]]
+            replies = yield commands
             head = replies[:2 * SAMPLE_KEYS]
             values = [v for shard in replies[2 * SAMPLE_KEYS:] for v in shard][:SAMPLE_KEYS]
-            return sum(r or 0 for r in head[0::2]), sum(head[1::2]), values
+            page_bytes, entries = sum(r or 0 for r in head[0::2]), sum(head[1::2])
+            if not entries:
+                return None
+            block_keys = [f"{self._tag}:b:{t}:{v}" for value in values
+                          for t, v in enumerate(block_values(_SIMHASH.unpack_from(value)[0], self.max_distance))]
+            sets: List[Any] = []
+            if block_keys:
+                sets = yield [command for key in block_keys
+                              for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("SCARD", key))]
+            shares = [used / members for used, members in zip(sets[0::2], sets[1::2]) if members]
+            per_page_sets = sum(shares) / len(values) if values else 0.0
+            return page_bytes / entries + per_page_sets
 
-        page_bytes, entries, values = self._store.round_trip(sample_pages)
-        if not entries:
-            return None
-        block_keys = [f"{self._tag}:b:{t}:{v}" for value in values
-                      for t, v in enumerate(block_values(_SIMHASH.unpack_from(value)[0], self.max_distance))]
-
-        def sample_sets() -> List[Any]:
-            pipe = self._client.pipeline(transaction=False)
-            for key in block_keys:
-                pipe.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")
-                pipe.scard(key)
-            return pipe.execute()
-
-        replies = self._store.round_trip(sample_sets) if block_keys else []
-        shares = [used / members for used, members in zip(replies[0::2], replies[1::2]) if members]
-        per_page_sets = sum(shares) / len(values) if values else 0.0
-        return page_bytes / entries + per_page_sets
+        return StoreCall(plan)
 
     def close(self) -> None:
         """Nothing to release: the connection is the claim store's."""

@@ -13,17 +13,18 @@ Schema (a documented format, docs/content.md "Stored pages")::
 ``page`` is the page id (:func:`~crawldedup.pages.plan.page_ids`), ``simhash`` the SimHash
 as a signed 64-bit integer, ``block`` each of its k + 1 blocks as ``t << 32 | value`` (Manku
 et al.'s blocked tables as one index: a lookup reads the pages sharing one of its blocks).
-A batch is one ``BEGIN IMMEDIATE`` transaction on a connection of its own to the file.
+A batch is one ``BEGIN IMMEDIATE`` transaction over the claim store's connection (its channel:
+blocking, or its worker thread for asyncio), so a batch is applied whole or not at all.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional
 
-from ..stores.base import NamespaceConflict
-from ..stores.sqlite import BUSY_TIMEOUT_SECONDS, SQLiteStore
+from .._plans import Plan
+from ..stores.base import NamespaceConflict, StoreCall
+from ..stores.sqlite import SQLiteStore, Work
 from .base import PageStore
 from .plan import PageBatch, Seen, block_values
 
@@ -55,11 +56,11 @@ def _unsigned(stored: int) -> int:
 
 
 class SQLitePages(PageStore):
-    """Pages of ``namespace`` in the SQLite file of ``store``.
+    """Pages of ``namespace`` in the SQLite file of ``store`` (its calls go over the store's
+    channel: :meth:`ClaimStore.perform` or :meth:`AsyncClaimStore.perform`).
 
-    :raises NamespaceConflict: when the namespace's pages were made with another k or policy.
-    :raises StoreRefused: when the file is not a writable SQLite database.
-    :raises StoreUnavailable: when the file stays locked.
+    Nothing is read when made: the first exchange creates the tables and the namespace's
+    record, or checks ours against it (:class:`NamespaceConflict` when they differ).
     """
 
     strategy = "sqlite"
@@ -68,51 +69,22 @@ class SQLitePages(PageStore):
         super().__init__(max_distance, content_digest)
         self._store = store
         self.namespace = namespace
-        self._lock = threading.Lock()
-        self._db = store.round_trip(self._connect)
-        try:
-            self._namespace = store.round_trip(self._open_namespace)
-        except BaseException:
-            self._db.close()
-            raise
+        #: The namespace's row id, once read.
+        self._namespace: Optional[int] = None
         self._blocks = ",".join("?" * (max_distance + 1))
 
     @property
     def description(self) -> str:
         return f"pages of namespace {self.namespace!r} in the {self._store.description}"
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self._store.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
-                             check_same_thread=False)
-        try:
-            db.executescript(_SCHEMA)
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    def _transaction(self, work: Any) -> Any:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(self._db)
-                self._db.execute("COMMIT")
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-            return result
-
-    def _open_namespace(self) -> int:
+    def _open_namespace(self, db: sqlite3.Connection) -> int:
         wanted = (PAGE_LAYOUT_VERSION, self._store.policy_digest, self.content_digest, self.max_distance)
-
-        def work(db: sqlite3.Connection) -> Tuple[Any, ...]:
-            db.execute("INSERT OR IGNORE INTO crawldedup_page_namespaces (name, layout, canonical_policy, "
-                       "content_policy, max_distance) VALUES (?, ?, ?, ?, ?)", (self.namespace, *wanted))
-            return db.execute("SELECT id, layout, canonical_policy, content_policy, max_distance FROM "
-                              "crawldedup_page_namespaces WHERE name = ?", (self.namespace,)).fetchone()
-
-        row = self._transaction(work)
+        for statement in _SCHEMA.split(";")[:-1]:
+            db.execute(statement)
+        db.execute("INSERT OR IGNORE INTO crawldedup_page_namespaces (name, layout, canonical_policy, "
+                   "content_policy, max_distance) VALUES (?, ?, ?, ?, ?)", (self.namespace, *wanted))
+        row = db.execute("SELECT id, layout, canonical_policy, content_policy, max_distance FROM "
+                         "crawldedup_page_namespaces WHERE name = ?", (self.namespace,)).fetchone()
         for field, stored, ours in zip(("layout", "canonical_policy", "content_policy", "max_distance"), row[1:], wanted):
             if stored != ours:
                 raise NamespaceConflict(
@@ -121,11 +93,20 @@ class SQLitePages(PageStore):
                 )
         return int(row[0])
 
-    def exchange(self, batch: PageBatch) -> List[Seen]:
-        return self._store.round_trip(lambda: self._transaction(lambda db: self._apply(db, batch)))
+    def exchange(self, batch: PageBatch) -> StoreCall[List[Seen]]:
+        """One transaction (no token needed: a failed one leaves nothing, so every attempt
+        starts from the same state)."""
 
-    def _apply(self, db: sqlite3.Connection, batch: PageBatch) -> List[Seen]:
-        ns, k = self._namespace, self.max_distance
+        def plan(_token: bytes) -> Plan[List[Seen]]:
+            if self._namespace is None:
+                self._namespace = yield Work(self._open_namespace)
+            namespace = self._namespace
+            return (yield Work(lambda db: self._apply(db, namespace, batch)))
+
+        return StoreCall(plan, size=len(batch.ids))
+
+    def _apply(self, db: sqlite3.Connection, ns: int, batch: PageBatch) -> List[Seen]:
+        k = self.max_distance
         near_sql = (f"SELECT DISTINCT p.page, p.simhash, p.url FROM crawldedup_page_blocks b JOIN crawldedup_pages p "
                     f"ON p.namespace = b.namespace AND p.page = b.page "
                     f"WHERE b.namespace = ? AND b.block IN ({self._blocks}) AND b.page != ?")
@@ -147,19 +128,22 @@ class SQLitePages(PageStore):
                            [(ns, block, page) for block in blocks])
         return seen
 
-    def bytes_per_page(self) -> Optional[float]:
+    def bytes_per_page(self) -> StoreCall[Optional[float]]:
         """Bytes of the two page tables' pages per stored page, all namespaces together (reads
         both tables: for a report, not per batch)."""
 
-        def measure() -> Optional[float]:
-            with self._lock:
-                pages = self._db.execute("SELECT count(*) FROM crawldedup_pages").fetchone()[0]
-                used = self._db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN "
-                                        "('crawldedup_pages', 'crawldedup_page_blocks')").fetchone()[0]
+        def measure(db: sqlite3.Connection) -> Optional[float]:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'crawldedup_pages'").fetchone() is None:
+                return None
+            pages = db.execute("SELECT count(*) FROM crawldedup_pages").fetchone()[0]
+            used = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN "
+                              "('crawldedup_pages', 'crawldedup_page_blocks')").fetchone()[0]
             return used / pages if pages else None
 
-        return self._store.round_trip(measure)
+        def plan(_token: bytes) -> Plan[Optional[float]]:
+            return (yield Work(measure, write=False))
+
+        return StoreCall(plan)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        """Nothing to release: the connection is the claim store's."""

@@ -116,6 +116,10 @@ class AsyncClaimStore:
         with self.store._call_token(call.resume_key, token) as used:
             return await self._with_retries(lambda: adrive(plan(used), self.store._asend, resume))
 
+    async def perform(self, call: Union[StoreCall[T], T]) -> T:
+        """See :meth:`ClaimStore.perform`: another layer's call over this store's channel, awaited."""
+        return await self._perform(call)
+
     async def claim_and_read(
         self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None,
         token: Optional[bytes] = None,

@@ -410,14 +410,16 @@ class ClaimStore(abc.ABC):
         """Send one request of a plan and return its reply (the async channel)."""
         raise NotImplementedError
 
-    def round_trip(self, call: Callable[[], T]) -> T:
-        """Run ``call``, one exchange of another layer over this store's connection or file (the
-        pages of content checks), under this store's retries and error messages.
+    def perform(self, call: Union[StoreCall[T], T]) -> T:
+        """Run another layer's call (the page exchanges of content checks) over this store's
+        channel, under its retries, error messages and tokens (a call with a ``resume_key``
+        that raised :class:`StoreUnavailable` is resumed when made again); an answer that
+        needed no I/O is returned as it is.
 
         :raises StoreRefused: at the first permanent error.
         :raises StoreUnavailable: when every attempt failed with a transient error.
         """
-        return self._with_retries(call)
+        return self._perform(call)
 
     def _with_retries(self, call: Callable[[], T]) -> T:
         """Run ``call`` under the retry policy; count round trips and failures.
