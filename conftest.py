@@ -13,7 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, NoReturn, Optional, Sequence
 
 import pytest
 
@@ -200,6 +200,155 @@ def serve_redis(binary: str, module: Optional[str], extra_args: Sequence[str] = 
         shutil.rmtree(server.workdir, ignore_errors=True)
 
 
+def find_sentinel() -> Optional[List[str]]:
+    """The command that starts a Redis Sentinel: Debian's ``redis-sentinel`` (what CI installs),
+    else ``redis-server --sentinel`` (the same program); None without either."""
+    found = shutil.which("redis-sentinel")
+    if found:
+        return [found]
+    server = find_redis_server()
+    return [server, "--sentinel"] if server else None
+
+
+def _ask(port: int, *command: str, timeout: float = 2.0):
+    """One command to the server on ``port`` of loopback; None when it does not answer."""
+    import redis
+
+    client = redis.Redis(port=port, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        return client.execute_command(*command)
+    except (redis.RedisError, OSError):
+        return None
+    finally:
+        client.close()
+
+
+def _replication(port: int) -> Dict[str, object]:
+    """``INFO replication`` of the server on ``port`` (empty when it does not answer)."""
+    import redis
+
+    client = redis.Redis(port=port, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        return client.info("replication")
+    except (redis.RedisError, OSError):
+        return {}
+    finally:
+        client.close()
+
+
+def _wait_for(what: str, ready: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} not within {timeout}s")
+        time.sleep(0.1)
+
+
+class SentinelSet:
+    """A primary, its replicas and the Sentinels that watch them, all real processes on free
+    loopback ports: the deployment a ``redis+sentinel://`` URL names.
+
+    The Sentinels call the primary down after ``down_after_ms`` without an answer and promote a
+    replica (quorum 2 of 3), so a test's failover takes a few seconds.
+    """
+
+    SERVICE = "crawl"
+
+    def __init__(self, binary: str, sentinel: Sequence[str], module: Optional[str] = None, replicas: int = 2,
+                 sentinels: int = 3, down_after_ms: int = 1000) -> None:
+        self.primary = RedisServer(binary, module)
+        self.replicas = [RedisServer(binary, module, extra_args=("--replicaof", "127.0.0.1", str(self.primary.port)))
+                         for _ in range(replicas)]
+        self.sentinel_command = list(sentinel)
+        self.sentinel_ports = [_free_port() for _ in range(sentinels)]
+        self.down_after_ms = down_after_ms
+        self.workdir = tempfile.mkdtemp(prefix="crawldedup-sentinel-")
+        self.sentinels: List[subprocess.Popen] = []
+
+    @property
+    def url(self) -> str:
+        """``redis+sentinel://`` naming every Sentinel and the service."""
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.SERVICE}/0"
+
+    @property
+    def servers(self) -> List[RedisServer]:
+        return [self.primary, *self.replicas]
+
+    def start(self, timeout: float = 30.0) -> None:
+        for server in self.servers:
+            server.start()
+        _wait_for("replicas in sync", lambda: all(
+            _replication(r.port).get("master_link_status") == "up" for r in self.replicas), timeout)
+        for port in self.sentinel_ports:
+            config = Path(self.workdir) / f"sentinel-{port}.conf"
+            config.write_text(
+                f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.workdir}\n"
+                f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+                f"sentinel down-after-milliseconds {self.SERVICE} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.SERVICE} 10000\n"
+                f"sentinel parallel-syncs {self.SERVICE} 2\n")
+            self.sentinels.append(subprocess.Popen([*self.sentinel_command, str(config)],
+                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        # Each Sentinel has found the replicas and the other Sentinels (through the primary).
+        _wait_for("sentinels ready", lambda: all(self._sentinel_sees(port) for port in self.sentinel_ports), timeout)
+
+    def _sentinel_sees(self, port: int) -> bool:
+        info = _ask(port, "SENTINEL", "MASTER", self.SERVICE)
+        if not info:
+            return False
+        return (int(info.get(b"num-slaves", 0)) == len(self.replicas)
+                and int(info.get(b"num-other-sentinels", 0)) == len(self.sentinel_ports) - 1)
+
+    def primary_port(self) -> Optional[int]:
+        """The primary's port as the first Sentinel that answers names it."""
+        for port in self.sentinel_ports:
+            address = _ask(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.SERVICE)
+            if address:  # (host, port)
+                return int(address[1])
+        return None
+
+    def stop(self) -> None:
+        for process in self.sentinels:
+            if process.poll() is None:
+                process.kill()
+            process.wait(timeout=10)
+        self.sentinels = []
+        for server in self.servers:
+            server.stop()
+            shutil.rmtree(server.workdir, ignore_errors=True)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def missing(message: str) -> NoReturn:
+    """A test without a program it needs: skipped locally, failed under ``CI=true``."""
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def required_sentinel() -> List[str]:
+    """The Sentinel command: under ``CI=true`` Debian's ``redis-sentinel`` (what scripts/test
+    installs), elsewhere also ``redis-server --sentinel``."""
+    required_redis_server()
+    command = find_sentinel()
+    if command is None or (IN_CI and "--sentinel" in command):
+        missing("redis-sentinel not found: apt-get install redis-sentinel")
+    return command
+
+
+@pytest.fixture
+def sentinel_set() -> Iterator[SentinelSet]:
+    """A fresh primary with two replicas (RedisBloom loaded where available) and three Sentinels
+    (a test may kill any of them)."""
+    deployment = SentinelSet(required_redis_server(), required_sentinel(), find_redisbloom())
+    try:
+        deployment.start()
+        yield deployment
+    finally:
+        deployment.stop()
+
+
 @pytest.fixture
 def redis_url(redis_server: RedisServer) -> str:
     """A flushed database on the session's Redis (restarted if a test stopped it)."""
@@ -226,12 +375,17 @@ class RedisClusterServers:
 
     MASTERS = 3
 
-    def __init__(self, binary: str, cli: str) -> None:
+    def __init__(self, binary: str, cli: str, replicas: int = 0, node_timeout_ms: int = 5000) -> None:
         self.binary = binary
         self.cli = cli
-        self.ports = [_free_port() for _ in range(self.MASTERS)]
+        #: Replicas of each master (``--cluster-replicas``), and how long a node may stay silent
+        #: before the others fail it (a replica then takes over its master's slots).
+        self.replicas = replicas
+        self.node_timeout_ms = node_timeout_ms
+        nodes = self.MASTERS * (1 + replicas)
+        self.ports = [_free_port() for _ in range(nodes)]
         # The cluster bus defaults to port + 10000, which may be taken or past 65535: pick it too.
-        self.bus_ports = [_free_port() for _ in range(self.MASTERS)]
+        self.bus_ports = [_free_port() for _ in range(nodes)]
         self.workdir = tempfile.mkdtemp(prefix="crawldedup-cluster-")
         self.processes: list[subprocess.Popen] = []
 
@@ -247,7 +401,7 @@ class RedisClusterServers:
             self.processes.append(subprocess.Popen(
                 [self.binary, "--port", str(port), "--cluster-port", str(bus_port), "--bind", "127.0.0.1",
                  "--cluster-enabled", "yes",
-                 "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", "5000",
+                 "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", str(self.node_timeout_ms),
                  "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))
@@ -261,7 +415,7 @@ class RedisClusterServers:
                 time.sleep(0.05)
         created = subprocess.run(
             [self.cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-             "--cluster-replicas", "0", "--cluster-yes"],
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             capture_output=True, text=True, timeout=timeout,
         )
         if created.returncode != 0:
@@ -271,6 +425,13 @@ class RedisClusterServers:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"cluster node on port {port} did not reach cluster_state:ok within {timeout}s")
                 time.sleep(0.1)
+        if self.replicas:
+            def synced() -> bool:
+                infos = [_replication(port) for port in self.ports]
+                replicas = [info for info in infos if info.get("role") == "slave"]
+                return (len(replicas) == self.MASTERS * self.replicas
+                        and all(info.get("master_link_status") == "up" for info in replicas))
+            _wait_for("cluster replicas in sync", synced, timeout)
 
     def _ask(self, port: int, *command: str) -> str:
         try:
@@ -295,15 +456,29 @@ class RedisClusterServers:
 def redis_cluster(server_kind: str) -> Iterator[RedisClusterServers]:
     """The session's 3-master cluster of ``server_kind`` (created with Debian's redis-cli, which
     speaks to Valkey too). Missing binaries skip locally and fail under ``CI=true``."""
-    cli = shutil.which("redis-cli")
-    if cli is None:
-        message = "redis-cli is needed for the cluster tests: apt-get install redis-server"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    cluster = RedisClusterServers(required_server(server_kind), cli)
+    cluster = RedisClusterServers(required_server(server_kind), _redis_cli())
     try:
         cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.workdir, ignore_errors=True)
+
+
+def _redis_cli() -> str:
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        missing("redis-cli is needed for the cluster tests: apt-get install redis-server")
+    return cli
+
+
+@pytest.fixture
+def replicated_cluster() -> Iterator[RedisClusterServers]:
+    """A fresh Redis 7 cluster of 3 masters with a replica each; a master silent for 1 s is failed
+    over to its replica (a test may kill any node)."""
+    cluster = RedisClusterServers(required_redis_server(), _redis_cli(), replicas=1, node_timeout_ms=1000)
+    try:
+        cluster.start(timeout=60)
         yield cluster
     finally:
         cluster.stop()
@@ -413,7 +588,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         ):
             dropped.append(item)
             continue
-        if {"redis_server", "redis_cluster"} & names:
+        if {"redis_server", "redis_cluster", "sentinel_set", "replicated_cluster"} & names:
             item.add_marker(pytest.mark.redis)
         kept.append(item)
     if dropped:

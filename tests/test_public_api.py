@@ -12,6 +12,7 @@ PUBLIC = {
     "DEFAULT_POLICY",
     "DedupStats",
     "Deduplicator",
+    "Durability",
     "FilterFileError",
     "InvalidURL",
     "LeasesUnsupported",

@@ -121,7 +121,8 @@ def test_the_command_follows_the_umask(mask, tmp_path):
     f"redis://:{ENCODED}@127.0.0.1:{{port}}/0",
     f"redis://crawler@127.0.0.1:{{port}}/0?password={ENCODED}",
     f"rediss://crawler:{ENCODED}@127.0.0.1:{{port}}/0?ssl_cert_reqs=none",
-], ids=["user-password", "password-only", "password-in-query", "tls"])
+    f"redis+sentinel://crawler:{ENCODED}@127.0.0.1:{{port}},localhost:{{port}}/crawl/0",
+], ids=["user-password", "password-only", "password-in-query", "tls", "sentinel"])
 @pytest.mark.parametrize("strategy", ["set", "sharded-set", "bloom"])
 def test_unreachable_store_errors_and_logs_hide_the_password(url, strategy, caplog):
     url = url.format(port=closed_port())
@@ -139,6 +140,9 @@ def test_a_bad_redis_url_setting_hides_the_password():
 
     with pytest.raises(ValueError, match="REDIS_URL") as raised:
         DedupConfig.from_env({"REDIS_URL": f"http://crawler:{ENCODED}@cache.internal:6379/0"})
+    assert_no_secret(full_text(raised.value))
+    with pytest.raises(ValueError, match="service name") as raised:
+        DedupConfig.from_env({"REDIS_URL": f"redis+sentinel://crawler:{ENCODED}@cache.internal:26379"})
     assert_no_secret(full_text(raised.value))
 
 

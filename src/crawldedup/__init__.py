@@ -10,6 +10,7 @@ from .bloom import BloomFilter
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
 from .dedup import AsyncDeduplicator, ClaimBatch, DedupStats, Deduplicator, open_state
 from .stores import (
+    Durability,
     LeasesUnsupported,
     NamespaceConflict,
     RedisBloomStore,
@@ -33,6 +34,7 @@ __all__ = [
     "ClaimBatch",
     "DedupStats",
     "Deduplicator",
+    "Durability",
     "InvalidURL",
     "LeasesUnsupported",
     "NamespaceConflict",

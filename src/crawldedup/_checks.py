@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Optional, Union
-from urllib.parse import urlsplit, urlunsplit
+from typing import List, NamedTuple, Optional, Tuple, Union
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from redis.connection import parse_url
 
@@ -27,8 +27,12 @@ MAX_CAPACITY = 1 << 48
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/@+=-]{1,200}")
 NAME_RULE = "1 to 200 characters from [A-Za-z0-9_.:/@+=-]"
 _QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
-#: The schemes redis-py connects with.
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+#: The scheme of a Redis whose primary Sentinels name (see :func:`parse_sentinel_url`).
+SENTINEL_SCHEME = "redis+sentinel://"
+#: The schemes redis-py connects with, and Sentinel's.
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", SENTINEL_SCHEME)
+#: A Sentinel's port when its URL gives none.
+SENTINEL_PORT = 26379
 REDIS_URL_RULE = f"a URL starting with {', '.join(REDIS_SCHEMES)}"
 
 
@@ -145,6 +149,48 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
+class SentinelURL(NamedTuple):
+    """What a ``redis+sentinel://`` URL names: its Sentinels, the service (master name) they
+    watch, the database and the primary's credentials."""
+
+    sentinels: List[Tuple[str, int]]
+    service: str
+    db: int
+    username: Optional[str]
+    password: Optional[str]
+
+
+def parse_sentinel_url(url: str) -> SentinelURL:
+    """Read ``redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service[/db]``.
+
+    The convention of the Redis-Sentinel-Url package, kept by LangChain, RedisVL and Prefect:
+    comma-separated Sentinels (port 26379 when omitted), then the service name the Sentinels
+    monitor, then the database (default 0). The user and password are the primary's (and its
+    replicas'); the Sentinels are asked without one.
+
+    :raises ValueError: naming what is wrong (the password never shown).
+    """
+    parts = urlsplit(url)
+    if parts.query or parts.fragment:
+        raise ValueError("a redis+sentinel URL takes no query arguments")
+    hosts = parts.netloc.rpartition("@")[2]
+    sentinels = []
+    for host in hosts.split(","):
+        name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
+        if not name or (colon and not (port.isdigit() and 0 < int(port) < 65536)):
+            raise ValueError(f"each Sentinel must be host[:port] with a port in [1, 65535], got {host!r}")
+        sentinels.append((name, int(port) if colon else SENTINEL_PORT))
+    path = [piece for piece in parts.path.split("/") if piece]
+    if not path or len(path) > 2:
+        raise ValueError("give the service name the Sentinels monitor, and optionally the database: "
+                         "redis+sentinel://host:port[,host:port...]/SERVICE[/DB]")
+    if len(path) == 2 and not path[1].isdigit():
+        raise ValueError(f"the database must be a number, got {path[1]!r}")
+    return SentinelURL(sentinels, unquote(path[0]), int(path[1]) if len(path) == 2 else 0,
+                       unquote(parts.username) if parts.username else None,
+                       unquote(parts.password) if parts.password is not None else None)
+
+
 def redis_url_refusal(url: object) -> Optional[str]:
     """``must be a URL starting with ..., got '<url>': <what is wrong>`` (the password hidden),
     or None for a URL redis-py can connect with."""
@@ -171,6 +217,12 @@ def _redis_url_problem(url: str) -> Optional[str]:
     parts = urlsplit(url)
     if not url.startswith(REDIS_SCHEMES):
         return f"unknown scheme {parts.scheme + '://' if parts.scheme else '(none)'}"
+    if url.startswith(SENTINEL_SCHEME):
+        try:
+            parse_sentinel_url(url)
+        except ValueError as exc:
+            return str(exc)
+        return None
     try:
         port = parts.port
     except ValueError:

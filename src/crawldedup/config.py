@@ -19,7 +19,8 @@ from ._checks import (
     number_in,
     redis_url_refusal,
 )
-from .stores.factory import STRATEGY_CHOICES, strategy_name
+from .stores.durability import LEVELS, MAX_REPLICAS, MAX_WAIT_SECONDS, Durability, check_level
+from .stores.factory import REDIS_STRATEGIES, STRATEGY_CHOICES, strategy_name
 from .windows import DEFAULT_GENERATIONS, MAX_GENERATIONS, Window
 from .stores.service import check_service_url
 
@@ -71,6 +72,12 @@ SETTINGS: Dict[str, Setting] = {
                            lambda v: integer_in("generations", v, 1, MAX_GENERATIONS)),
     "service_url": Setting("CRAWLDEDUP_SERVICE_URL", str.strip, "a URL starting with http:// or https:// or unset",
                            lambda v: v is None or check_service_url(v)),
+    "durability": Setting("CRAWLDEDUP_DURABILITY", str.strip, f"one of {', '.join(LEVELS)}", check_level),
+    "durable_replicas": Setting("CRAWLDEDUP_DURABLE_REPLICAS", lambda text: int(text.strip()),
+                                f"an integer in [1, {MAX_REPLICAS}]",
+                                lambda v: integer_in("durable_replicas", v, 1, MAX_REPLICAS)),
+    "durable_timeout": Setting("CRAWLDEDUP_DURABLE_TIMEOUT", float, f"a number of seconds in (0, {MAX_WAIT_SECONDS:g}]",
+                               lambda v: number_in("durable_timeout", v, 0, MAX_WAIT_SECONDS, low_open=True)),
 }
 
 
@@ -93,6 +100,12 @@ class DedupConfig:
         (default 4: at most 25% late).
     :param service_url: ``CRAWLDEDUP_SERVICE_URL``: the ``crawldedup serve`` of the ``service``
         store (its bearer token as the URL's password: ``http://:TOKEN@host:8707``).
+    :param durability: ``CRAWLDEDUP_DURABILITY``: ``primary`` (a claim is answered once the
+        Redis primary applied it) or ``replicated`` (once ``WAIT`` confirmed it on
+        ``durable_replicas`` replicas; Redis strategies only). See docs/stores.md, "Failover".
+    :param durable_replicas: ``CRAWLDEDUP_DURABLE_REPLICAS``: replicas that must confirm (default 1).
+    :param durable_timeout: ``CRAWLDEDUP_DURABLE_TIMEOUT``: seconds ``WAIT`` waits for them
+        (default 1); fewer in time is an error for the batch, retried.
     :raises ValueError: when a field is out of range (the message names its variable).
     """
 
@@ -106,6 +119,9 @@ class DedupConfig:
     sqlite_path: Optional[str] = None
     generations: int = DEFAULT_GENERATIONS
     service_url: Optional[str] = None
+    durability: str = "primary"
+    durable_replicas: int = 1
+    durable_timeout: float = 1.0
 
     def __post_init__(self) -> None:
         for field, value in vars(self).items():
@@ -115,6 +131,14 @@ class DedupConfig:
             except (TypeError, ValueError):
                 raise ValueError(setting.complaint(field, value)) from None
         object.__setattr__(self, "strategy", strategy_name(self.strategy))  # an alias becomes its name
+        if self.store_durability.waits and self.strategy not in REDIS_STRATEGIES:
+            raise ValueError(f"durability (CRAWLDEDUP_DURABILITY) {self.durability!r} needs a Redis strategy "
+                             f"({', '.join(REDIS_STRATEGIES)}), not {self.strategy}")
+
+    @property
+    def store_durability(self) -> Durability:
+        """When the Redis store answers a batch that writes (:attr:`durability` and its terms)."""
+        return Durability(self.durability, self.durable_replicas, self.durable_timeout)
 
     @property
     def ttl_seconds(self) -> Optional[int]:

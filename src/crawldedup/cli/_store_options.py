@@ -21,6 +21,9 @@ STORE_OPTIONS = {
     "strategy": "strategy", "redis_url": "redis_url", "sqlite": "sqlite_path", "namespace": "namespace",
     "capacity": "capacity", "error_rate": "error_rate", "ttl_days": "ttl_days",
 }
+#: The options of :func:`add_durability_options` -> the DedupConfig fields they set.
+DURABILITY_OPTIONS = {"durability": "durability", "durable_replicas": "durable_replicas",
+                      "durable_timeout": "durable_timeout"}
 
 
 def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -> None:
@@ -36,6 +39,17 @@ def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -
     parser.add_argument("--capacity", metavar="N", help="URLs the store is sized for ($BLOOM_CAPACITY)")
     parser.add_argument("--error-rate", metavar="P", help="false-positive rate of RedisBloom ($BLOOM_ERROR_RATE)")
     parser.add_argument("--ttl-days", metavar="DAYS", help="lifetime of a claim in the set store ($VISITED_TTL_DAYS)")
+
+
+def add_durability_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--durability``, ``--durable-replicas`` and ``--durable-timeout`` (the Redis stores')."""
+    parser.add_argument("--durability", metavar="{primary,replicated}",
+                        help="answer a claim once the Redis primary has it (primary, the default) or once WAIT "
+                             "confirmed it on replicas (replicated) ($CRAWLDEDUP_DURABILITY)")
+    parser.add_argument("--durable-replicas", metavar="N",
+                        help="replicated: replicas that must confirm a batch (default 1) ($CRAWLDEDUP_DURABLE_REPLICAS)")
+    parser.add_argument("--durable-timeout", metavar="SECONDS",
+                        help="replicated: how long WAIT waits for them (default 1) ($CRAWLDEDUP_DURABLE_TIMEOUT)")
 
 
 def store_config(args: argparse.Namespace, command: str, options: Mapping[str, str] = STORE_OPTIONS) -> DedupConfig:

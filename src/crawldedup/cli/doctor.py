@@ -30,7 +30,14 @@ from ..stores.factory import open_store
 from ..stores.redisbloom import RedisBloomStore
 from .._wording import counted, sized
 from ._io import EXIT_INVALID, EXIT_OK, EXIT_USAGE, CLIError
-from ._store_options import DEFAULT_SQLITE, add_store_options, store_config
+from ._store_options import (
+    DEFAULT_SQLITE,
+    DURABILITY_OPTIONS,
+    STORE_OPTIONS,
+    add_durability_options,
+    add_store_options,
+    store_config,
+)
 
 #: Two spellings of one page: tracking parameter, parameter order, case, default port, fragment.
 SPELLINGS = ("https://Shop.Example:443/item/7?b=2&utm_source=mail&a=1#reviews", "https://shop.example/item/7?a=1&b=2")
@@ -58,6 +65,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
                     "It writes only under a throwaway namespace, deleted at the end. Exit code 1 when a check fails.",
         epilog=epilog, formatter_class=formatter)
     add_store_options(doctor, namespace=False)
+    add_durability_options(doctor)
     doctor.add_argument("--samples", type=int, default=SAMPLE_CLAIMS, metavar="N",
                         help=f"claims the memory check makes (default {SAMPLE_CLAIMS:,})")
     doctor.add_argument("--max-round-trip-ms", type=float, default=MAX_ROUND_TRIP_MS, metavar="MS",
@@ -79,7 +87,7 @@ class Report:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Run the checks; see :func:`add_command` for the options."""
-    config = store_config(args, "doctor")
+    config = store_config(args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS})
     if config.strategy == "local":
         raise CLIError(EXIT_USAGE, "doctor checks a claim store: give --strategy (or $DEDUP_STRATEGY) other than "
                                    "local; see crawldedup doctor --help")
@@ -128,6 +136,7 @@ def _opener(config: DedupConfig, namespace: str, samples: int) -> Callable[[], C
             config.strategy, namespace=namespace, policy_digest=DEFAULT_POLICY.digest, redis_url=config.redis_url,
             sqlite_path=config.sqlite_path or (DEFAULT_SQLITE if config.strategy == "sqlite" else None),
             capacity=capacity, error_rate=config.error_rate, ttl_seconds=config.ttl_seconds,
+            durability=config.store_durability,
         )
     return open_one
 

@@ -20,6 +20,7 @@ from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import STRATEGIES
 from ..bloom import FilterFileError
 from ..dedup.aio import AsyncDeduplicator
+from ._store_options import DURABILITY_OPTIONS, add_durability_options
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 
 #: The port ``serve`` listens on without --port.
@@ -28,7 +29,7 @@ DEFAULT_PORT = 8707
 CONFIG_OPTIONS = {
     "strategy": "strategy", "redis_url": "redis_url", "namespace": "namespace", "state": "state_path",
     "capacity": "capacity", "error_rate": "error_rate", "sqlite": "sqlite_path", "ttl_days": "ttl_days",
-    "generations": "generations",
+    "generations": "generations", **DURABILITY_OPTIONS,
 }
 
 
@@ -59,6 +60,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
                        help="the recrawl window: lifetime of a claim in the store and the local filter ($VISITED_TTL_DAYS)")
     serve.add_argument("--generations", metavar="G",
                        help="generations the local filter's window is cut into ($CRAWLDEDUP_GENERATIONS)")
+    add_durability_options(serve)
     serve.add_argument("--verify-hits", action="store_true",
                        help="send the local filter's hits to the store too, so that a false positive loses no page")
     serve.add_argument("--worker-id", metavar="ID",

@@ -139,6 +139,7 @@ class DedupCore(Generic[S]):
                 service_url=self.config.service_url,
                 capacity=self.config.capacity, error_rate=self.config.error_rate,
                 ttl_seconds=self.config.ttl_seconds, retry=retry, window=self.config.window, clock=clock,
+                durability=self.config.store_durability,
             )
         #: The shared store; None for the ``local`` strategy.
         self.store: Optional[S] = store

@@ -7,6 +7,7 @@ docs/stores.md and in each module.
 
 from .aio import AsyncClaimStore
 from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreRefused, StoreUnavailable
+from .durability import Durability
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
@@ -16,6 +17,7 @@ __all__ = [
     "AsyncClaimStore",
     "ClaimAnswers",
     "ClaimStore",
+    "Durability",
     "Lease",
     "LeasesUnsupported",
     "NamespaceConflict",

@@ -21,9 +21,13 @@ import numpy as np
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+from redis.asyncio.cluster import PipelineCommand
 import redis.asyncio.retry
+import redis.asyncio.sentinel
+import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import (
     AskError,
     AuthenticationError,
@@ -37,10 +41,11 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
-from .._checks import check_name, check_redis_url, integer_in, redact_url
+from .._checks import SENTINEL_SCHEME, check_name, check_redis_url, integer_in, parse_sentinel_url, redact_url
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
+from .durability import Durability
 from .base import (
     LAYOUT_VERSION,
     ClaimAnswers,
@@ -67,6 +72,22 @@ class Alone(NamedTuple):
     of a cluster's nodes run one server version); its reply is the command's."""
 
     command: Tuple[Any, ...]
+
+
+class Replicated(NamedTuple):
+    """A request that writes, under ``durability="replicated"``: the commands of one pipeline,
+    then ``WAIT replicas timeout_ms`` on the same connection of every node that ran some of
+    them. Its reply: one reply per command, and the replicas each ``WAIT`` counted."""
+
+    commands: Commands
+    replicas: int
+    timeout_ms: int
+
+
+class NotReplicated(redis.RedisError):
+    """``WAIT`` counted fewer replicas than a replicated store asks for: the batch is not
+    answered (its claims may be lost in a failover). Transient: the attempt is repeated, and
+    its receipt gives the answers the primary recorded, now waited for again."""
 
 #: Default number of hash-tag groups a namespace's keys are spread over. Each group is one
 #: Redis Cluster slot and gets one script call per batch; 16 keeps a single node's batch at
@@ -135,18 +156,33 @@ def _client_options(socket_timeout: float, retry: Any) -> Dict[str, Any]:
     }
 
 
+def _sentinel_master(url: str, sentinel_class: Any, redis_class: Any, options: Dict[str, Any]) -> Any:
+    """A client of the primary that the Sentinels of a ``redis+sentinel://`` URL name: each
+    connection it opens asks them where the primary is, so after a failover the next attempt
+    reaches the promoted replica."""
+    where = parse_sentinel_url(url)
+    sentinel_options = {name: value for name, value in options.items() if name.startswith("socket_")}
+    manager = sentinel_class(where.sentinels, sentinel_kwargs=sentinel_options, **options)
+    return manager.master_for(where.service, redis_class=redis_class, db=where.db,
+                              username=where.username, password=where.password)
+
+
 def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
     """A client for ``url`` whose only retries are the store's own (redis-py's are turned off).
 
     When the node at ``url`` runs in cluster mode (``INFO cluster``), the client is a
     :class:`redis.cluster.RedisCluster` that discovers the other nodes from it, so one
-    ``REDIS_URL`` names either a single Redis or any node of a cluster. redis-py picks the
+    ``REDIS_URL`` names either a single Redis or any node of a cluster. A ``redis+sentinel://``
+    URL (:func:`~crawldedup._checks.parse_sentinel_url`) gives a client of the primary its
+    Sentinels name, which follows a failover. redis-py picks the
     hiredis parser by itself when hiredis is installed.
 
     :raises redis.RedisError: when the node cannot be asked.
     :raises RedisClusterException: when the cluster's slots cannot be mapped.
     """
     options = _client_options(socket_timeout, Retry(NoBackoff(), 0))
+    if url.startswith(SENTINEL_SCHEME):
+        return cast(Client, _sentinel_master(url, redis.sentinel.Sentinel, redis.Redis, options))
     single = redis.Redis.from_url(url, **options)
     try:
         in_cluster = single.info("cluster").get("cluster_enabled") == 1
@@ -168,6 +204,8 @@ async def aconnect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> 
     :raises RedisClusterException: when the cluster's slots cannot be mapped.
     """
     options = _client_options(socket_timeout, redis.asyncio.retry.Retry(NoBackoff(), 0))
+    if url.startswith(SENTINEL_SCHEME):
+        return cast(AsyncClient, _sentinel_master(url, redis.asyncio.sentinel.Sentinel, redis.asyncio.Redis, options))
     single = redis.asyncio.Redis.from_url(url, **options)
     try:
         in_cluster = (await single.info("cluster")).get("cluster_enabled") == 1
@@ -227,7 +265,8 @@ class RedisStore(ClaimStore):
     Subclasses write the plans of a batch (:meth:`_exchange`...), whose requests are the
     commands of one pipeline, and what the namespace record decides (:meth:`_adopt_namespace`).
 
-    :param url: ``redis://[[user]:password@]host[:port][/db]`` (or ``rediss://``, ``unix://``).
+    :param url: ``redis://[[user]:password@]host[:port][/db]`` (or ``rediss://``, ``unix://``), or
+        ``redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service[/db]``.
     :param namespace: key prefix of this crawl (and round).
     :param policy_digest: digest of the canonical policy the fingerprints were made with.
     :param client: an existing redis-py client to use instead of ``url`` (a ``redis.asyncio``
@@ -235,6 +274,8 @@ class RedisStore(ClaimStore):
     :param retry: retries for transient Redis errors.
     :param asynchronous: connect nothing now; the store is opened and used through
         :class:`~crawldedup.stores.aio.AsyncClaimStore`.
+    :param durability: when a batch that writes is answered (default: once the primary applied
+        it; see :class:`~crawldedup.stores.durability.Durability`).
     :raises ValueError: for a bad namespace or digest.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when Redis cannot be reached while opening the namespace.
@@ -262,8 +303,13 @@ class RedisStore(ClaimStore):
         window: Optional[Window] = None,
         clock: Clock = system_clock,
         asynchronous: bool = False,
+        durability: Optional[Durability] = None,
     ) -> None:
         super().__init__(retry, window, clock, asynchronous=asynchronous)
+        #: When a batch that writes is answered (see :mod:`crawldedup.stores.durability`).
+        self.durability = durability if durability is not None else Durability()
+        # A replicated request to a cluster failed: the slots may have moved (see _nodes_of).
+        self._slots_stale = False
         if (url is None) == (client is None):
             raise ValueError("give exactly one of url and client")
         #: Seconds the receipt of a call that won something is kept (see docs/stores.md, "Faults").
@@ -313,15 +359,105 @@ class RedisStore(ClaimStore):
         """The options that send an :class:`Alone` command to one node of a cluster."""
         return {"target_nodes": self.client.get_default_node()} if self.in_cluster else {}
 
-    def _send(self, request: Union[Commands, Alone]) -> Any:
+    def _write(self, commands: Commands, writes: bool = True) -> Plan[List[Any]]:
+        """Send ``commands`` (one pipeline); their replies. When they write (``writes``) and the
+        store's durability is ``replicated``, the replies come only once ``WAIT`` confirmed them
+        on enough replicas of every node that ran them.
+
+        :raises NotReplicated: when a ``WAIT`` counted fewer replicas within its timeout.
+        """
+        if not (writes and self.durability.waits):
+            return (yield commands)
+        wanted, timeout_ms = self.durability.replicas, self.durability.timeout_ms
+        replies, counted = yield Replicated(commands, wanted, timeout_ms)
+        if min(counted) < wanted:
+            raise NotReplicated(f"WAIT confirmed the batch on {min(counted)} of the {wanted} replicas asked "
+                                f"within {timeout_ms} ms")
+        return replies
+
+    def _nodes_of(self, commands: Commands) -> List[Tuple[Any, List[int]]]:
+        """The cluster nodes that serve ``commands`` (by their first key), each with the
+        positions of its commands, in order."""
+        nodes: Dict[str, Tuple[Any, List[int]]] = {}
+        for position, command in enumerate(commands):
+            key = command[3] if command[0] == "EVAL" else command[1]
+            node = self.client.nodes_manager.get_node_from_slot(key_slot(key if isinstance(key, bytes) else str(key).encode()))
+            nodes.setdefault(node.name, (node, []))[1].append(position)
+        return list(nodes.values())
+
+    @staticmethod
+    def _reply_of(request: Replicated, parts: Sequence[Tuple[List[int], Sequence[Any]]]) -> Tuple[List[Any], List[int]]:
+        """The reply of a :class:`Replicated` request from each node's positions and replies
+        (its commands', then its ``WAIT``'s)."""
+        replies: List[Any] = [None] * len(request.commands)
+        counted = []
+        for positions, node_replies in parts:
+            for position, reply in zip(positions, node_replies):
+                replies[position] = reply
+            counted.append(int(node_replies[-1]))
+        return replies, counted
+
+    def _send(self, request: Union[Commands, Alone, Replicated]) -> Any:
         if isinstance(request, Alone):
             return self.client.execute_command(*request.command, **self._one_node())
+        if isinstance(request, Replicated):
+            return self._send_replicated(request)
         return self._pipe(request).execute()
 
-    async def _asend(self, request: Union[Commands, Alone]) -> Any:
+    def _send_replicated(self, request: Replicated) -> Tuple[List[Any], List[int]]:
+        """Each node's commands and its ``WAIT`` in one pipeline, on one of its connections
+        (``WAIT`` counts the replicas that have what its connection wrote). A cluster's
+        pipelines go to the nodes that own the slots, never redirected: a moved slot is an
+        error, and the next attempt maps the slots again."""
+        wait = ("WAIT", request.replicas, request.timeout_ms)
+        if not self.in_cluster:
+            pipe = self._pipe([*request.commands, wait])
+            return self._reply_of(request, [(list(range(len(request.commands))), pipe.execute())])
+        try:
+            if self._slots_stale:
+                self.client.nodes_manager.initialize()
+                self._slots_stale = False
+            parts = []
+            for node, positions in self._nodes_of(request.commands):
+                pipe = self.client.get_redis_connection(node).pipeline(transaction=False)
+                for command in [*(request.commands[p] for p in positions), wait]:
+                    pipe.execute_command(*command)
+                parts.append((positions, pipe.execute()))
+        except BaseException:
+            self._slots_stale = True
+            raise
+        return self._reply_of(request, parts)
+
+    async def _asend(self, request: Union[Commands, Alone, Replicated]) -> Any:
         if isinstance(request, Alone):
             return await self.client.execute_command(*request.command, **self._one_node())
+        if isinstance(request, Replicated):
+            return await self._asend_replicated(request)
         return await self._pipe(request).execute()
+
+    async def _asend_replicated(self, request: Replicated) -> Tuple[List[Any], List[int]]:
+        """:meth:`_send_replicated` for asyncio."""
+        wait = ("WAIT", request.replicas, request.timeout_ms)
+        if not self.in_cluster:
+            pipe = self._pipe([*request.commands, wait])
+            return self._reply_of(request, [(list(range(len(request.commands))), await pipe.execute())])
+        try:
+            if self._slots_stale:
+                await self.client.nodes_manager.initialize()
+                self._slots_stale = False
+            parts = []
+            for node, positions in self._nodes_of(request.commands):
+                sent = [PipelineCommand(i, *command)
+                        for i, command in enumerate([*(request.commands[p] for p in positions), wait])]
+                await node.execute_pipeline(sent)
+                for command in sent:
+                    if isinstance(command.result, Exception):
+                        raise command.result
+                parts.append((positions, [command.result for command in sent]))
+        except BaseException:
+            self._slots_stale = True
+            raise
+        return self._reply_of(request, parts)
 
     @property
     def description(self) -> str:
@@ -424,12 +560,21 @@ class RedisStore(ClaimStore):
         return
         yield  # no request here; RedisBloom reserves its filter
 
+    def _sentinels(self) -> List[Any]:
+        """The clients of the Sentinels a ``redis+sentinel://`` client asks (none otherwise)."""
+        manager = getattr(getattr(self.client, "connection_pool", None), "sentinel_manager", None)
+        return list(manager.sentinels) if manager is not None and self._url is not None else []
+
     def close(self) -> None:
         if self.client is not None:
+            for sentinel in self._sentinels():
+                sentinel.close()
             self.client.close()
 
     async def aclose(self) -> None:
         if self.client is not None:
+            for sentinel in self._sentinels():
+                await sentinel.aclose()
             await self.client.aclose()
             if self._url is not None:  # ours: a later open connects again
                 self.client = None
@@ -657,7 +802,7 @@ class GroupedScriptStore(RedisStore):
                 *head, *group_members, *extra,
             ))
         answers: List[Any] = [None] * len(fingerprints)
-        replies = yield commands
+        replies = yield from self._write(commands, writes=claims > 0)
         for positions, reply in zip(by_group, replies):
             for position, value in zip(positions, reply):
                 answers[position] = value
@@ -699,7 +844,8 @@ class GroupedScriptStore(RedisStore):
             left = limit - len(urls)
             shares = [left // len(pending) + (1 if i < left % len(pending) else 0) for i in range(len(pending))]
             asked = [(g, share) for g, share in zip(pending, shares) if share]
-            replies = yield [("EVAL", _EXPIRED, 2, *self._lease_keys[g], share, owner, lease_ms) for g, share in asked]
+            replies = yield from self._write([("EVAL", _EXPIRED, 2, *self._lease_keys[g], share, owner, lease_ms)
+                                              for g, share in asked])
             exhausted = set()
             for (group, share), reply in zip(asked, replies):
                 urls.extend(url.decode("ascii") for url in reply)

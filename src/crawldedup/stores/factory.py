@@ -14,6 +14,7 @@ from .._checks import PathArg
 from ..windows import Clock, Window, system_clock
 from .aio import AsyncClaimStore
 from .base import ClaimStore, RetryPolicy
+from .durability import Durability
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
@@ -76,6 +77,7 @@ def open_store(
     window: Optional[Window] = None,
     clock: Clock = system_clock,
     asynchronous: bool = False,
+    durability: Optional[Durability] = None,
 ) -> ClaimStore:
     """Open the store of ``strategy`` for one namespace.
 
@@ -89,7 +91,10 @@ def open_store(
     :param window: the recrawl window every store forgets claims after (None: never).
     :param clock: the time source of the window.
     :param asynchronous: make the store's logic only, for :func:`open_async_store`.
-    :raises ValueError: for an unknown strategy, ``local`` or a missing location.
+    :param durability: when a Redis store answers a batch that writes (default: once its
+        primary applied it); ``replicated`` is refused for the other stores.
+    :raises ValueError: for an unknown strategy, ``local``, a missing location, or
+        ``replicated`` durability for a store outside Redis.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when the store cannot be reached.
     """
@@ -99,6 +104,9 @@ def open_store(
     common: _CommonArgs = {"namespace": namespace, "policy_digest": policy_digest, "retry": retry,
                            "window": window, "clock": clock,
                            "asynchronous": asynchronous}
+    if durability is not None and durability.waits and store.strategy not in REDIS_STRATEGIES:
+        raise ValueError(f"durability={durability.level!r} needs a Redis store (one of {', '.join(REDIS_STRATEGIES)}), "
+                         f"not {store.strategy}")
     if store is SQLiteStore:
         if sqlite_path is None:
             raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")
@@ -112,10 +120,10 @@ def open_store(
     if redis_url is None:
         raise ValueError(f"the {store.strategy} strategy needs redis_url (REDIS_URL)")
     if store is RedisKeyStore:
-        return RedisKeyStore(redis_url, ttl_seconds=ttl_seconds, **common)
+        return RedisKeyStore(redis_url, ttl_seconds=ttl_seconds, durability=durability, **common)
     if store is RedisShardedSetStore:
-        return RedisShardedSetStore(redis_url, capacity=capacity, **common)
-    return RedisBloomStore(redis_url, capacity=capacity, error_rate=error_rate, **common)
+        return RedisShardedSetStore(redis_url, capacity=capacity, durability=durability, **common)
+    return RedisBloomStore(redis_url, capacity=capacity, error_rate=error_rate, durability=durability, **common)
 
 
 def open_async_store(strategy: str, **arguments: Any) -> AsyncClaimStore:

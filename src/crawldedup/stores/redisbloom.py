@@ -164,7 +164,7 @@ class RedisBloomStore(RedisStore):
                              *claims.as_bytes()))
         if reads:
             commands.append(("BF.MEXISTS", self.key, *reads.as_bytes()))
-        replies = yield commands
+        replies = yield from self._write(commands, writes=bool(claims))
         # 1/0, or True/False where redis-py applies its RedisBloom reply callbacks.
         won = [v == 1 for v in replies[0]] if claims else []
         present = [bool(v) for v in replies[-1]] if reads else []
@@ -182,7 +182,7 @@ class RedisBloomStore(RedisStore):
                              *arguments, *claims.as_bytes()))
         if reads:
             commands.append(("EVAL", _READ_IN_WINDOW, 1, current, 0, *arguments, *reads.as_bytes()))
-        replies = yield commands
+        replies = yield from self._write(commands, writes=bool(claims))
         won = [v == 1 for v in replies[0]] if claims else []
         present = [v == 1 for v in replies[-1]] if reads else []
         return ClaimAnswers(won, present)
