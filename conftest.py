@@ -395,16 +395,9 @@ class RedisClusterServers:
         return f"redis://127.0.0.1:{self.ports[0]}/0"
 
     def start(self, timeout: float = 30.0) -> None:
-        for port, bus_port in zip(self.ports, self.bus_ports):
-            node_dir = Path(self.workdir) / str(port)
-            node_dir.mkdir()
-            self.processes.append(subprocess.Popen(
-                [self.binary, "--port", str(port), "--cluster-port", str(bus_port), "--bind", "127.0.0.1",
-                 "--cluster-enabled", "yes",
-                 "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", str(self.node_timeout_ms),
-                 "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            ))
+        for index in range(len(self.ports)):
+            (Path(self.workdir) / str(self.ports[index])).mkdir()
+            self.processes.append(self._start_node(index))
         deadline = time.monotonic() + timeout
         for port, process in zip(self.ports, self.processes):
             while self._ask(port, "PING") != "PONG":
@@ -432,6 +425,22 @@ class RedisClusterServers:
                 return (len(replicas) == self.MASTERS * self.replicas
                         and all(info.get("master_link_status") == "up" for info in replicas))
             _wait_for("cluster replicas in sync", synced, timeout)
+
+    def _start_node(self, index: int) -> subprocess.Popen:
+        port, node_dir = self.ports[index], Path(self.workdir) / str(self.ports[index])
+        return subprocess.Popen(
+            [self.binary, "--port", str(port), "--cluster-port", str(self.bus_ports[index]), "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes",
+             "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", str(self.node_timeout_ms),
+             "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+    def restart(self, index: int) -> None:
+        """Start node ``index`` again (after a test killed it), with its cluster configuration:
+        a master that was failed over comes back as a replica of the node that took over."""
+        self.processes[index].wait(timeout=10)
+        self.processes[index] = self._start_node(index)
 
     def _ask(self, port: int, *command: str) -> str:
         try:
