@@ -29,7 +29,7 @@ from typing import Callable, List, Tuple
 
 import pytest
 
-from conftest import RedisClusterServers, SentinelSet, _replication, _wait_for
+from conftest import RedisClusterServers, SentinelSet, _ask, _replication, _wait_for
 
 WORKER = Path(__file__).parent / "workers" / "failover_worker.py"
 PAGES = 20_000
@@ -83,14 +83,26 @@ def judge(winners: Counter, durability: str, repeated: int, record_property) -> 
         assert twice == 0, f"{twice} pages won twice"
 
 
+@pytest.mark.parametrize("lag_seconds", [0, 4], ids=["killed", "killed-lagging"])
 @pytest.mark.parametrize("durability", ["replicated", "primary"])
-def test_sentinel_failover(durability, sentinel_set: SentinelSet, tmp_path, record_property):
+def test_sentinel_failover(durability, lag_seconds, sentinel_set: SentinelSet, tmp_path, record_property):
+    """``killed-lagging``: the replicas stall (SIGSTOP) for 4 s before the kill, as a replica
+    host that hangs or a link that stalls; the primary drops them after its ``repl-timeout``
+    (2 s here) and goes on answering alone, then dies as they resume."""
     old = sentinel_set.primary.port
     options = {"strategy": "set", "redis_url": sentinel_set.url, "namespace": "failover", "durability": durability}
 
     def kill() -> None:
         assert sentinel_set.primary.process is not None
+        replicas = [replica.process for replica in sentinel_set.replicas if replica.process is not None]
+        if lag_seconds:
+            assert _ask(sentinel_set.primary.port, "CONFIG", "SET", "repl-timeout", "2")
+            for replica in replicas:
+                replica.send_signal(signal.SIGSTOP)
+            time.sleep(lag_seconds)
         sentinel_set.primary.process.send_signal(signal.SIGKILL)
+        for replica in replicas:
+            replica.send_signal(signal.SIGCONT)
 
     winners, repeated = run_with_kill(options, tmp_path, kill)
     assert sentinel_set.primary_port() in {r.port for r in sentinel_set.replicas} and old != sentinel_set.primary_port()
