@@ -144,9 +144,10 @@ def test_verify_hits_needs_a_store():
 
 
 def test_sampled_check_measures_the_real_loss(tmp_path):
-    # A local filter far too small: many new URLs are taken for seen ones.
+    # A local filter of a high error rate (it grows past its capacity, but keeps that rate):
+    # many new URLs are taken for seen ones.
     urls = pages(6_000)
-    with Deduplicator("sqlite", sqlite_path=tmp_path / "c.sqlite", capacity=500, error_rate=0.01, sample_rate=1.0) as d:
+    with Deduplicator("sqlite", sqlite_path=tmp_path / "c.sqlite", capacity=500, error_rate=0.5, sample_rate=1.0) as d:
         won = [w for start in range(0, len(urls), 100) for w in d.claim_many(urls[start:start + 100])]
         stats = d.stats
     lost_new = won.count(False)  # every URL is new: each False is a page lost to the local filter

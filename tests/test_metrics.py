@@ -144,7 +144,7 @@ def test_scraped_counters_of_a_running_deduplicator_equal_its_stats(redis_url, t
         local = dedup.local_filter
         assert value(samples, "crawldedup_filter_fill_ratio", namespace="scraped") == local.approx_items / local.capacity
         assert value(samples, "crawldedup_filter_estimated_error_rate", namespace="scraped") == \
-            expected_false_positive_rate(local.approx_items, local.num_blocks, local.num_hashes)
+            pytest.approx(expected_false_positive_rate(local.approx_items, local.base.num_blocks, local.base.num_hashes))
         assert types["crawldedup_store_latency_seconds"] == "histogram"
 
 

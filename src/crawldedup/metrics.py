@@ -39,8 +39,7 @@ try:
 except ImportError:  # pragma: no cover  (the extra is missing)
     raise ImportError("crawldedup.metrics needs prometheus_client: pip install 'crawldedup[metrics]'") from None
 
-from .bloom import LocalFilter
-from .bloom.sizing import expected_false_positive_rate
+from .bloom import GrowingFilter
 from .dedup.stats import DedupStats, StatsListener
 
 __all__ = ["LATENCY_BUCKETS_SECONDS", "METRICS", "DedupMetrics"]
@@ -85,7 +84,7 @@ class Watched(Protocol):
     """What :meth:`DedupMetrics.attach` needs of a Deduplicator."""
 
     namespace: str
-    local_filter: LocalFilter
+    local_filter: GrowingFilter
 
     def watch_stats(self, listener: StatsListener) -> None: ...
 
@@ -145,7 +144,7 @@ class _Listener:
     """One Deduplicator's side of :class:`DedupMetrics`: its namespace's series and its filter."""
 
     def __init__(self, counters: Mapping[str, Counter], latency: Histogram, fill: Gauge, error_rate: Gauge,
-                 local_filter: LocalFilter) -> None:
+                 local_filter: GrowingFilter) -> None:
         self.counters = counters
         self.latency = latency
         self.fill = fill
@@ -160,8 +159,7 @@ class _Listener:
         if not self.local_filter.closed:
             items = self.local_filter.approx_items
             self.fill.set(items / self.local_filter.capacity)
-            self.error_rate.set(expected_false_positive_rate(
-                items, self.local_filter.num_blocks, self.local_filter.num_hashes))
+            self.error_rate.set(self.local_filter.expected_error_rate)
 
     def store_call(self, seconds: float) -> None:
         self.latency.observe(seconds)

@@ -4,7 +4,8 @@ The selector of the filter layer: ``BloomFilter`` is the compiled twin
 (``_bloom_c.CBloomFilter``) when it is built and allowed (see ``crawldedup._env``), else the
 typed pure-Python reference ``PyBloomFilter`` (``_bloom_py``); both write the same bytes.
 ``WindowedBloomFilter`` (:mod:`.windowed`) forgets keys after a recrawl window; it probes with
-the same twin's kernels. Nothing but this module imports a twin. The file format is in
+the same twin's kernels. ``GrowingFilter`` (:mod:`.growing`) adds stages to either kind when it
+is full. Nothing but this module imports a twin. The file format is in
 ``docs/format.md`` and :mod:`.format`; sizing in :mod:`.sizing`; the mapped file in
 :mod:`.storage`; the writers' locks in :mod:`.writer_lock`.
 """
@@ -20,10 +21,12 @@ from ..windows import Clock, system_clock
 from . import _bloom_py
 from ._bloom_py import PyBloomFilter
 from .format import FilterFileError, FilterKindError
+from .growing import GrowingFilter, Stage
 from .windowed import Generation, WindowedFilterBase
 
-__all__ = ["BloomFilter", "FilterFileError", "FilterKindError", "Generation", "HAS_EXTENSION", "LocalFilter",
-           "PyBloomFilter", "PyWindowedBloomFilter", "WindowedBloomFilter", "hash_many", "open_filter"]
+__all__ = ["BloomFilter", "FilterFileError", "FilterKindError", "Generation", "GrowingFilter", "HAS_EXTENSION",
+           "FilterFile", "LocalFilter", "PyBloomFilter", "PyWindowedBloomFilter", "Stage", "WindowedBloomFilter", "hash_many",
+           "open_filter", "open_filter_file"]
 
 
 class PyWindowedBloomFilter(WindowedFilterBase):
@@ -49,14 +52,29 @@ else:
         _add_kernel = staticmethod(_compiled.windowed_add)
         _hash_keys = staticmethod(_compiled.hash_many)
 
-#: The local filter of a crawl: plain (claims never expire) or windowed.
-LocalFilter = Union[BloomFilter, WindowedBloomFilter]
+#: A filter file of either kind: plain (claims never expire) or windowed.
+FilterFile = Union[BloomFilter, WindowedBloomFilter]
+#: The local filter of a crawl: a filter file, or one that has grown stages.
+LocalFilter = Union[BloomFilter, WindowedBloomFilter, GrowingFilter]
 
 
 def open_filter(path: PathArg, mode: str = "r", *, clock: Clock = system_clock) -> LocalFilter:
-    """Open a filter file of either kind: a plain filter (format v1) or a windowed one (v2).
+    """Open a filter file of either kind: a plain filter (format v1) or a windowed one (v2),
+    as a ``GrowingFilter`` with its stages when it has grown (v3).
 
     :param clock: the time source of a windowed filter.
+    :raises ValueError: for a mode other than ``"r"`` and ``"r+"``.
+    :raises FilterFileError: when the path is missing, a directory or not a valid filter, or a
+        stage of a grown one is.
+    :raises BlockingIOError: with ``"r+"``, when other writers cannot share the file.
+    """
+    bloom = open_filter_file(path, mode, clock=clock)
+    return GrowingFilter(bloom) if bloom._open_file().header.stages else bloom
+
+
+def open_filter_file(path: PathArg, mode: str = "r", *, clock: Clock = system_clock) -> FilterFile:
+    """Open one filter file of either kind (a grown one's first stage alone).
+
     :raises ValueError: for a mode other than ``"r"`` and ``"r+"``.
     :raises FilterFileError: when the path is missing, a directory or not a valid filter.
     :raises BlockingIOError: with ``"r+"``, when other writers cannot share the file.

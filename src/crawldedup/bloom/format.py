@@ -1,9 +1,10 @@
-"""File formats v1 (plain) and v2 (windowed) of a Bloom filter: the header page, its fields and
-the checks made on open.
+"""File formats v1 (plain), v2 (windowed) and v3 (grown) of a Bloom filter: the header page,
+its fields and the checks made on open.
 
 The layout is documented in ``docs/format.md``; any change to it bumps ``FORMAT_VERSION``. A
-plain filter is still written as v1, byte for byte as before v2 existed; only a windowed
-filter (generations in slots, see :mod:`.windowed`) is written as v2.
+plain filter is still written as v1, byte for byte as before v2 existed; a windowed filter
+(generations in slots, see :mod:`.windowed`) as v2; and either kind, once it has grown past
+its capacity into stage files (:mod:`.growing`), as v3, whose header counts the stages.
 """
 
 from __future__ import annotations
@@ -20,9 +21,13 @@ from ..windows import MAX_GENERATIONS
 
 #: First 8 bytes of every filter file.
 MAGIC = b"CDDBLOOM"
-#: The newest version this crawldedup reads and writes; plain filters are written as v1.
-FORMAT_VERSION = 2
+#: The newest version this crawldedup reads and writes: a grown filter (plain or windowed).
+FORMAT_VERSION = 3
+#: An ungrown plain filter is written as v1, an ungrown windowed one as v2.
 PLAIN_FORMAT_VERSION = 1
+WINDOWED_FORMAT_VERSION = 2
+#: A grown filter has at most this many stage files besides its first (the base file).
+MAX_STAGES = 64
 #: The header is one 4 KiB page, so the blocks that follow are page- and cache-line-aligned.
 HEADER_BYTES = 4096
 #: One block is one 64-byte cache line: every key sets and tests bits in exactly one block.
@@ -51,8 +56,10 @@ MAX_APPROX_ITEMS = 2**62
 FLAG_CLEAN = 1
 
 # magic, version, header_bytes, layout_id, hash_id, seed, block_bytes, capacity, error_rate,
-# num_blocks, num_hashes, flags, approx_items, metadata_len, reserved, metadata.
+# num_blocks, num_hashes, flags, approx_items, metadata_len, stages (reserved: 0 before v3), metadata.
 _FIELDS = struct.Struct("<8sIIIIIIQdQIIQII1024s")
+#: The stage count (v3; reserved before), at byte 76, read alone by :meth:`BloomFile.stored_stages`.
+STAGES_FIELD = struct.Struct("<76xI")
 #: The CRC-32 (zlib) of bytes [0, CHECKSUM_OFFSET) sits in the page's last 4 bytes.
 CHECKSUM_OFFSET = HEADER_BYTES - 4
 _KNOWN_FLAGS = FLAG_CLEAN
@@ -88,6 +95,8 @@ class Header:
     #: Per slot (G + 1 of them), the generation it holds (NO_GENERATION: empty) and its count.
     slot_generations: Tuple[int, ...] = ()
     slot_items: Tuple[int, ...] = ()
+    #: Grown filters (v3) only: how many stage files follow this one (0: not grown).
+    stages: int = 0
 
     @property
     def windowed(self) -> bool:
@@ -104,14 +113,21 @@ class Header:
         """Exact size of a file with this header: the header page plus the blocks."""
         return HEADER_BYTES + self.num_blocks * self.slots * BLOCK_BYTES
 
+    @property
+    def version(self) -> int:
+        """The format version this header is written as."""
+        if self.stages:
+            return FORMAT_VERSION
+        return WINDOWED_FORMAT_VERSION if self.windowed else PLAIN_FORMAT_VERSION
+
     def pack(self) -> bytes:
         """Return the 4096-byte header page, checksum included."""
-        version, layout = (FORMAT_VERSION, LAYOUT_WINDOWED_512) if self.windowed else (PLAIN_FORMAT_VERSION, LAYOUT_BLOCKED_512)
+        layout = LAYOUT_WINDOWED_512 if self.windowed else LAYOUT_BLOCKED_512
         fields = _FIELDS.pack(
-            MAGIC, version, HEADER_BYTES, layout, HASH_MURMUR3_X64_128,
+            MAGIC, self.version, HEADER_BYTES, layout, HASH_MURMUR3_X64_128,
             HASH_SEED, BLOCK_BYTES, self.capacity, self.error_rate, self.num_blocks,
             self.num_hashes, FLAG_CLEAN if self.clean else 0, min(self.approx_items, MAX_APPROX_ITEMS),
-            len(self.metadata), 0, self.metadata,
+            len(self.metadata), self.stages, self.metadata,
         )
         if self.windowed:
             fields += _WINDOW_FIELDS.pack(self.window_seconds, self.generations, self.slots)
@@ -137,26 +153,29 @@ class Header:
                 raise bad(f"not a crawldedup filter (bad magic {page[:8]!r})")
             raise bad(f"truncated header: {counted(len(page), 'byte')}, a header is {HEADER_BYTES}")
         (magic, version, header_bytes, layout_id, hash_id, seed, block_bytes, capacity, error_rate,
-         num_blocks, num_hashes, flags, approx_items, metadata_len, reserved, metadata
+         num_blocks, num_hashes, flags, approx_items, metadata_len, stages, metadata
          ) = _FIELDS.unpack_from(page)
         if magic != MAGIC:
             raise bad(f"not a crawldedup filter (bad magic {magic!r}, expected {MAGIC!r})")
         if version > FORMAT_VERSION:
             raise bad(f"format version {version} is newer than this crawldedup reads "
                       f"(up to {FORMAT_VERSION}); upgrade crawldedup")
-        if version not in (PLAIN_FORMAT_VERSION, FORMAT_VERSION):
-            raise bad(f"unsupported format version {version}, expected {PLAIN_FORMAT_VERSION} or {FORMAT_VERSION}")
+        if version < PLAIN_FORMAT_VERSION:
+            raise bad(f"unsupported format version {version}, expected {PLAIN_FORMAT_VERSION} to {FORMAT_VERSION}")
         (stored_crc,) = struct.unpack_from("<I", page, CHECKSUM_OFFSET)
         actual_crc = zlib.crc32(page[:CHECKSUM_OFFSET])
         if stored_crc != actual_crc:
             raise bad(f"corrupted header: checksum {actual_crc:#010x} does not match the stored {stored_crc:#010x}")
-        windowed = version == FORMAT_VERSION
+        # v3 keeps the layout id of the kind that grew: 1 plain, 2 windowed.
+        windowed = version == WINDOWED_FORMAT_VERSION or (version == FORMAT_VERSION and layout_id == LAYOUT_WINDOWED_512)
         expected = {
             "header size": (header_bytes, HEADER_BYTES),
             "layout id": (layout_id, LAYOUT_WINDOWED_512 if windowed else LAYOUT_BLOCKED_512),
             "hash id": (hash_id, HASH_MURMUR3_X64_128), "hash seed": (seed, HASH_SEED),
-            "block size": (block_bytes, BLOCK_BYTES), "reserved field": (reserved, 0),
+            "block size": (block_bytes, BLOCK_BYTES),
         }
+        if version < FORMAT_VERSION:
+            expected["reserved field"] = (stages, 0)
         for name, (got, want) in expected.items():
             if got != want:
                 raise bad(f"unsupported {name} {got}, expected {want}")
@@ -168,6 +187,7 @@ class Header:
             (flags & ~_KNOWN_FLAGS == 0, f"unknown flags {flags:#x}"),
             (approx_items <= MAX_APPROX_ITEMS, f"approx_items must be <= {MAX_APPROX_ITEMS}, got {approx_items}"),
             (metadata_len <= MAX_METADATA_BYTES, f"metadata length must be <= {MAX_METADATA_BYTES}, got {metadata_len}"),
+            (version < FORMAT_VERSION or 1 <= stages <= MAX_STAGES, f"stages must be in [1, {MAX_STAGES}], got {stages}"),
         ]
         window: dict = {}
         used = _FIELDS.size
@@ -180,7 +200,7 @@ class Header:
             if not ok:
                 raise bad(f"corrupted header: {problem}")
         header = cls(capacity, error_rate, num_blocks, num_hashes, metadata[:metadata_len],
-                     approx_items, bool(flags & FLAG_CLEAN), **window)
+                     approx_items, bool(flags & FLAG_CLEAN), stages=stages, **window)
         if file_bytes != header.file_bytes:
             kind = "truncated bits" if file_bytes < header.file_bytes else "trailing bytes"
             raise bad(f"{kind}: file is {counted(file_bytes, 'byte')}, the header says {header.file_bytes:,}")

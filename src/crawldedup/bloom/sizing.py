@@ -105,3 +105,18 @@ def choose_shape(capacity: int, error_rate: float) -> tuple[int, int]:
             f"more than the {MAX_NUM_BLOCKS} a filter can hold"
         )
     return num_blocks, num_hashes
+
+
+@functools.lru_cache(maxsize=256)
+def items_within(num_blocks: int, num_hashes: int, target: float, limit: int) -> int:
+    """Return the most keys (at most ``limit``) a filter of this shape holds with its exact
+    false-positive rate still at most ``target``: where a growing filter starts a new stage."""
+    table = _block_false_positive_table(num_hashes, _max_load(limit / num_blocks))
+    low, high = 0, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _poisson_mix(table, middle / num_blocks) <= target:
+            low = middle
+        else:
+            high = middle - 1
+    return low

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import writer_lock
 from .._checks import PathArg
-from .format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, FilterFileError, FilterKindError, Header
+from .format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, MAX_STAGES, STAGES_FIELD, FilterFileError, FilterKindError, Header
 
 
 #: Statistics scan the blocks in 64 MiB slices, so a 1.2 GB filter needs no 1.2 GB temporary.
@@ -184,6 +184,11 @@ class BloomFile:
             writers = writer_lock.join(path, file.fileno(), atomic_or=atomic_or) if mode == "r+" else None
             try:
                 mm = mmap.mmap(file.fileno(), header.file_bytes, access=access)
+                if writers is not None:
+                    # Another writer may have grown the filter (a new stage count) between the
+                    # read above and the join; none can while this one has it open.
+                    with writer_lock.header_access(file.fileno(), write=False):
+                        header = Header.unpack(mm[:HEADER_BYTES], path, header.file_bytes)
             except BaseException:
                 if writers is not None:
                     writers.close()
@@ -196,6 +201,14 @@ class BloomFile:
                                               slot_items=counts if header.windowed else ())
         self.write_state(self.header.approx_items, clean=False)
         return self
+
+    def stored_stages(self) -> int:
+        """The stage count in the header page as stored now (a reader's view of a filter that
+        a writer may have grown since it was opened)."""
+        if self.path is None or not self.read_only:
+            return self.header.stages  # no one else grows it while this writer has it open
+        # One aligned u32 that only its one writer changes, and only upward: no lock needed.
+        return max(self.header.stages, min(STAGES_FIELD.unpack_from(self.mm)[0], MAX_STAGES))
 
     def blocks(self) -> np.ndarray:
         """Return a uint8 view of the blocks (read-only when the file is); drop it before ``close``."""

@@ -33,7 +33,7 @@ import signal
 import sys
 import textwrap
 import time
-from typing import IO, List, NoReturn, Optional, Sequence, Tuple, Union
+from typing import IO, List, NoReturn, Optional, Sequence, Tuple, Union, cast
 
 from .. import __version__
 from ._io import (
@@ -55,8 +55,7 @@ from ._io import (
 )
 from .._checks import check_error_rate, check_name, redis_url_refusal
 from ..config import SETTINGS, DedupConfig
-from ..bloom.format import FORMAT_VERSION, PLAIN_FORMAT_VERSION
-from ..bloom import FilterFileError, LocalFilter, WindowedBloomFilter, open_filter
+from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
 from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
 from ..dedup import Deduplicator, HeldBatch
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
@@ -402,30 +401,39 @@ def _open_filter(path: str) -> LocalFilter:
 def run_info(args: argparse.Namespace) -> int:
     """Print a filter file's parameters and statistics, one ``name  value`` row each."""
     with _open_filter(args.file) as bloom:
+        grown = bloom if isinstance(bloom, GrowingFilter) else None
+        first = cast(FilterFile, grown.base if grown else bloom)
         size = os.path.getsize(args.file)
         metadata = bloom.metadata.decode("ascii", "backslashreplace") or "(none)"
-        windowed = isinstance(bloom, WindowedBloomFilter)
-        version = FORMAT_VERSION if windowed else PLAIN_FORMAT_VERSION
-        slots = f" in each of {bloom.window.live_count} slots" if isinstance(bloom, WindowedBloomFilter) else ""
+        windowed = isinstance(first, WindowedBloomFilter)
+        slots = f" in each of {first.window.live_count} slots" if isinstance(first, WindowedBloomFilter) else ""
         rows = [
             ("file", args.file),
-            ("format", f"crawldedup filter v{version}, 64-byte blocks, MurmurHash3 x64-128"),
+            ("format", f"crawldedup filter v{first._open_file().header.version}, 64-byte blocks, MurmurHash3 x64-128"),
             ("size", f"{size:,} bytes ({size / 2**20:,.1f} MiB)"),
-            ("capacity", f"{bloom.capacity:,}{' per window' if windowed else ''}"),
-            ("error rate", f"{bloom.error_rate:g}"),
-            ("bits", f"{bloom.num_bits:,} ({counted(bloom.num_blocks, 'block')}{slots}, "
-                     f"{counted(bloom.num_hashes, 'hash', 'hashes')} per key)"),
-            ("bits per item", f"{bloom.num_bits / bloom.capacity:.2f} at capacity"),
+            ("capacity", f"{first.capacity:,}{' per window' if windowed else ''}"),
+            ("error rate", f"{first.error_rate:g}"),
+            ("bits", f"{first.num_bits:,} ({counted(first.num_blocks, 'block')}{slots}, "
+                     f"{counted(first.num_hashes, 'hash', 'hashes')} per key)"),
+            ("bits per item", f"{first.num_bits / first.capacity:.2f} at capacity"),
             ("fill", f"{bloom.fill_ratio:.4%}"),
             ("estimated items", f"{bloom.approx_items:,}"),
             ("error rate now", f"{bloom.estimated_error_rate:.3g}"),
             ("metadata", metadata),
         ]
-        if isinstance(bloom, WindowedBloomFilter):
-            rows[5:5] = [("window", f"{bloom.window.describe()} (claims forgotten after it)")] + [
+        if isinstance(first, WindowedBloomFilter):
+            rows[5:5] = [("window", f"{first.window.describe()} (claims forgotten after it)")] + [
                 (f"generation {g.generation}", f"slot {g.slot}, from {_utc(g.starts_at)}, forgotten at "
                                               f"{_utc(g.forgotten_at)}, ~{g.approx_items:,} items")
-                for g in bloom.generations()
+                for g in first.generations()
+            ]
+        if grown is not None:
+            stages = grown.stages()
+            rows[4:4] = [("grown", f"{counted(len(stages) - 1, 'stage')} past its capacity: holds "
+                                   f"{grown.capacity:,} keys in all, {grown.num_bits / 8 / 2**20:,.1f} MiB")] + [
+                (f"stage {stage.number}", f"{stage.path}: capacity {stage.capacity:,} at error rate "
+                                          f"{stage.error_rate:g}, ~{stage.approx_items:,} items, full at {stage.full_at:,}")
+                for stage in stages
             ]
     width = max(len(name) for name, _ in rows) + 2
     _stdout().write("".join(f"{name:<{width}}{value}\n" for name, value in rows).encode("utf-8", "backslashreplace"))
@@ -442,8 +450,14 @@ def run_merge(args: argparse.Namespace) -> int:
         raise CLIError(EXIT_STATE, f"{args.output} exists: refusing to overwrite it (use --force to replace it)")
     filters = [_open_filter(path) for path in args.files]
     try:
-        first = filters[0]
-        for path, other in zip(args.files[1:], filters[1:]):
+        for path, bloom in zip(args.files, filters):
+            if isinstance(bloom, GrowingFilter):
+                raise CLIError(EXIT_STATE, f"cannot merge {path}: it grew past its capacity into "
+                                           f"{counted(len(bloom.stages()) - 1, 'stage file')} ({path}.stage1 ...), "
+                                           "and merge takes only filters that never grew")
+        plain = cast(List[FilterFile], filters)
+        first = plain[0]
+        for path, other in zip(args.files[1:], plain[1:]):
             _check_compatible(args.files[0], first, path, other)
         # Built beside the target and renamed into place: a failure leaves no half-merged file.
         directory = os.path.dirname(os.path.abspath(args.output))
@@ -451,7 +465,7 @@ def run_merge(args: argparse.Namespace) -> int:
         try:
             merged = first.copy(path=temporary, overwrite=True)
             with merged:
-                for other in filters[1:]:
+                for other in plain[1:]:
                     merged.union(other)
                 merged.flush()
             os.replace(temporary, args.output)
@@ -467,11 +481,11 @@ def run_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _window_of(bloom: LocalFilter) -> str:
+def _window_of(bloom: FilterFile) -> str:
     return bloom.window.describe() if isinstance(bloom, WindowedBloomFilter) else "none (claims never expire)"
 
 
-def _check_compatible(first_path: str, first: LocalFilter, path: str, other: LocalFilter) -> None:
+def _check_compatible(first_path: str, first: FilterFile, path: str, other: FilterFile) -> None:
     """Refuse to merge filters of another window, shape or canonical policy.
 
     :raises CLIError: (``EXIT_STATE``) naming both files and what differs.

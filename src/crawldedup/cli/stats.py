@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..bloom import WindowedBloomFilter, open_filter
+from ..bloom import GrowingFilter, Stage, WindowedBloomFilter, open_filter
 from ..bloom.sizing import expected_false_positive_rate
 from ..stores.admin import count_claims, lease_counts, namespace_record
 from ..stores.base import ClaimStore, StoreRefused, StoreUnavailable
@@ -136,6 +136,21 @@ def _skipped(rate: Callable[[float], float], items: int) -> float:
     return sum((a + b) / 2 for a, b in zip(rates, rates[1:])) * items / INTEGRAL_POINTS
 
 
+def _later_stages_skipped(bloom: GrowingFilter) -> float:
+    """The pages a grown filter's stages after the first skipped: each filled while the older
+    ones (frozen) answered too."""
+    stages = bloom.stages()
+    skipped = 0.0
+    older_miss = 1.0 - expected_false_positive_rate(stages[0].approx_items, stages[0].num_blocks, stages[0].num_hashes)
+    for stage in stages[1:]:
+        def stage_rate(n: float, stage: Stage = stage, frozen: float = older_miss) -> float:
+            return 1.0 - frozen * (1.0 - expected_false_positive_rate(round(n), stage.num_blocks, stage.num_hashes))
+
+        skipped += _skipped(stage_rate, stage.approx_items)
+        older_miss *= 1.0 - expected_false_positive_rate(stage.approx_items, stage.num_blocks, stage.num_hashes)
+    return skipped
+
+
 def _filter_report(path: str) -> Dict[str, Any]:
     try:
         bloom = open_filter(path, "r")
@@ -144,14 +159,15 @@ def _filter_report(path: str) -> Dict[str, Any]:
     except ValueError as exc:  # FilterFileError names the path and the problem
         raise CLIError(EXIT_STATE, str(exc)) from None
     with bloom:
-        blocks, hashes = bloom.num_blocks, bloom.num_hashes
+        base = bloom.base if isinstance(bloom, GrowingFilter) else bloom
+        blocks, hashes = base.num_blocks, base.num_hashes
 
         def rate(items: float) -> float:
             return expected_false_positive_rate(round(items), blocks, hashes)
 
         oldest: Optional[Dict[str, Any]] = None
-        if isinstance(bloom, WindowedBloomFilter):
-            generations = bloom.generations()
+        if isinstance(base, WindowedBloomFilter):
+            generations = base.generations()
             if generations:
                 first = generations[0]
                 oldest = {"generation": first.generation, "starts_at": first.starts_at,
@@ -164,7 +180,9 @@ def _filter_report(path: str) -> Dict[str, Any]:
                 skipped += _skipped(lambda n: 1.0 - frozen * (1.0 - rate(n)), generation.approx_items)
                 older_miss *= 1.0 - rate(generation.approx_items)
         else:
-            skipped = _skipped(rate, bloom.approx_items)
+            skipped = _skipped(rate, base.approx_items)
+        if isinstance(bloom, GrowingFilter):
+            skipped += _later_stages_skipped(bloom)
         return {
             "path": path, "size_bytes": os.path.getsize(path), "capacity": bloom.capacity,
             "error_rate": bloom.error_rate, "items": bloom.approx_items, "fill": bloom.fill_ratio,

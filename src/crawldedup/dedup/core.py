@@ -22,7 +22,7 @@ from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from ..content.index_format import MAX_DISTANCE
 from ..pages import PAGES_SUFFIX, open_pages
 from .._plans import Plan
-from ..bloom import LocalFilter, hash_many
+from ..bloom import GrowingFilter, hash_many
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many
 from ..config import DedupConfig
 from ..fingerprints import Fingerprints
@@ -75,7 +75,7 @@ class DedupCore(Generic[S]):
     for the arguments (the same for both kinds)."""
 
     #: The local filter: opened by the constructor (blocking) or by ``open()`` (asyncio).
-    local_filter: LocalFilter
+    local_filter: GrowingFilter
 
     def __init__(
         self,

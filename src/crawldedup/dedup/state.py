@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .._checks import PathArg
-from ..bloom import BloomFilter, FilterFileError, LocalFilter, WindowedBloomFilter, open_filter
+from ..bloom import BloomFilter, FilterFileError, GrowingFilter, WindowedBloomFilter, open_filter_file
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy
 from ..windows import Clock, Window, system_clock
 
@@ -20,7 +20,7 @@ def _stamp(policy_digest: str, namespace: Optional[str]) -> bytes:
     return b" ".join(words)
 
 
-def _check_stamp(bloom: LocalFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
+def _check_stamp(bloom: GrowingFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
     words = bloom.metadata.split(b" ")
     if words[0] != STATE_STAMP:
         raise FilterFileError(f"{path}: not a crawldedup state file (its metadata has no {STATE_STAMP.decode()} stamp)")
@@ -35,8 +35,8 @@ def _check_stamp(bloom: LocalFilter, path: PathArg, policy_digest: str, namespac
         )
 
 
-def _check_window(bloom: LocalFilter, path: PathArg, window: Optional[Window]) -> None:
-    has = bloom.window if isinstance(bloom, WindowedBloomFilter) else None
+def _check_window(bloom: GrowingFilter, path: PathArg, window: Optional[Window]) -> None:
+    has = bloom.window
     if has == window:
         return
     if has is None:
@@ -57,10 +57,11 @@ def open_state(
     namespace: Optional[str] = None,
     window: Optional[Window] = None,
     clock: Clock = system_clock,
-) -> LocalFilter:
+) -> GrowingFilter:
     """Open the local filter file of a crawl, or create it stamped with the canonical policy.
 
-    An existing file keeps its own capacity and error rate; its window must be ``window``.
+    An existing file keeps its own capacity and error rate (and the stages it grew); its window
+    must be ``window``. The filter grows a stage whenever it is full (:mod:`crawldedup.bloom.growing`).
 
     :param path: the state file; None gives an anonymous in-memory filter.
     :param capacity: URLs a new filter is sized for.
@@ -79,11 +80,12 @@ def open_state(
     stamp = _stamp(digest, namespace)
     try:
         if window is not None:
-            return WindowedBloomFilter(capacity, error_rate, window, path=path, metadata=stamp, clock=clock)
-        return BloomFilter(capacity, error_rate, path=path, metadata=stamp)
+            return GrowingFilter(WindowedBloomFilter(capacity, error_rate, window, path=path, metadata=stamp,
+                                                     clock=clock))
+        return GrowingFilter(BloomFilter(capacity, error_rate, path=path, metadata=stamp))
     except FileExistsError:
         assert path is not None
-    bloom = open_filter(path, "r+", clock=clock)
+    bloom = GrowingFilter(open_filter_file(path, "r+", clock=clock))
     try:
         _check_stamp(bloom, path, digest, namespace)
         _check_window(bloom, path, window)
