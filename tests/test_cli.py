@@ -232,6 +232,22 @@ def test_info_describes_a_filter_file(tmp_path: Path) -> None:
     assert f"{(tmp_path / 's.bloom').stat().st_size:,}" in text
 
 
+def test_a_grown_filter_in_the_summary_info_and_merge(tmp_path: Path) -> None:
+    made = run(["filter", "--state", "s.bloom", "--capacity", "1000", "--ttl-days", "0"], tmp_path,
+               stdin="\n".join(canonical(page) for page in range(6_000)).encode())
+    assert made.returncode == 0, made.stderr.decode()
+    assert summary_count(made, "new") >= 6_000 * 0.99
+    assert re.search(r"filter grew\s+2 stages\s+past its capacity of 1,000: 21,000 items in all, in "
+                     r"s\.bloom\.stage1 \.\. \.stage2$", made.stderr.decode(), re.MULTILINE), made.stderr.decode()
+    text = run(["info", "s.bloom"], tmp_path).stdout.decode()
+    assert re.search(r"format\s+crawldedup filter v3\b", text), text
+    assert re.search(r"grown\s+2 stages past its capacity: holds 21,000 keys in all", text), text
+    assert re.search(r"stage 2\s+s\.bloom\.stage2: capacity 16,000 at error rate 0\.00125, ~[\d,]+ items", text), text
+    refused = run(["merge", "s.bloom", "s.bloom", "-o", "out.bloom"], tmp_path)
+    assert_clean_error(refused, 3, "cannot merge s.bloom: it grew past its capacity into 2 stage files")
+    assert not (tmp_path / "out.bloom").exists()
+
+
 @pytest.mark.parametrize(
     "content", [b"", b"not a filter at all" * 300, b"CDDBLOOM" + bytes(100)],
     ids=["empty", "foreign", "truncated"],

@@ -219,6 +219,11 @@ class FilterRun:
             f"  filter fill         {fill:>12.2%}   ~{bloom.approx_items:,} of {counted(bloom.capacity, 'item')} "
             f"at {bloom.error_rate * 100:g}% error, {bloom.path}",
         ]
+        if bloom.grown:
+            stages = bloom.stages()
+            rows.append(f"  filter grew         {counted(len(stages) - 1, 'stage'):>12}   past its capacity of "
+                        f"{stages[0].capacity:,}: {bloom.capacity:,} items in all, in {bloom.path}.stage1"
+                        f"{f' .. .stage{len(stages) - 1}' if len(stages) > 2 else ''}")
         if self.dedup.store is not None:
             stats = self.dedup.stats
             rows.append(f"  store               {self.dedup.config.strategy:>12}   {self.dedup.store.description}, "
