@@ -9,6 +9,11 @@ Pages are identified by the server's own routing (not by crawldedup), like a web
 would: ``/p/<n>`` and ``/item?id=<n>&cat=<n % 5>``, a trailing slash and dot segments are
 ignored, query parameters other than ``id`` and ``cat`` (tracking ones) are ignored.
 Every page links to a few others, each link in several spellings.
+
+With ``redirects=True`` every page also links to its targets through redirects: a short link
+``/s/<source>/<target>`` of its own (301) into a chain ``/go/<codes>/<target>`` whose hops answer
+302, 303, 307 and 308 in turn before the page, and ``/m/<target>``, a page whose meta refresh
+leads to the target.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import html
 import posixpath
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
 
 HOST = "shop.example"
@@ -60,6 +65,30 @@ def spellings(source: int, target: int) -> List[str]:
     return [variants[(source + k) % len(variants)] for k in range(3)]
 
 
+#: The chains a short link enters, by source page: every HTTP redirect code, 1 to 3 hops.
+CHAINS = ("302", "307.308", "308.303.302")
+
+
+def short_link(source: int, target: int) -> str:
+    """The short link by which ``source`` links to ``target`` (one per source: many lead to one page)."""
+    return f"/s/{source}/{target}"
+
+
+def redirect(path: str) -> Optional[Tuple[int, str]]:
+    """The status and Location of a redirect path (``/s/...``, ``/go/...``), or None for another path."""
+    parts = path.strip("/").split("/")
+    try:
+        if parts[0] == "s" and len(parts) == 3:
+            return 301, f"/go/{CHAINS[int(parts[1]) % len(CHAINS)]}/{int(parts[2])}"
+        if parts[0] == "go" and len(parts) == 3:
+            codes, target = parts[1].split("."), int(parts[2])
+            rest = ".".join(codes[1:])
+            return int(codes[0]), (f"/go/{rest}/{target}" if rest else page_path(target))
+    except ValueError:
+        return None
+    return None
+
+
 def targets(source: int, pages: int) -> List[int]:
     """Pages linked from ``source``: the next one (so all are reachable) and a few far ones."""
     return sorted({(source + 1) % pages, (7 * source + 3) % pages, (source + pages // 2) % pages})
@@ -76,8 +105,11 @@ class ShopSite:
     """
 
     def __init__(self, pages: int, *, wait_for_agents: int = 0, gate_seconds: float = 20.0,
-                 article: Optional[Callable[[int], str]] = None) -> None:
+                 article: Optional[Callable[[int], str]] = None, redirects: bool = False) -> None:
         self.pages = pages
+        self.redirects = redirects
+        #: Redirect and meta refresh responses sent, by status (``refresh`` for meta refresh pages).
+        self.redirected: Dict[str, int] = collections.Counter()
         self.article = article
         self.wait_for_agents = wait_for_agents
         self.gate_seconds = gate_seconds
@@ -142,10 +174,11 @@ class ShopSite:
         return page if 0 <= page < self.pages else None
 
     def body(self, page: int) -> bytes:
-        links = "".join(
-            f'<li><a href="{html.escape(href)}">page {target}</a></li>'
-            for target in targets(page, self.pages) for href in spellings(page, target)
-        )
+        hrefs = [(target, href) for target in targets(page, self.pages) for href in spellings(page, target)]
+        if self.redirects:
+            hrefs += [(target, short_link(page, target)) for target in targets(page, self.pages)]
+            hrefs.append(((page + 2) % self.pages, f"/m/{(page + 2) % self.pages}"))
+        links = "".join(f'<li><a href="{html.escape(href)}">page {target}</a></li>' for target, href in hrefs)
         # The base keeps relative links valid when the page is fetched as /p/4/ or /p/./4.
         base = html.escape(ORIGIN + page_path(page))
         article = f"<article><p>{html.escape(self.article(page))}</p></article>" if self.article else ""
@@ -171,6 +204,15 @@ class ShopSite:
             def do_GET(self) -> None:
                 agent = self.headers.get("User-Agent", "")
                 site._admit(agent)
+                path = urlsplit(self.path).path
+                hop = redirect(path) if site.redirects else None
+                if hop is not None:
+                    self._send(hop[0], b"", location=ORIGIN + hop[1])
+                    return
+                if site.redirects and path.startswith("/m/") and path[3:].isdigit():
+                    refresh = html.escape(ORIGIN + page_path(int(path[3:])))
+                    self._send(0, f'<html><head><meta http-equiv="refresh" content="0; url={refresh}"></head></html>'.encode())
+                    return
                 page = site.route(self.path)
                 with site._lock:
                     if page is None:
@@ -179,7 +221,16 @@ class ShopSite:
                         site.fetches[page] += 1
                         site.fetches_by_agent[agent] += 1
                 body = site.body(page) if page is not None else b"not found"
-                self.send_response(200 if page is not None else 404)
+                self._send(200 if page is not None else 404, body)
+
+            def _send(self, status: int, body: bytes, location: Optional[str] = None) -> None:
+                """Send a response; status 0 is a meta refresh page (200), counted as a redirect."""
+                if status != 200 and status != 404:
+                    with site._lock:
+                        site.redirected[str(status) if status else "refresh"] += 1
+                self.send_response(status or 200)
+                if location is not None:
+                    self.send_header("Location", location)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

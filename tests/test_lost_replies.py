@@ -262,3 +262,16 @@ def test_a_content_check_that_failed_after_its_reply_was_lost_is_resumed(proxy, 
         assert [c.verdict for c in dedup.check_content(urls, fps)] == ["unchanged"] * 200
     with Deduplicator("set", redis_url=redis_server.url, namespace="resume", capacity=10_000) as other:
         assert [c.verdict for c in other.check_content(urls, fps)] == ["unchanged"] * 200  # stored once
+
+
+def test_claim_final_through_a_lost_reply(proxy, redis_server, strategy):
+    """The final pages' claims and the aliases travel in one pipeline whose reply is lost: the
+    retry reads the claims' receipts (won, not taken) and records the aliases again."""
+    finals, requested = pages(300), pages(300, prefix="short")
+    with Deduplicator(strategy, redis_url=proxy.url, namespace="final", capacity=10_000, retry=RETRY) as dedup:
+        proxy.lose_next_reply()
+        assert dedup.claim_final(finals, requested=requested) == [True] * 300
+        assert proxy.replies_lost == 1 and dedup.store.failed_attempts == 1
+    with Deduplicator(strategy, redis_url=redis_server.url, namespace="final", capacity=10_000, retry=RETRY) as other:
+        assert other.claim_many(finals) == [False] * 300  # none won twice
+        assert other.seen_through_redirects(requested) == [True] * 300  # every alias recorded

@@ -3,6 +3,7 @@
 import crawldedup
 
 PUBLIC = {
+    "AliasesUnsupported",
     "AsyncDeduplicator",
     "AsyncServiceClient",
     "BloomFilter",
@@ -47,6 +48,7 @@ def test_exceptions_are_the_documented_kinds():
     assert issubclass(crawldedup.InvalidURL, ValueError)
     assert issubclass(crawldedup.FilterFileError, ValueError)
     assert issubclass(crawldedup.LeasesUnsupported, ValueError)
+    assert issubclass(crawldedup.AliasesUnsupported, NotImplementedError)
     assert issubclass(crawldedup.StoreUnavailable, ConnectionError)
     assert issubclass(crawldedup.StoreRefused, crawldedup.StoreUnavailable)
 

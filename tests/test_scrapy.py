@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -317,12 +318,15 @@ def test_settings_given_as_text_are_parsed(tmp_path):
 # --- real crawls in subprocesses ----------------------------------------------------------
 
 
-def crawl_command(site: Any, tmp_path: Path, name: str, settings: Dict[str, Any], start_pages=(0,)) -> Dict[str, Any]:
-    """The command line and environment of one crawl of ``site``, writing tmp_path/<name>.json."""
+def crawl_command(site: Any, tmp_path: Path, name: str, settings: Dict[str, Any], start_pages=(0,),
+                  start_urls: Optional[List[str]] = None, dont_filter: bool = False) -> Dict[str, Any]:
+    """The command line and environment of one crawl of ``site``, writing tmp_path/<name>.json;
+    ``start_urls`` instead of the start pages, ``dont_filter`` start requests as a Spider's default ones."""
     config = {
-        "start_urls": [site_module.ORIGIN + site_module.page_path(p) for p in start_pages],
+        "start_urls": start_urls or [site_module.ORIGIN + site_module.page_path(p) for p in start_pages],
         "settings": settings,
         "result": str(tmp_path / f"{name}.json"),
+        "dont_filter": dont_filter,
     }
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "no_proxy", "all_proxy")}
     env["http_proxy"] = site.proxy  # the shop answers for http://shop.example
@@ -341,8 +345,9 @@ def crawl_result(tmp_path: Path, name: str, returncode: int, log: str) -> Dict[s
     return result
 
 
-def run_crawl(site: Any, tmp_path: Path, name: str, settings: Dict[str, Any], start_pages=(0,)) -> Dict[str, Any]:
-    command = crawl_command(site, tmp_path, name, settings, start_pages)
+def run_crawl(site: Any, tmp_path: Path, name: str, settings: Dict[str, Any], start_pages=(0,),
+              **start: Any) -> Dict[str, Any]:
+    command = crawl_command(site, tmp_path, name, settings, start_pages, **start)
     done = subprocess.run(**command, capture_output=True, text=True, timeout=CRAWL_TIMEOUT_SECONDS)
     return crawl_result(tmp_path, name, done.returncode, done.stderr)
 
@@ -486,3 +491,63 @@ def test_a_response_that_is_not_html_goes_through_unchecked():
     assert middleware.process_response(request, html) is html
     assert request.meta[CONTENT_META_KEY].verdict == "new"
     middleware.spider_closed()
+
+
+REDIRECTS = {**DUPEFILTER, "DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RedirectMiddleware": 540}}
+#: Pages of the redirecting shop: each also links to its targets through a short link of its own
+#: (a chain of 1 to 3 more hops: 301, 302, 303, 307, 308) and to one through a meta refresh page.
+REDIRECT_PAGES = 60
+
+
+@pytest.mark.slow
+def test_redirect_middleware_processes_each_final_page_once(tmp_path):
+    """Spider-style start requests (``dont_filter``) through four redirect chains, all to page 0;
+    every page linked directly, by short links and through a meta refresh. Without the middleware
+    page 0 is processed four times or more; with it every page once. A crawl resumed from JOBDIR
+    drops the start links before fetching them: the alias map knows where they lead."""
+    origin = site_module.ORIGIN
+    starts = [origin + site_module.short_link(1000 + k, 0) for k in range(3)] + [origin + "/go/308.301/0"]
+    with site_module.ShopSite(REDIRECT_PAGES, redirects=True) as site:
+        plain = run_crawl(site, tmp_path, "plain", DUPEFILTER, start_urls=starts, dont_filter=True)
+    assert Counter(site.route(url) for url in plain["parsed"])[0] >= 4
+
+    settings = {**REDIRECTS, "JOBDIR": str(tmp_path / "job")}
+    with site_module.ShopSite(REDIRECT_PAGES, redirects=True) as site:
+        result = run_crawl(site, tmp_path, "redirects", settings, start_urls=starts, dont_filter=True)
+        assert site.unknown == []
+        assert {"301", "302", "303", "307", "308", "refresh"} <= set(site.redirected)
+    processed = Counter(site.route(url) for url in result["parsed"])
+    assert processed == Counter(range(REDIRECT_PAGES)), f"processed twice: {[p for p, n in processed.items() if n > 1]}"
+    stats = result["stats"]
+    assert stats["crawldedup/redirect/duplicate"] >= 3  # the start chains that ended on page 0 again
+    assert stats["crawldedup/redirect/new"] >= 1
+
+    with site_module.ShopSite(REDIRECT_PAGES, redirects=True) as site:
+        resumed = run_crawl(site, tmp_path, "resumed", settings, start_urls=starts, dont_filter=True)
+        assert site.redirected == {}  # no short link, no hop fetched again
+    assert resumed["stats"]["crawldedup/redirect/known_alias"] == 4
+    assert resumed["parsed"] == []
+
+
+def test_a_redirect_chain_is_its_run_of_http_redirects():
+    """The hops of a chain are its trailing HTTP redirects: a meta refresh before them is left
+    alone (a link of its page), and the dupefilter reads a hop instead of claiming it."""
+    from crawldedup.scrapy import RedirectMiddleware
+    from crawldedup.integrations.scrapy import redirect_hops
+
+    request = scrapy.Request("http://shop.example/p/4", meta={
+        "redirect_urls": ["http://shop.example/s/1/4", "http://shop.example/m/4", "http://shop.example/go/307/4"],
+        "redirect_reasons": [301, "meta refresh", 307]})
+    assert redirect_hops(request) == ["http://shop.example/go/307/4"]
+    assert redirect_hops(scrapy.Request("http://shop.example/p/4")) == []
+    crawler = make_crawler(ShopSpider, {"CRAWLDEDUP_CAPACITY": 10_000, **DUPEFILTER,
+                                        "DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RedirectMiddleware": 540}})
+    df = DupeFilter.from_crawler(crawler)
+    middleware = RedirectMiddleware.from_crawler(crawler)
+    assert df.reads_redirects and middleware.deduplicator is df.deduplicator
+    assert seen(df, request, request) == [False, False]  # a hop is read, not claimed
+    assert middleware.process_response(request, scrapy.http.HtmlResponse(request.url, body=b"<html/>"), None)
+    assert seen(df, request) == [True]  # its chain's end claimed it
+    with pytest.raises(scrapy.exceptions.IgnoreRequest, match="redirects to a page processed already"):
+        middleware.process_request(scrapy.Request("http://shop.example/go/307/4"))
+    df.close("finished")

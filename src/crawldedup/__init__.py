@@ -10,6 +10,7 @@ from .bloom import BloomFilter
 from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
 from .dedup import AsyncDeduplicator, ClaimBatch, DedupStats, Deduplicator, open_state
 from .stores import (
+    AliasesUnsupported,
     Durability,
     LeasesUnsupported,
     NamespaceConflict,
@@ -23,6 +24,7 @@ from .stores import (
 )
 
 __all__ = [
+    "AliasesUnsupported",
     "AsyncDeduplicator",
     "AsyncServiceClient",
     "BloomFilter",

@@ -15,10 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Generator, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 #: A step that yields requests, receives replies, and returns its answer.
 Plan = Generator[Any, Any, T]
 #: How an async driver runs a stretch of a plan: inline, or in a worker thread for a long one.
 Resume = Callable[[Callable[[], Tuple[bool, Any]]], Awaitable[Tuple[bool, Any]]]
+#: How a store sends two requests as one (:func:`together`): the joint request, and how to split its reply.
+Join = Callable[[Any, Any], Tuple[Any, Callable[[Any], Tuple[Any, Any]]]]
 
 
 def _advance(plan: Plan[Any], reply: Any, error: Optional[BaseException]) -> Tuple[bool, Any]:
@@ -94,3 +98,36 @@ async def adrive(plan: Plan[T], send: Callable[[Any], Awaitable[Any]], resume: R
             reply = await send(value)
         except BaseException as exc:  # CancelledError too: the plan counts it, then re-raises
             error = exc
+
+
+def together(first: Plan[A], second: Plan[B], join: Join) -> Plan[Tuple[A, B]]:
+    """Run two plans of one request each as one request (one round trip): ``join(request_a,
+    request_b)`` gives the request that carries both and how to split its reply in two. A plan
+    that needs no request answers at once; the other then runs alone.
+
+    :raises RuntimeError: when a plan asks for a second request.
+    """
+    done_a, a = _advance(first, None, None)
+    done_b, b = _advance(second, None, None)
+    if done_a and done_b:
+        return a, b
+    if done_a:
+        return a, (yield from _resumed(second, b))
+    if done_b:
+        return (yield from _resumed(first, a)), b
+    request, split = join(a, b)
+    reply_a, reply_b = split((yield request))
+    return _finish(first, reply_a), _finish(second, reply_b)
+
+
+def _resumed(plan: Plan[T], request: Any) -> Plan[T]:
+    """The rest of ``plan``, which already yielded ``request``."""
+    return _finish(plan, (yield request))
+
+
+def _finish(plan: Plan[T], reply: Any) -> T:
+    finished, value = _advance(plan, reply, None)
+    if not finished:
+        plan.close()
+        raise RuntimeError("a plan joined with another may send one request only")
+    return value  # type: ignore[no-any-return]

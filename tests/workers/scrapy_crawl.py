@@ -43,6 +43,13 @@ FAST = {
 
 class ShopSpider(scrapy.Spider):
     name = "shop"
+    #: Start requests bypass the dupefilter, as a Spider's default start requests do.
+    dont_filter = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        #: The URL of every response the spider processed, in order.
+        self.parsed = []
 
     async def start(self):
         for request in self.start_requests():
@@ -51,9 +58,10 @@ class ShopSpider(scrapy.Spider):
     def start_requests(self):
         # Not dont_filter (unlike Spider's default): the start pages are claimed like any other.
         for url in self.start_urls:
-            yield scrapy.Request(url)
+            yield scrapy.Request(url, dont_filter=self.dont_filter)
 
     def parse(self, response):
+        self.parsed.append(response.url)
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href)
 
@@ -62,10 +70,11 @@ def main() -> int:
     config = json.loads(sys.argv[1])
     process = CrawlerProcess({**FAST, **config["settings"]})
     crawler = process.create_crawler(ShopSpider)
-    process.crawl(crawler, start_urls=config["start_urls"])
+    process.crawl(crawler, start_urls=config["start_urls"], dont_filter=config.get("dont_filter", False))
     process.start()
     stats = crawler.stats.get_stats()
-    result = {"stats": stats, "finish_reason": stats.get("finish_reason"), "warnings": RECORDED}
+    result = {"stats": stats, "finish_reason": stats.get("finish_reason"), "warnings": RECORDED,
+              "parsed": crawler.spider.parsed}
     with open(config["result"], "w", encoding="utf-8") as out:
         json.dump(result, out, default=str)
     return 0

@@ -93,6 +93,8 @@ class Deduplicator(DedupCore[ClaimStore]):
         a fingerprint is near it (recorded with the stored pages, which refuse another k).
     :param content_policy: the content policy the checked SimHashes were made with (default
         :data:`~crawldedup.content.DEFAULT_CONTENT_POLICY`), recorded like k.
+    :param max_aliases: the bound of the alias map of redirects that :meth:`claim_final`
+        records into (per namespace; docs/stores.md, "Aliases"), in [1, 2**32].
     :param pages_path: ``local`` strategy: the journal of :meth:`check_content`'s pages
         (default ``<state>.pages``; in memory without a state file). Give each round of a
         re-inspection crawl its own state file and one ``pages_path``. In a store, the pages
@@ -227,6 +229,44 @@ class Deduplicator(DedupCore[ClaimStore]):
         """
         return drive(self._seen_plan(urls), self._ask)
 
+    def claim_final(self, final_urls: Sequence[URL], requested: Sequence[URL],
+                    lease: Optional[float] = None) -> List[bool]:
+        """After fetches that were redirected: per fetch, True when this caller won its final page
+        (new: process it), False when the page was claimed already (drop it) or is invalid.
+
+        Claims each final URL as :meth:`claim_many` does (two fetches that end on one page: one
+        wins, whichever link led to it), and records ``requested[i]`` -> ``final_urls[i]`` in the
+        namespace's alias map (bounded by ``max_aliases``; forgotten with the recrawl window), in
+        the same round trip, so that :meth:`seen_through_redirects` answers a later link to any
+        requested URL of the chain without a fetch. A pair whose URLs have one canonical form (no redirect)
+        or whose requested URL is refused records no alias. Keep requesting with the URL you
+        have: only the final URL is claimed here, the requested one was claimed before its fetch.
+
+        :param final_urls: the URLs the fetches ended on (``str`` or ``bytes``).
+        :param requested: the URL each fetch was asked for, one per final URL.
+        :param lease: as :meth:`claim_batch`'s: the final pages won are leased to this worker.
+        :raises TypeError: when either is a single string.
+        :raises ValueError: for lists of different lengths, or a lease out of range.
+        :raises LeasesUnsupported: for a lease without a store that supports leases.
+        :raises AliasesUnsupported: for the ``service`` strategy, which keeps no alias map.
+        :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
+        """
+        return drive(self._final_plan(final_urls, requested, lease), self._ask)
+
+    def seen_through_redirects(self, urls: Sequence[URL]) -> List[bool]:
+        """Whether each URL is recorded as redirecting to a page that is claimed (read only).
+
+        True when :meth:`claim_final` recorded the URL as requested for a final page (the alias
+        map) and that page is claimed now: a link to it needs no fetch. The URL's own claim is
+        not asked (:meth:`seen` asks it). At most two round trips: the aliases, then the claims
+        of the final pages the local filter does not hold. Invalid URLs give False.
+
+        :raises TypeError: when ``urls`` is a single string.
+        :raises AliasesUnsupported: for the ``service`` strategy, which keeps no alias map.
+        :raises StoreUnavailable: when the store stayed unreachable.
+        """
+        return drive(self._through_plan(urls), self._ask)
+
     def seen_keys(self, keys: Sequence[URL]) -> List[bool]:
         """Whether each precomputed key was claimed (:meth:`claim_keys`); claims nothing, as :meth:`seen`.
 
@@ -337,6 +377,8 @@ class Deduplicator(DedupCore[ClaimStore]):
                     self.store.close()
             finally:
                 self.local_filter.close()
+                if self._local_aliases is not None:
+                    self._local_aliases.close()
 
     def __enter__(self) -> "Deduplicator":
         return self

@@ -123,6 +123,15 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         """See :meth:`Deduplicator.seen`."""
         return await self._run(self._seen_plan(urls), len(urls))
 
+    async def claim_final(self, final_urls: Sequence[URL], requested: Sequence[URL],
+                          lease: Optional[float] = None) -> List[bool]:
+        """See :meth:`Deduplicator.claim_final`; a cancelled call counts in ``stats.cancelled_batches``."""
+        return await self._run(self._final_plan(final_urls, requested, lease), len(final_urls), claim=True)
+
+    async def seen_through_redirects(self, urls: Sequence[URL]) -> List[bool]:
+        """See :meth:`Deduplicator.seen_through_redirects`."""
+        return await self._run(self._through_plan(urls), len(urls))
+
     async def seen_keys(self, keys: Sequence[URL]) -> List[bool]:
         """See :meth:`Deduplicator.seen_keys`."""
         return await self._run(self._seen_keys_plan(keys), len(keys))
@@ -179,6 +188,8 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
             finally:
                 if self._opened:
                     await loop.run_in_executor(None, self.local_filter.close)  # flushes the file
+                    if self._local_aliases is not None:
+                        self._local_aliases.close()
                 self._worker.close()
                 self._opened = False
 

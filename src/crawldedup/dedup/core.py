@@ -27,8 +27,10 @@ from ..canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidU
 from ..config import DedupConfig
 from ..fingerprints import Fingerprints
 from ..stores.aio import AsyncClaimStore
+from ..stores.aliases import DEFAULT_MAX_ALIASES, Aliases, check_max_aliases, unsupported
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
 from ..stores.factory import LOCAL
+from .aliases import LocalAliases, aliases_path
 from .content import ContentChecks
 from .leases import URL, Leases, lease_store
 from .pipeline import ClaimPipeline, StoreAsk
@@ -102,6 +104,7 @@ class DedupCore(Generic[S]):
         content_distance: int = 3,
         content_policy: Optional[ContentPolicy] = None,
         pages_path: Optional[PathArg] = None,
+        max_aliases: int = DEFAULT_MAX_ALIASES,
     ) -> None:
         #: Owner of this Deduplicator's leases.
         self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
@@ -115,6 +118,8 @@ class DedupCore(Generic[S]):
         }
         self.config = replace(config or DedupConfig(), **{k: v for k, v in overrides.items() if v is not None})
         number_in("sample_rate", sample_rate, 0, 1)
+        #: The bound of the alias map of redirects this Deduplicator records into (claim_final).
+        self.max_aliases = check_max_aliases(max_aliases)
         self.policy = policy or DEFAULT_POLICY
         self.namespace = self.config.namespace
         if crawl_round is not None:
@@ -182,6 +187,9 @@ class DedupCore(Generic[S]):
                                        sample_rate=self.sample_rate, owner=self.worker_id, counter=self._counter)
         self._leases = Leases(self.store, self.config.strategy, self.local_filter, self.worker_id, self.policy,
                               self._counter)
+        #: The alias map of the ``local`` strategy (a store keeps its own).
+        self._local_aliases = (LocalAliases(aliases_path(self.config.state_path), self.config.window, self._clock)
+                               if self.store is None else None)
 
     @classmethod
     def from_env(cls: Type[D], environ: Optional[Any] = None, **overrides: Any) -> D:
@@ -240,6 +248,51 @@ class DedupCore(Generic[S]):
             seen[positions] = yield from self._read(hash_many([cast(str, canonical[i]) for i in positions]))
         return cast(List[bool], seen.tolist())
 
+    def _final_plan(self, finals: Sequence[URL], requested: Sequence[URL], lease: Optional[float]) -> Plan[List[bool]]:
+        """:meth:`Deduplicator.claim_final`, as a plan: the claims of the final pages and the
+        aliases of the requested URLs go to the store in one round trip."""
+        check_batch("final_urls", finals, "URLs")
+        check_batch("requested", requested, "URLs")
+        if len(requested) != len(finals):
+            raise ValueError(f"requested must hold one URL per final URL ({len(finals)}), got {len(requested)}")
+        if self.store is not None and not self.store.supports_aliases:
+            raise unsupported(self.store.strategy)
+        if lease is not None:
+            lease_store(self.store, self.config.strategy)
+            check_lease_seconds(lease)
+        batch = self._prepare(finals, None, None)
+        wanted, _ = self._canonicalize_in_pieces(requested, None)
+        pairs = [row for row, i in enumerate(batch.positions.tolist())
+                 if wanted[i] is not None and wanted[i] != batch.canonical[i]]
+        aliases = Aliases(Fingerprints(hash_many([wanted[batch.positions[row]] for row in pairs])),
+                          Fingerprints(batch.hashes[pairs]), self.max_aliases)
+        won = np.zeros(len(batch.canonical), dtype=bool)
+        if len(batch.positions):
+            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease,
+                                                    aliases if self.store is not None and pairs else None)
+            won[batch.positions[rows]] = True
+            if self._local_aliases is not None and pairs:
+                self._local_aliases.record(aliases)
+        return cast(List[bool], won.tolist())
+
+    def _through_plan(self, urls: Sequence[URL]) -> Plan[List[bool]]:
+        """:meth:`Deduplicator.seen_through_redirects`, as a plan: the URLs' aliases (one round
+        trip), then the claims of the final pages found (the local filter's misses: one more)."""
+        check_batch("urls", urls, "URLs")
+        canonical, _ = self._canonicalize_in_pieces(urls, None)
+        positions = [i for i, c in enumerate(canonical) if c is not None]
+        seen = np.zeros(len(canonical), dtype=bool)
+        if positions:
+            asked = Fingerprints(hash_many([cast(str, canonical[i]) for i in positions]))
+            if self._local_aliases is not None:
+                finals = self._local_aliases.read(asked)
+            else:
+                finals = yield StoreAsk("read_aliases", (asked,))
+            aliased = [positions[row] for row, final in enumerate(finals) if final is not None]
+            if aliased:
+                seen[aliased] = yield from self._read(Fingerprints.of([f for f in finals if f is not None]).hashes)
+        return cast(List[bool], seen.tolist())
+
     def _seen_keys_plan(self, keys: Sequence[URL]) -> Plan[List[bool]]:
         """:meth:`Deduplicator.seen_keys`, as a plan."""
         domained = _domained(keys)
@@ -294,13 +347,15 @@ class DedupCore(Generic[S]):
             time.sleep(0)
         return Canonicalized(canonical, errors)
 
-    def _claim_and_learn(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float]) -> Plan[np.ndarray]:
-        """Claim one batch in one step; the local filter learns its lasting claims at once (only
-        once the store answered: a batch that fails or is cancelled teaches it nothing).
+    def _claim_and_learn(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float],
+                         aliases: Optional[Aliases] = None) -> Plan[np.ndarray]:
+        """Claim one batch in one step (recording ``aliases`` in the same round trip); the local
+        filter learns its lasting claims at once (only once the store answered: a batch that
+        fails or is cancelled teaches it nothing).
 
         :returns: the rows won.
         """
-        claimed = yield from self._pipeline.claim(hashes, canonical, lease)
+        claimed = yield from self._pipeline.claim(hashes, canonical, lease, aliases)
         won = claimed.won
         if self.store is None:
             # The filter's own test-and-set decides: of two threads claiming a page, one adds it first.

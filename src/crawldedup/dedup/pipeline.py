@@ -22,6 +22,7 @@ import numpy as np
 from .._plans import Plan
 from ..bloom import LocalFilter
 from ..fingerprints import Fingerprints
+from ..stores.aliases import Aliases
 from ..stores.base import ClaimAnswers, Lease
 from .stats import StatsCounter
 
@@ -100,9 +101,11 @@ class ClaimPipeline:
         # A hit is sampled when the top 32 bits of its h2 fall under this threshold.
         self._sample_below = np.uint64(round(sample_rate * (1 << 32)))
 
-    def claim(self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float]) -> Plan[Claimed]:
+    def claim(self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float],
+              aliases: Optional[Aliases] = None) -> Plan[Claimed]:
         """Claim one batch: ``hashes`` has one row per valid URL, ``canonical[row]`` its canonical
-        form (needed with a lease only). Yields at most one :class:`StoreAsk`.
+        form (needed with a lease only). Yields at most one :class:`StoreAsk`, which also records
+        ``aliases`` in the store's alias map.
 
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
@@ -114,7 +117,7 @@ class ClaimPipeline:
             self.counter.add(local_hits=hits, answered_locally=len(hashes))
             return Claimed(claims.rows, claims.rows)
         reads = self._sampled_hits(hashes, hit)
-        answers = yield from self._ask_store(hashes, claims.rows, reads, canonical, lease)
+        answers = yield from self._ask_store(hashes, claims.rows, reads, canonical, lease, aliases)
         won_mask = np.asarray(answers.won, dtype=bool)
         won = claims.rows[won_mask]
         held = np.asarray(answers.held, dtype=np.intp)
@@ -125,7 +128,7 @@ class ClaimPipeline:
             checked, false_hits, local = len(reads), answers.present.count(False), hits
         self.counter.add(
             local_hits=hits, answered_locally=local, store_claims=len(claims.rows), store_reads=len(reads),
-            round_trips=1 if len(claims.rows) or len(reads) else 0, sampled_hits=checked, false_hits=false_hits,
+            round_trips=1 if len(claims.rows) or len(reads) or aliases is not None else 0, sampled_hits=checked, false_hits=false_hits,
             leased=len(won) if lease is not None else 0, held=len(held),
         )
         return Claimed(won, learn)
@@ -137,10 +140,11 @@ class ClaimPipeline:
         return np.flatnonzero(hit & ((hashes[:, 1] >> _32) < self._sample_below))
 
     def _ask_store(self, hashes: np.ndarray, claim_rows: np.ndarray, read_rows: np.ndarray,
-                   canonical: Sequence[str], lease: Optional[float]) -> Plan[ClaimAnswers]:
-        """One round trip: claim ``claim_rows`` (leased when ``lease``), read ``read_rows``."""
+                   canonical: Sequence[str], lease: Optional[float], aliases: Optional[Aliases]) -> Plan[ClaimAnswers]:
+        """One round trip: claim ``claim_rows`` (leased when ``lease``), read ``read_rows``, record ``aliases``."""
         terms = Lease(self.owner, lease, [canonical[row] for row in claim_rows.tolist()]) if lease is not None else None
-        ask = StoreAsk("claim_and_read", (Fingerprints(hashes[claim_rows]), Fingerprints(hashes[read_rows])), {"lease": terms})
+        options: Dict[str, Any] = {"lease": terms} if aliases is None else {"lease": terms, "aliases": aliases}
+        ask = StoreAsk("claim_and_read", (Fingerprints(hashes[claim_rows]), Fingerprints(hashes[read_rows])), options)
         started = time.perf_counter()
         try:
             answers: ClaimAnswers = yield ask
@@ -149,7 +153,7 @@ class ClaimPipeline:
         except BaseException:
             self.counter.add(failed_batches=1)
             raise
-        if len(claim_rows) or len(read_rows):
+        if len(claim_rows) or len(read_rows) or aliases is not None:
             self.counter.store_call(time.perf_counter() - started)
         return answers
 

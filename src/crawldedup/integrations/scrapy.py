@@ -21,6 +21,10 @@ and the state file are the same as for URLs.
 :class:`ContentMiddleware`, a downloader middleware, checks what each HTML response holds
 (:meth:`~crawldedup.Deduplicator.check_content`) and tags it, or drops it when its content is
 unchanged or a duplicate (``CRAWLDEDUP_CONTENT_DROP``).
+
+:class:`RedirectMiddleware`, a downloader middleware beside Scrapy's own redirect middleware,
+claims the final page of each HTTP redirect chain (:meth:`~crawldedup.Deduplicator.claim_final`)
+and drops a response whose page was processed already, whichever link led to it.
 """
 
 from __future__ import annotations
@@ -29,14 +33,16 @@ import dataclasses
 import hashlib
 import logging
 import os
+import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional, Union
 
 from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.utils.job import job_dir
+from scrapy.utils.misc import load_object
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from ..config import SETTINGS as CONFIG_SETTINGS
@@ -47,6 +53,7 @@ from ..dedup import Deduplicator
 from ..content.index_format import MAX_DISTANCE
 from ..pages import DUPLICATE, VERDICTS
 from .._checks import integer_in
+from ..stores.aliases import DEFAULT_MAX_ALIASES, check_max_aliases
 from ..stores.base import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -58,8 +65,8 @@ if TYPE_CHECKING:
     from scrapy.utils.request import RequestFingerprinterProtocol
 
 __all__ = [
-    "CONTENT_META_KEY", "ContentMiddleware", "DupeFilter", "PAGES_FILE_NAME", "SETTINGS", "STATE_FILE_NAME",
-    "STATS_SYNC_EVERY", "deduplicator_from_settings",
+    "CONTENT_META_KEY", "ContentMiddleware", "DupeFilter", "PAGES_FILE_NAME", "REDIRECT_MIDDLEWARE",
+    "RedirectMiddleware", "SETTINGS", "STATE_FILE_NAME", "STATS_SYNC_EVERY", "deduplicator_from_settings",
 ]
 
 # The documented logger name: the adapter moved into integrations/, its log did not.
@@ -152,7 +159,15 @@ def deduplicator_from_settings(settings: "BaseSettings", spider_name: Optional[s
         verify_hits = settings.getbool("CRAWLDEDUP_VERIFY_HITS")
     except ValueError as exc:
         raise ValueError(f"CRAWLDEDUP_VERIFY_HITS: {exc}, got {settings.get('CRAWLDEDUP_VERIFY_HITS')!r}") from None
-    return Deduplicator(config=config, policy=policy, verify_hits=verify_hits)
+    return Deduplicator(config=config, policy=policy, verify_hits=verify_hits, max_aliases=_max_aliases(settings))
+
+
+def _max_aliases(settings: "BaseSettings") -> int:
+    """``CRAWLDEDUP_MAX_ALIASES``: the bound of the alias map of redirects."""
+    try:
+        return check_max_aliases(settings.getint("CRAWLDEDUP_MAX_ALIASES", DEFAULT_MAX_ALIASES))
+    except ValueError as exc:
+        raise ValueError(f"CRAWLDEDUP_MAX_ALIASES: {exc}") from None
 
 
 class DupeFilter(BaseDupeFilter):
@@ -182,17 +197,23 @@ class DupeFilter(BaseDupeFilter):
         self.fingerprinter = fingerprinter if fingerprinter is not None else RequestFingerprinter()
         self.logdupes = True
         self._seen = 0
+        #: Whether :class:`RedirectMiddleware` claims the final pages of redirect chains: then a
+        #: redirect hop is read, not claimed (its page is claimed once its chain ends there).
+        self.reads_redirects = False
 
     @classmethod
     def from_crawler(cls, crawler: "Crawler") -> "DupeFilter":
         """Build the filter from the crawler's settings (see :func:`deduplicator_from_settings`)."""
         spider_name = getattr(crawler.spidercls, "name", None)
-        return cls(
+        dupefilter = cls(
             deduplicator_from_settings(crawler.settings, spider_name),
             stats=crawler.stats,
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
         )
+        dupefilter.reads_redirects = redirects_enabled(crawler.settings)
+        _DEDUPLICATORS[crawler] = dupefilter.deduplicator  # RedirectMiddleware claims in the same one
+        return dupefilter
 
     def open(self) -> None:
         logger.info("crawldedup: filtering duplicate requests with %r", self.deduplicator)
@@ -218,6 +239,8 @@ class DupeFilter(BaseDupeFilter):
     def _claim(self, request: "Request") -> bool:
         """Plain GETs by canonical URL (``claim_batch``), every other request by its key (``claim_keys``)."""
         if request.method == "GET" and not request.body and not request.meta.get("verbatim_url"):
+            if self.reads_redirects and redirect_hops(request):
+                return not self.deduplicator.seen([request.url])[0]
             batch = self.deduplicator.claim_batch([request.url])
             if batch.canonical[0] is not None:
                 return batch.won[0]
@@ -396,3 +419,138 @@ class ContentMiddleware:
 
     def __repr__(self) -> str:
         return f"<ContentMiddleware drop={sorted(self.drop)} {self.deduplicator!r}>"
+
+
+#: The path that enables :class:`RedirectMiddleware` in ``DOWNLOADER_MIDDLEWARES``; its
+#: documented order is 540: after Scrapy's redirect (600), meta refresh (580) and retry (550)
+#: middlewares have handled a response, so that it sees final responses only.
+REDIRECT_MIDDLEWARE = "crawldedup.scrapy.RedirectMiddleware"
+#: The Deduplicator of each crawler's DupeFilter, for its RedirectMiddleware (made before it).
+_DEDUPLICATORS: "weakref.WeakKeyDictionary[Crawler, Deduplicator]" = weakref.WeakKeyDictionary()
+
+
+def redirects_enabled(settings: "BaseSettings") -> bool:
+    """Whether ``DOWNLOADER_MIDDLEWARES`` enables :class:`RedirectMiddleware`."""
+    enabled = settings.getwithbase("DOWNLOADER_MIDDLEWARES")
+    return any(order is not None and (key in (REDIRECT_MIDDLEWARE, f"{__name__}.RedirectMiddleware")
+                                      or key is RedirectMiddleware) for key, order in enabled.items())
+
+
+def redirect_hops(request: "Request") -> List[str]:
+    """The URLs that answered ``request``'s chain with HTTP redirects (301, 302, 303, 307, 308),
+    first to last: the run of HTTP redirects that ends at it. A meta refresh is left alone: it
+    is a link of its page, so a chain starts after it."""
+    reasons = request.meta.get("redirect_reasons") or []
+    urls = request.meta.get("redirect_urls") or []
+    http = 0
+    for reason in reversed(reasons):
+        if not isinstance(reason, int):
+            break
+        http += 1
+    return list(urls[len(urls) - http:]) if http else []
+
+
+class RedirectMiddleware:
+    """A downloader middleware that processes each final page once, whichever redirects led to it.
+
+    Enable it beside Scrapy's own redirect middleware, with crawldedup's dupefilter::
+
+        DOWNLOADER_MIDDLEWARES = {"crawldedup.scrapy.RedirectMiddleware": 540}
+
+    - A response at the end of an HTTP redirect chain (``redirect_urls`` of 301, 302, 303, 307,
+      308) claims its final URL with :meth:`~crawldedup.Deduplicator.claim_final`, recording
+      each URL of the chain as an alias of it; when the page was claimed already (processed,
+      or reached through another chain) the response is dropped (``IgnoreRequest``).
+    - The dupefilter reads a redirect hop instead of claiming it: a hop to a page claimed
+      already is dropped before its fetch; the others are fetched and their chain's end claims.
+    - With ``CRAWLDEDUP_REDIRECT_LOOKUP`` (default on), a request that is no hop is dropped
+      before its fetch when the alias map knows it leads to a claimed page
+      (:meth:`~crawldedup.Deduplicator.seen_through_redirects`): one read per request.
+    - A meta refresh is left alone (a link of its page, claimed as one by the dupefilter).
+
+    It claims in the dupefilter's Deduplicator (its local filter and store) when
+    ``DUPEFILTER_CLASS`` is crawldedup's, otherwise in its own, made from the same settings.
+    When the store stays unreachable, the response goes on (logged at ERROR, counted as
+    ``crawldedup/redirect/store_errors``): a page is never dropped without an answer.
+    Counted in Scrapy's stats: ``crawldedup/redirect/new``, ``/duplicate`` and ``/known_alias``.
+    """
+
+    def __init__(self, crawler: "Crawler", *, lookup: bool = True, own: Optional[Deduplicator] = None) -> None:
+        self.crawler = crawler
+        self.lookup = lookup
+        self.stats = crawler.stats
+        self._own = own
+
+    @classmethod
+    def from_crawler(cls, crawler: "Crawler") -> "RedirectMiddleware":
+        """Build it from the crawler's settings (``CRAWLDEDUP_REDIRECT_LOOKUP``, ``CRAWLDEDUP_MAX_ALIASES``
+        and, without crawldedup's dupefilter, the ``CRAWLDEDUP_*`` ones of a Deduplicator).
+
+        :raises ValueError: for a setting out of range, naming it.
+        """
+        settings = crawler.settings
+        try:
+            lookup = settings.getbool("CRAWLDEDUP_REDIRECT_LOOKUP", True)
+        except ValueError as exc:
+            raise ValueError(f"CRAWLDEDUP_REDIRECT_LOOKUP: {exc}") from None
+        _max_aliases(settings)  # checked now, used by whichever Deduplicator claims
+        own = None
+        if not issubclass(load_object(settings["DUPEFILTER_CLASS"]), DupeFilter):
+            own = deduplicator_from_settings(settings, getattr(crawler.spidercls, "name", None))
+        middleware = cls(crawler, lookup=lookup, own=own)
+        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
+        return middleware
+
+    @property
+    def deduplicator(self) -> Deduplicator:
+        """Where final pages are claimed: the dupefilter's Deduplicator, or this middleware's own."""
+        return self._own if self._own is not None else _DEDUPLICATORS[self.crawler]
+
+    def process_request(self, request: "Request", spider: Optional["Spider"] = None) -> None:
+        """Drop a request that the alias map knows leads to a page processed already.
+
+        :raises IgnoreRequest: for such a request.
+        """
+        if not self.lookup or request.method != "GET" or redirect_hops(request):
+            return
+        try:
+            known = self.deduplicator.seen_through_redirects([request.url])[0]
+        except StoreUnavailable as exc:
+            logger.error("crawldedup: %s; %s goes on without its redirects looked up", exc, request)
+            self._count("store_errors")
+            return
+        if known:
+            self._count("known_alias")
+            raise IgnoreRequest(f"crawldedup: {request.url} redirects to a page processed already")
+
+    def process_response(self, request: "Request", response: "Response",
+                         spider: Optional["Spider"] = None) -> Union["Request", "Response"]:
+        """Claim the final page of a redirect chain; drop the response when it was claimed already.
+
+        :raises IgnoreRequest: for a page processed already.
+        """
+        hops = redirect_hops(request)
+        if not hops:
+            return response
+        try:
+            won = self.deduplicator.claim_final([response.url] * len(hops), requested=hops)[0]
+        except StoreUnavailable as exc:
+            logger.error("crawldedup: %s; %s goes on unclaimed and may be processed twice", exc, response)
+            self._count("store_errors")
+            return response
+        self._count("new" if won else "duplicate")
+        if not won:
+            raise IgnoreRequest(f"crawldedup: {response.url}, reached from {hops[0]}, was processed already")
+        return response
+
+    def _count(self, name: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(f"crawldedup/redirect/{name}")
+
+    def spider_closed(self) -> None:
+        """Close this middleware's own Deduplicator (the dupefilter closes its own)."""
+        if self._own is not None:
+            self._own.close()
+
+    def __repr__(self) -> str:
+        return f"<RedirectMiddleware lookup={self.lookup} {self.deduplicator!r}>"

@@ -6,6 +6,7 @@ docs/stores.md and in each module.
 """
 
 from .aio import AsyncClaimStore
+from .aliases import Aliases, AliasesUnsupported
 from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreRefused, StoreUnavailable
 from .durability import Durability
 from .redis_keys import RedisKeyStore
@@ -14,6 +15,8 @@ from .sharded_set import RedisShardedSetStore
 from .sqlite import SQLiteStore
 
 __all__ = [
+    "Aliases",
+    "AliasesUnsupported",
     "AsyncClaimStore",
     "ClaimAnswers",
     "ClaimStore",

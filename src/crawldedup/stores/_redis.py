@@ -45,6 +45,8 @@ from .._checks import SENTINEL_SCHEME, check_name, check_redis_url, integer_in, 
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
+from . import redis_aliases
+from .aliases import Aliases
 from .durability import Durability
 from .base import (
     LAYOUT_VERSION,
@@ -289,7 +291,10 @@ class RedisStore(ClaimStore):
     #: and the namespace record here; subclasses add theirs). The store asks the server for all of them when it
     #: opens (``COMMAND INFO``), so that a server without one (renamed or disabled by
     #: ``rename-command``, or a server that does not implement it) is refused there, naming it.
-    commands: ClassVar[Tuple[str, ...]] = ("EVAL", "EXISTS", "HSET", "HGETALL", "GET", "SET")
+    commands: ClassVar[Tuple[str, ...]] = ("EVAL", "EXISTS", "HSET", "HGETALL", "GET", "SET",
+                                           *redis_aliases.ALIAS_COMMANDS)
+    #: Every Redis store keeps the alias map of redirects (layout: :mod:`crawldedup.stores.redis_aliases`).
+    supports_aliases = True
 
     def __init__(
         self,
@@ -533,6 +538,15 @@ class RedisStore(ClaimStore):
                        "rename-command in its configuration, or not implemented by this server): "
                        f"{', '.join(missing)}")
         raise StoreRefused(self.description, 1, f"COMMAND INFO knows no {', '.join(missing)}", problem)
+
+    def _record_aliases(self, aliases: Aliases) -> Plan[None]:
+        return redis_aliases.record_aliases(self.namespace, aliases, self.window, self.clock)
+
+    def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
+        return redis_aliases.read_aliases(self.namespace, fingerprints, self.window, self.clock)
+
+    def _joined(self, first: Commands, second: Commands) -> Tuple[Any, Any]:
+        return redis_aliases.join_pipelines(first, second)
 
     def _open_namespace(self, wanted: Dict[str, str]) -> Plan[Dict[str, str]]:
         """Create the namespace record or check ours against it; returns the record."""

@@ -18,6 +18,7 @@ import asyncio
 from typing import Any, Awaitable, Callable, List, Optional, TypeVar, Union
 
 from .._plans import Worker, adrive, inline
+from .aliases import Aliases
 from .base import ClaimAnswers, ClaimStore, FingerprintsLike, Lease, StoreCall
 
 T = TypeVar("T")
@@ -67,6 +68,11 @@ class AsyncClaimStore:
     def supports_leases(self) -> bool:
         """Whether the store can hold claims for a limited time."""
         return self.store.supports_leases
+
+    @property
+    def supports_aliases(self) -> bool:
+        """Whether the store keeps the alias map of redirects."""
+        return self.store.supports_aliases
 
     @property
     def supports_unclaim(self) -> bool:
@@ -122,7 +128,7 @@ class AsyncClaimStore:
 
     async def claim_and_read(
         self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None,
-        token: Optional[bytes] = None,
+        token: Optional[bytes] = None, aliases: Optional[Aliases] = None,
     ) -> ClaimAnswers:
         """See :meth:`ClaimStore.claim_and_read`.
 
@@ -130,7 +136,11 @@ class AsyncClaimStore:
             fingerprint service passes its client's): the same call made again with it is
             answered as it was applied. None: the store's own.
         """
-        return await self._perform(self.store._claim_call(claims, reads, lease), token)
+        return await self._perform(self.store._claim_call(claims, reads, lease, aliases), token)
+
+    async def read_aliases(self, fingerprints: FingerprintsLike) -> List[Optional[bytes]]:
+        """See :meth:`ClaimStore.read_aliases`."""
+        return await self._perform(self.store._aliases_call(fingerprints))
 
     async def claim_many(self, fingerprints: FingerprintsLike) -> List[bool]:
         """See :meth:`ClaimStore.claim_many`."""

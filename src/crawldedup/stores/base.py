@@ -23,7 +23,8 @@ from typing import Any, Callable, ClassVar, Dict, Generic, Iterator, List, Named
 
 from .._checks import check_name, complaint, integer_in, number_in
 from ..fingerprints import Fingerprints
-from .._plans import Plan, drive
+from .._plans import Plan, drive, together
+from .aliases import Aliases, AliasesUnsupported, unsupported
 from .._wording import counted
 from ..windows import Clock, Window, system_clock
 
@@ -222,6 +223,8 @@ class ClaimStore(abc.ABC):
     supports_leases: ClassVar[bool] = False
     #: Whether the store can take back a lasting claim (:meth:`unclaim_many`).
     supports_unclaim: ClassVar[bool] = False
+    #: Whether the store keeps the alias map of redirects (:mod:`crawldedup.stores.aliases`).
+    supports_aliases: ClassVar[bool] = False
     #: Namespace of the claims, and digest of the canonical policy their fingerprints follow.
     namespace: str
     policy_digest: str
@@ -270,6 +273,26 @@ class ClaimStore(abc.ABC):
         """Hand back up to ``limit`` expired leases (re-leased to ``owner`` when ``lease_ms``)."""
         raise self._no_leases()
 
+    def _record_aliases(self, aliases: Aliases) -> Plan[None]:
+        """Record ``aliases`` in the alias map, one request (only stores with :attr:`supports_aliases`)."""
+        raise self._no_aliases()
+
+    def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
+        """The live final fingerprint each requested fingerprint is an alias of (None: no alias)."""
+        raise self._no_aliases()
+
+    def _joined(self, first: Any, second: Any) -> Tuple[Any, Callable[[Any], Tuple[Any, Any]]]:
+        """One request of the store's channel carrying ``first`` and ``second``, and how to split
+        its reply (see :func:`crawldedup._plans.together`); stores with aliases give it."""
+        raise NotImplementedError
+
+    def _exchange_recording(self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes,
+                            aliases: Aliases) -> Plan[ClaimAnswers]:
+        """:meth:`_exchange` and :meth:`_record_aliases` in one request (one round trip)."""
+        answers, _ = yield from together(self._exchange(claims, reads, lease, token), self._record_aliases(aliases),
+                                         self._joined)
+        return answers
+
     def _open(self) -> Plan[None]:
         """Open the namespace once connected (create its record, or check ours against it)."""
         return
@@ -282,9 +305,18 @@ class ClaimStore(abc.ABC):
     # -- the calls: arguments checked, one StoreCall (or the answer when nothing is to send) ---
 
     def _claim_call(
-        self, claims: FingerprintsLike, reads: FingerprintsLike, lease: Optional[Lease]
+        self, claims: FingerprintsLike, reads: FingerprintsLike, lease: Optional[Lease],
+        aliases: Optional[Aliases] = None,
     ) -> Union[StoreCall[ClaimAnswers], ClaimAnswers]:
         claims, reads = Fingerprints.of(claims), Fingerprints.of(reads)
+        if aliases is not None:
+            if not self.supports_aliases:
+                raise self._no_aliases()
+            if len(aliases.requested) != len(aliases.finals):
+                raise ValueError(f"aliases must pair each requested fingerprint ({len(aliases.requested)}) "
+                                 f"with a final one, got {len(aliases.finals)}")
+            if not len(aliases.requested):
+                aliases = None
         if lease is not None:
             if not self.supports_leases:
                 raise self._no_leases()
@@ -293,9 +325,28 @@ class ClaimStore(abc.ABC):
             if len(lease.urls) != len(claims) or not all(isinstance(u, str) and u for u in lease.urls):
                 raise ValueError(f"lease.urls must hold one non-empty str per claim ({len(claims)}), got {len(lease.urls)}")
         if not claims and not reads:
-            return ClaimAnswers([], [])
+            if aliases is None:
+                return ClaimAnswers([], [])
+            recorded = aliases
+            return StoreCall(lambda _token: self._recorded(recorded), size=len(recorded.requested))
         key = request_key("claim", lease.owner if lease else "", repr(lease.seconds) if lease else "", claims)
+        if aliases is not None:
+            with_aliases = aliases
+            return StoreCall(lambda token: self._exchange_recording(claims, reads, lease, token, with_aliases), key,
+                             len(claims) + len(reads) + len(with_aliases.requested))
         return StoreCall(lambda token: self._exchange(claims, reads, lease, token), key, len(claims) + len(reads))
+
+    def _recorded(self, aliases: Aliases) -> Plan[ClaimAnswers]:
+        yield from self._record_aliases(aliases)
+        return ClaimAnswers([], [])
+
+    def _aliases_call(self, fingerprints: FingerprintsLike) -> Union[StoreCall[List[Optional[bytes]]], List[Optional[bytes]]]:
+        fingerprints = Fingerprints.of(fingerprints)
+        if not self.supports_aliases:
+            raise self._no_aliases()
+        if not fingerprints:
+            return []
+        return StoreCall(lambda _token: self._read_aliases(fingerprints), size=len(fingerprints))
 
     def _settle_call(
         self, action: str, fingerprints: FingerprintsLike, owner: str, seconds: Optional[float]
@@ -327,6 +378,9 @@ class ClaimStore(abc.ABC):
         if not self.supports_unclaim:
             raise ValueError(f"the {self.strategy} store cannot take back a claim")
         return StoreCall(lambda _token: self._unclaim(fingerprints), size=len(fingerprints)) if len(fingerprints) else None
+
+    def _no_aliases(self) -> AliasesUnsupported:
+        return unsupported(self.strategy)
 
     def _no_leases(self) -> LeasesUnsupported:
         return LeasesUnsupported(
@@ -451,7 +505,8 @@ class ClaimStore(abc.ABC):
     # -- the public sync API -------------------------------------------------------------------
 
     def claim_and_read(
-        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None
+        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None,
+        aliases: Optional[Aliases] = None,
     ) -> ClaimAnswers:
         """Claim some fingerprints and read others, in one round trip.
 
@@ -464,14 +519,27 @@ class ClaimStore(abc.ABC):
         :param lease: claim for ``lease.seconds`` only, held by ``lease.owner``, until
             :meth:`finish_leases` (or :meth:`release_leases`); ``lease.urls[i]`` is the
             canonical URL of ``claims[i]``.
+        :param aliases: also record these aliases of redirects, in the same round trip (only
+            stores with :attr:`supports_aliases`; see :mod:`crawldedup.stores.aliases`).
         :returns: per claim, True when this caller won it; per read, True when present; the
             claims lost to another worker's open lease.
         :raises TypeError: for a fingerprint that is not bytes.
         :raises ValueError: for a fingerprint that is not 16 bytes long, or bad lease terms.
         :raises LeasesUnsupported: for a lease on a store without leases.
+        :raises AliasesUnsupported: for aliases on a store without an alias map.
         :raises StoreUnavailable: after the retries of :attr:`retry` failed.
         """
-        return self._perform(self._claim_call(claims, reads, lease))
+        return self._perform(self._claim_call(claims, reads, lease, aliases))
+
+    def read_aliases(self, fingerprints: FingerprintsLike) -> List[Optional[bytes]]:
+        """Per fingerprint of a requested URL, the final page's fingerprint it was recorded an
+        alias of (:meth:`claim_and_read`'s ``aliases``), or None (never recorded, forgotten with
+        the window, or replaced in a full map). One round trip.
+
+        :raises AliasesUnsupported: on a store without an alias map.
+        :raises StoreUnavailable: after the retries failed.
+        """
+        return self._perform(self._aliases_call(fingerprints))
 
     def finish_leases(self, fingerprints: FingerprintsLike, owner: str) -> List[bool]:
         """Turn leases held by ``owner`` into lasting claims (visited for the store's TTL).

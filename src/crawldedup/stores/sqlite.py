@@ -8,6 +8,10 @@ Schema (part of the documented format, see docs/stores.md)::
     CREATE TABLE crawldedup_claims (namespace INTEGER NOT NULL, fingerprint BLOB NOT NULL,
                                     PRIMARY KEY (namespace, fingerprint)) WITHOUT ROWID
     ALTER TABLE crawldedup_claims ADD COLUMN claimed_at REAL
+    CREATE TABLE crawldedup_aliases (namespace INTEGER NOT NULL, requested BLOB NOT NULL,
+                                     final BLOB NOT NULL, generation INTEGER NOT NULL,
+                                     PRIMARY KEY (namespace, requested)) WITHOUT ROWID
+    CREATE INDEX crawldedup_aliases_age ON crawldedup_aliases (namespace, generation)
 
 ``claimed_at`` (seconds since the epoch, by the store's clock) is set by a store with a recrawl
 window and NULL without one (such a claim never expires); the column is added on open to
@@ -35,10 +39,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple, Union, cast
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, Union, cast
 
 from .._checks import check_name
 from .._plans import Plan, drive
+from .aliases import Aliases, oldest_live, stamp
 from ..windows import Clock, Window, system_clock
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from .base import (
@@ -64,6 +69,10 @@ CREATE TABLE IF NOT EXISTS crawldedup_namespaces (
 CREATE TABLE IF NOT EXISTS crawldedup_claims (
     namespace INTEGER NOT NULL, fingerprint BLOB NOT NULL,
     PRIMARY KEY (namespace, fingerprint)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS crawldedup_aliases (
+    namespace INTEGER NOT NULL, requested BLOB NOT NULL, final BLOB NOT NULL, generation INTEGER NOT NULL,
+    PRIMARY KEY (namespace, requested)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS crawldedup_aliases_age ON crawldedup_aliases (namespace, generation);
 """
 
 
@@ -143,6 +152,7 @@ class SQLiteStore(ClaimStore):
     kind = "sqlite"
     store_errors = (sqlite3.DatabaseError,)
     supports_unclaim = True
+    supports_aliases = True
 
     def __init__(
         self,
@@ -278,6 +288,42 @@ class SQLiteStore(ClaimStore):
             return ClaimAnswers(won, present)
 
         return (yield Work(claim))
+
+    def _record_aliases(self, aliases: Aliases) -> Plan[None]:
+        """Upsert the aliases; then, in the same transaction, delete the forgotten ones and, past
+        the bound, the oldest generations' first (ties in key order)."""
+        ns, generation, oldest = self._namespace_id, stamp(self.window, self.clock), oldest_live(self.window, self.clock)
+        rows = [(ns, requested, final, generation)
+                for requested, final in zip(aliases.requested.as_bytes(), aliases.finals.as_bytes())]
+
+        def record(db: sqlite3.Connection) -> None:
+            db.executemany("INSERT INTO crawldedup_aliases (namespace, requested, final, generation) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT (namespace, requested) DO UPDATE SET final = excluded.final, "
+                           "generation = excluded.generation", rows)
+            db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ? AND generation < ?", (ns, oldest))
+            excess = db.execute("SELECT count(*) FROM crawldedup_aliases WHERE namespace = ?", (ns,)).fetchone()[0]
+            excess -= aliases.capacity
+            if excess > 0:
+                db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ? AND requested IN (SELECT requested FROM "
+                           "crawldedup_aliases WHERE namespace = ? ORDER BY generation LIMIT ?)", (ns, ns, excess))
+
+        yield Work(record)
+
+    def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
+        ns, oldest = self._namespace_id, oldest_live(self.window, self.clock)
+
+        def read(db: sqlite3.Connection) -> List[Optional[bytes]]:
+            found = [db.execute("SELECT final FROM crawldedup_aliases WHERE namespace = ? AND requested = ? "
+                                "AND generation >= ?", (ns, fp, oldest)).fetchone() for fp in fingerprints.as_bytes()]
+            return [bytes(row[0]) if row is not None else None for row in found]
+
+        return (yield Work(read, write=False))
+
+    def _joined(self, first: Work, second: Work) -> Tuple[Work, Callable[[Any], Tuple[Any, Any]]]:
+        def both(db: sqlite3.Connection) -> Tuple[Any, Any]:
+            return first.run(db), second.run(db)
+
+        return Work(both, write=first.write or second.write), lambda replies: replies
 
     def _unclaim(self, fingerprints: Fingerprints) -> Plan[None]:
         ns = self._namespace_id
