@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import pytest
+import redis
 
 from crawldedup import AliasesUnsupported, AsyncDeduplicator, Deduplicator
+from crawldedup.config import DedupConfig
 from crawldedup.dedup.aliases import ALIASES_MAGIC, RECORD, AliasFileError
 from crawldedup.stores.aliases import Aliases
 from crawldedup.stores.redis_aliases import ALIAS_GROUPS, alias_key
@@ -226,3 +228,20 @@ def test_the_store_reads_aliases_by_fingerprint(store_strategy, store_location):
         d.store.claim_and_read((), (), aliases=Aliases(Fingerprints(requested), Fingerprints(finals), 10))  # type: ignore[union-attr]
         got = d.store.read_aliases(Fingerprints(hash_many([short(2), short(3), short(1)])))  # type: ignore[union-attr]
         assert got == [Fingerprints(finals).as_bytes()[1], None, Fingerprints(finals).as_bytes()[0]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["set", "sharded-set"])
+def test_claim_final_waits_for_the_replicas_it_is_asked_to(strategy, sentinel_set):
+    """With durability="replicated", the claims and the aliases of one claim_final are one
+    pipeline followed by WAIT: both replicas hold them when it answers."""
+    config = DedupConfig(strategy=strategy, redis_url=sentinel_set.url, namespace="final", capacity=10_000,
+                         durability="replicated", durable_replicas=2, durable_timeout=2.0)
+    with Deduplicator(config=config) as d:
+        assert d.claim_final([page(i) for i in range(200)], requested=[short(i) for i in range(200)]) == [True] * 200
+    for replica in sentinel_set.replicas:
+        client = redis.Redis(port=replica.port)
+        try:
+            assert sum(client.hlen(alias_key("final", g)) for g in range(ALIAS_GROUPS)) == 200
+        finally:
+            client.close()

@@ -14,7 +14,7 @@ import bisect
 import math
 import random
 import re
-from typing import Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -540,13 +540,28 @@ class RedisStore(ClaimStore):
         raise StoreRefused(self.description, 1, f"COMMAND INFO knows no {', '.join(missing)}", problem)
 
     def _record_aliases(self, aliases: Aliases) -> Plan[None]:
-        return redis_aliases.record_aliases(self.namespace, aliases, self.window, self.clock)
+        yield from self._write(redis_aliases.record_commands(self.namespace, aliases, self.window, self.clock))
 
     def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
         return redis_aliases.read_aliases(self.namespace, fingerprints, self.window, self.clock)
 
-    def _joined(self, first: Commands, second: Commands) -> Tuple[Any, Any]:
-        return redis_aliases.join_pipelines(first, second)
+    def _joined(self, first: Union[Commands, Replicated],
+                second: Union[Commands, Replicated]) -> Tuple[Any, Callable[[Any], Tuple[Any, Any]]]:
+        """Two pipelines as one (a :class:`Replicated` one when either waits for replicas)."""
+        parts = [part.commands if isinstance(part, Replicated) else part for part in (first, second)]
+        cut = len(parts[0])
+        commands = [*parts[0], *parts[1]]
+        waits = next((part for part in (first, second) if isinstance(part, Replicated)), None)
+        if waits is None:
+            return commands, lambda replies: (replies[:cut], replies[cut:])
+
+        def split(reply: Tuple[List[Any], List[int]]) -> Tuple[Any, Any]:
+            replies, counted = reply
+            head, tail = replies[:cut], replies[cut:]
+            return ((head, counted) if isinstance(first, Replicated) else head,
+                    (tail, counted) if isinstance(second, Replicated) else tail)
+
+        return Replicated(commands, waits.replicas, waits.timeout_ms), split
 
     def _open_namespace(self, wanted: Dict[str, str]) -> Plan[Dict[str, str]]:
         """Create the namespace record or check ours against it; returns the record."""

@@ -21,7 +21,7 @@ the same aliases again.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -61,8 +61,8 @@ def _by_group(fingerprints: Fingerprints) -> List[Tuple[int, List[int]]]:
     return [(int(g), np.flatnonzero(groups == g).tolist()) for g in np.unique(groups)]
 
 
-def record_aliases(namespace: str, aliases: Aliases, window: Optional[Window], clock: Clock) -> Plan[None]:
-    """Record a batch of aliases: one ``EVAL`` per group, in one pipeline."""
+def record_commands(namespace: str, aliases: Aliases, window: Optional[Window], clock: Clock) -> List[Tuple[Any, ...]]:
+    """The commands that record a batch of aliases: one ``EVAL`` per group (one pipeline)."""
     requested, finals = aliases.requested.as_bytes(), aliases.finals.as_bytes()
     generation = stamp(window, clock)
     expire_at = math.ceil(window.forgotten_at(generation)) if window is not None else 0
@@ -71,7 +71,7 @@ def record_aliases(namespace: str, aliases: Aliases, window: Optional[Window], c
     for group, positions in _by_group(aliases.requested):
         pairs = [item for p in positions for item in (requested[p], finals[p])]
         commands.append(("EVAL", _RECORD, 1, alias_key(namespace, group), per_group, generation, expire_at, *pairs))
-    yield commands
+    return commands
 
 
 def read_aliases(namespace: str, fingerprints: Fingerprints, window: Optional[Window],
@@ -86,9 +86,3 @@ def read_aliases(namespace: str, fingerprints: Fingerprints, window: Optional[Wi
             values[position] = value
     return live_finals(values, oldest_live(window, clock))
 
-
-def join_pipelines(first: Sequence[Tuple[Any, ...]], second: Sequence[Tuple[Any, ...]]) -> Tuple[
-        List[Tuple[Any, ...]], Callable[[Any], Tuple[Any, Any]]]:
-    """Two pipelines' commands as one pipeline, and how to split its replies back."""
-    cut = len(first)
-    return [*first, *second], lambda replies: (replies[:cut], replies[cut:])
