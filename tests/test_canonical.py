@@ -4,6 +4,10 @@ Case ids name the rule (``r1-`` … ``r10-``), the spec's own examples (``spec-`
 adapted from peers' suites (``w3lib-``: scrapy/w3lib tests/test_url.py; ``urlnorm-``:
 niksite/url-normalize tests; ``rfc3986-``: RFC 3986 §5.4; ``whatwg-``: WHATWG URL test data).
 Expected values are what our spec says, which is not always what the peer says.
+
+Every table here holds policy 1's cases and runs under both policies (``v1``: ``POLICY_V1``,
+``v2``: ``DEFAULT_POLICY``). Policy 2 gives the same answer except for the cases listed by id
+in ``POLICY_2_ANSWERS``; its own rules are tested in tests/test_canonical_policy2.py.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import os
 import pytest
 
 import crawldedup
-from crawldedup import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
+from crawldedup import DEFAULT_POLICY, POLICY_V1, CanonicalPolicy, Canonicalized, InvalidURL
 from crawldedup import canonical
 from crawldedup.canonical import _canonical_py as _canonical
 
@@ -25,8 +29,58 @@ def impl(canonical_impl):
     return canonical_impl
 
 
+@pytest.fixture(params=[DEFAULT_POLICY, POLICY_V1], ids=["v2", "v1"])
+def policy(request):
+    """Policy 2 (the default) and policy 1 in turn."""
+    return request.param
+
+
 def case(raw, expected, id):
     return pytest.param(raw, expected, id=id)
+
+
+#: Case id -> what policy 2 answers where it differs from policy 1 (docs/canonical-policy.md,
+#: "Policy 2": rule 1 controls, 2 slashes, 3 backslash, 4 escaped hosts, 5 IPv4). An answer
+#: ("InvalidURL", reason) is a refusal whose message holds reason.
+POLICY_2_ANSWERS = {
+    "r5-ipv4-kept-as-written": "http://192.168.0.1/",                  # rule 5: leading zeros are octal
+    "r5-ipv4-hex-kept-as-written": "http://127.0.0.1/",                # rule 5: 0x7f.1
+    "r7-unsafe-encoded-trailing-space-stripped": "http://example.com/%22%3C%3E/%5E%60%7B%7C%7D%5B%5D",  # rule 3
+    "r7-unsafe-encoded": "http://example.com/%22%3C%3E/%5E%60%7B%7C%7D%5B%5D%20x",  # rule 3
+    "r7-backslash-not-slash": "http://example.com/a/b",                # rule 3
+    "w3lib-unwise-chars": "http://localhost:8001/unwise%7B,%7D,%7C,/,%5E,%5B,%5D,%60?%5B%5D=%7C&%7C=%5B%5D",  # rule 3
+    "rfc3986-strict-http-g-is-absolute": "http://a/b/c/g",             # rule 2: same scheme as the base
+    "r3-backslashes-are-path": "http://evil.example/x",                # rules 2 and 3
+    "r1-nul": "http://example.com/",                                   # rule 1: C0 stripped at the end
+    "r1-del": "http://example.com/%7F",                                # rule 1: encoded inside the path
+    "r1-escape-char": "http://example.com/%1B%5B31m",                  # rule 1
+    "r1-formfeed-inside": ("InvalidURL", "host may hold"),             # rule 1: a control in the host
+    "r2-wrapped-nul": "http://example.com/",                           # rule 1 on the unwrapped text
+    "r4-no-authority": "http://example.com/",                          # rule 2
+    "r4-one-slash": "http://example.com/",                             # rule 2
+    "r4-backslashes-not-slashes": "http://example.com/",               # rules 2 and 3
+    "r5-empty-host": "http://path/",                                   # rule 2: http:///path is host path
+    "r5-percent-in-host": "http://exaample.com/",                      # rule 4
+    "r5-backslash-in-host": "http://exa/mple.com",                     # rule 3: "\\" ends the host
+}
+
+
+def expect(request, policy, expected):
+    """The answer a table row expects under ``policy``."""
+    if policy.version >= 2:
+        return POLICY_2_ANSWERS.get(request.node.callspec.id.split("-", 2)[-1], expected)
+    return expected
+
+
+def check(answer, function, *args, **kwargs):
+    """``function(*args, **kwargs)`` gives ``answer``: a string, "InvalidURL", or ("InvalidURL", reason)."""
+    if answer == "InvalidURL" or isinstance(answer, tuple):
+        with pytest.raises(InvalidURL) as info:
+            function(*args, **kwargs)
+        if isinstance(answer, tuple):
+            assert answer[1] in str(info.value)
+        return
+    assert function(*args, **kwargs) == answer
 
 
 # ----- default policy: input -> canonical ------------------------------------------------------
@@ -298,13 +352,14 @@ CASES = [
 
 
 @pytest.mark.parametrize("raw, expected", CASES)
-def test_default_policy(impl, raw, expected):
-    assert impl.canonicalize(raw) == expected
+def test_policy_cases(request, impl, policy, raw, expected):
+    check(expect(request, policy, expected), impl.canonicalize, raw, policy=policy)
 
 
 @pytest.mark.parametrize("raw, expected", CASES)
-def test_output_is_a_fixed_point(impl, raw, expected):
-    assert impl.canonicalize(expected) == expected
+def test_output_is_a_fixed_point(request, impl, policy, raw, expected):
+    expected = expect(request, policy, expected)
+    assert impl.canonicalize(expected, policy=policy) == expected
 
 
 # ----- rule 3: relative references (RFC 3986 §5.4 examples, as canonical strings) ------------
@@ -367,13 +422,9 @@ RELATIVE = [
 
 
 @pytest.mark.parametrize("ref, expected", [pytest.param(r, e, id=i) for r, e, i in RELATIVE])
-def test_relative_reference(impl, ref, expected):
+def test_relative_reference(request, impl, policy, ref, expected):
     base = "https://h.example/dir/page1.html" if ref == "page2.html" else RFC_BASE
-    if expected == "InvalidURL":
-        with pytest.raises(InvalidURL):
-            impl.canonicalize(ref, base=base)
-    else:
-        assert impl.canonicalize(ref, base=base) == expected
+    check(expect(request, policy, expected), impl.canonicalize, ref, base=base, policy=policy)
 
 
 @pytest.mark.parametrize(
@@ -388,8 +439,8 @@ def test_relative_reference(impl, ref, expected):
         pytest.param("x", "http://a/b/%2E%2E/c", "http://a/x", id="r3-base-with-escaped-dots"),
     ],
 )
-def test_relative_reference_bases(impl, ref, base, expected):
-    assert impl.canonicalize(ref, base=base) == expected
+def test_relative_reference_bases(impl, policy, ref, base, expected):
+    assert impl.canonicalize(ref, base=base, policy=policy) == expected
 
 
 @pytest.mark.parametrize(
@@ -402,13 +453,13 @@ def test_relative_reference_bases(impl, ref, base, expected):
         pytest.param(b"http://a/\xff", "UTF-8", id="non-utf8-base"),
     ],
 )
-def test_base_must_be_an_accepted_absolute_url(impl, base, reason):
+def test_base_must_be_an_accepted_absolute_url(impl, policy, base, reason):
     with pytest.raises(InvalidURL, match="base") as info:
-        impl.canonicalize("g", base=base)
+        impl.canonicalize("g", base=base, policy=policy)
     assert reason in str(info.value)
     # Validated even when the reference is absolute: a bad base is the caller's bug.
     with pytest.raises(InvalidURL, match="base"):
-        impl.canonicalize("http://ok.example/", base=base)
+        impl.canonicalize("http://ok.example/", base=base, policy=policy)
 
 
 # ----- invalid input -----------------------------------------------------------------------------
@@ -487,11 +538,8 @@ INVALID = [
 
 
 @pytest.mark.parametrize("raw, reason", [pytest.param(r, m, id=i) for r, m, i in INVALID])
-def test_invalid_input_names_the_problem(impl, raw, reason):
-    with pytest.raises(InvalidURL) as info:
-        impl.canonicalize(raw)
-    assert reason in str(info.value)
-    assert isinstance(info.value, ValueError)
+def test_invalid_input_names_the_problem(request, impl, policy, raw, reason):
+    check(expect(request, policy, ("InvalidURL", reason)), impl.canonicalize, raw, policy=policy)
 
 
 @pytest.mark.parametrize(
@@ -650,12 +698,16 @@ POLICY_CASES = [
     # max_length
     ({"max_length": 20}, "http://example.com/ab", "InvalidURL", "max-length-small-refuses"),
     ({"max_length": 21}, "http://example.com/ab", "http://example.com/ab", "max-length-exact-accepts"),
+    # version: 1 reads by RFC 3986 (POLICY_V1), 2 as browsers do
+    ({"version": 1}, "http:/example.com/a", "InvalidURL", "version-1-one-slash-no-host"),
+    ({"version": 1}, "http://0x7f.1/", "http://0x7f.1/", "version-1-ipv4-as-written"),
+    ({"version": 2}, "http:/example.com/a", "http://example.com/a", "version-2-one-slash-opens-the-host"),
 ]
 
 
 @pytest.mark.parametrize("fields, raw, expected", [pytest.param(f, r, e, id=i) for f, r, e, i in POLICY_CASES])
-def test_policy_field(impl, fields, raw, expected):
-    policy = CanonicalPolicy(**fields)
+def test_policy_field(impl, policy, fields, raw, expected):
+    policy = CanonicalPolicy(**{"version": policy.version, **fields})
     base = RFC_BASE if not raw.startswith(("http", "ws", "ftp", "FTP", "gopher")) else None
     if expected == "InvalidURL":
         with pytest.raises(InvalidURL):
@@ -725,8 +777,10 @@ def test_policy_is_frozen_and_hashable():
 
 
 # ----- policy digest: a file format --------------------------------------------------------------
-#: Pinned: changing it orphans every filter and Redis namespace stamped with the old value.
-DEFAULT_POLICY_DIGEST = "716e8d2d2c1c1eae"
+#: Pinned: changing one orphans every filter and Redis namespace stamped with the old value.
+#: Policy 1's is the digest DEFAULT_POLICY had before policy 2, so that its crawls continue.
+POLICY_V1_DIGEST = "716e8d2d2c1c1eae"
+DEFAULT_POLICY_DIGEST = "c9072d952e9a5c87"
 
 FIELD_CHANGES = {
     "schemes": {"http", "https", "ftp"},
@@ -741,12 +795,52 @@ FIELD_CHANGES = {
     "keep_params": {"ref"},
     "keep_fragment": True,
     "max_length": 4096,
+    "version": 1,
 }
 
 
 def test_default_digest_is_pinned():
     assert DEFAULT_POLICY.digest == DEFAULT_POLICY_DIGEST
     assert crawldedup.DEFAULT_POLICY.digest == DEFAULT_POLICY_DIGEST
+    assert crawldedup.DEFAULT_POLICY is crawldedup.POLICY_V2
+
+
+def test_policy_v1_keeps_the_digest_of_policy_1():
+    assert POLICY_V1.digest == POLICY_V1_DIGEST
+    assert POLICY_V1 == CanonicalPolicy(version=1) and POLICY_V1.version == 1
+    # Its fields are policy 1's defaults: only the version sets it apart from the default.
+    assert dataclasses.replace(POLICY_V1, version=2) == DEFAULT_POLICY
+
+
+@pytest.mark.parametrize(
+    "version, error", [(0, ValueError), (3, ValueError), ("1", TypeError), (1.0, TypeError), (True, TypeError)],
+    ids=["zero", "three", "str", "float", "bool"],
+)
+def test_version_is_1_or_2(version, error):
+    with pytest.raises(error, match="version"):
+        CanonicalPolicy(version=version)
+
+
+@pytest.mark.parametrize("name, expected", [("v1", POLICY_V1), ("V2", DEFAULT_POLICY), (" v1 ", POLICY_V1)])
+def test_policy_named(name, expected):
+    assert canonical.policy_named(name) is expected
+
+
+@pytest.mark.parametrize("name", ["v3", "1", "", "policy1", None])
+def test_policy_named_refuses_other_names(name):
+    with pytest.raises(ValueError, match="v1, v2"):
+        canonical.policy_named(name)
+
+
+def test_policy_conflict_names_both_policies_and_the_way_on():
+    message = canonical.policy_conflict(POLICY_V1.digest, DEFAULT_POLICY.digest)
+    assert f"canonical policy 1 ({POLICY_V1_DIGEST})" in message
+    assert f"canonical policy 2 ({DEFAULT_POLICY_DIGEST})" in message
+    assert "--policy v1" in message and "CRAWLDEDUP_POLICY=v1" in message and "POLICY_V1" in message
+    back = canonical.policy_conflict(DEFAULT_POLICY.digest, POLICY_V1.digest)
+    assert "--policy v2" in back and "CRAWLDEDUP_POLICY=v2" in back
+    custom = canonical.policy_conflict(CanonicalPolicy(strip_www=True).digest, POLICY_V1.digest)
+    assert "a custom canonical policy" in custom and "CanonicalPolicy it was made with" in custom
 
 
 def test_digest_is_stable_across_processes():

@@ -8,6 +8,7 @@ path really answers the common forms, so that equality is not won by declining e
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from urllib.parse import quote
 
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawldedup import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonical
+from crawldedup import DEFAULT_POLICY, POLICY_V1, CanonicalPolicy, InvalidURL, canonical
 from crawldedup.canonical import _canonical_py as _canonical
 
 pytestmark = [
@@ -29,7 +30,8 @@ if canonical.HAS_EXTENSION:
 # Bounded so that the file runs in a few seconds.
 DIFF = settings(max_examples=400, deadline=None)
 
-POLICIES = [
+# Each under policy 2 (the default) and policy 1.
+_POLICY_FIELDS = [
     DEFAULT_POLICY,
     CanonicalPolicy(keep_fragment=True),
     CanonicalPolicy(keep_userinfo=True),
@@ -46,9 +48,10 @@ POLICIES = [
     CanonicalPolicy(drop_params=(), drop_prefixes=()),
     CanonicalPolicy(max_length=30),
 ]
+POLICIES = [dataclasses.replace(policy, version=version) for version in (2, 1) for policy in _POLICY_FIELDS]
 
 SCHEMES = st.sampled_from(["http", "https", "HTTP", "HtTpS"])
-ODD_SCHEMES = st.sampled_from(["ws", "ftp", "javascript", "h", "https%3A%2F%2F", ""])
+ODD_SCHEMES = st.sampled_from(["ws", "ftp", "javascript", "h", "https%3A%2F%2F", "", "wss", "HTTP"])
 USERINFO = st.sampled_from(["", "", "", "user@", "u:p@", ":@", "@", "a@b@", "\u00fc@", "a b@", "%41@"])
 LABELS = st.lists(st.text(alphabet="abcXYZ09-_", min_size=1, max_size=6), min_size=1, max_size=4).map(".".join)
 HOSTS = st.one_of(
@@ -58,6 +61,9 @@ HOSTS = st.one_of(
         "b\u00fccher.example", "xn--bcher-kva.example", "\u4f8b\u3048.\u30c6\u30b9\u30c8", "[::1]", "[2001:DB8::1]",
         "[::FFFF:1.2.3.4]", "[", "[::1", "[::1]x", "192.0.2.1", "a" * 63 + ".com", "a" * 64 + ".com", "exa%41mple",
         "", ".", "a b", "a\\b", "a<b", "a~b", "\u3002",
+        # Policy 2: WHATWG's IPv4 forms and failures, escaped hosts.
+        "0x7f.1", "3279880203", "0300.0250.0.01", "1.2.3.4.", "1.2.3.4.5", "256.256.256.256", "foo.09", "0x100000000",
+        "0x", "1.0x", "09.1", "example.1a", "exa%2Emple", "b%C3%BCcher.example", "%FF.example", "%41.1",
     ]),
 )
 PORTS = st.sampled_from(["", ":", ":80", ":443", ":080", ":0443", ":8080", ":0", ":00", ":65535", ":65536",
@@ -72,7 +78,7 @@ KEYS = st.sampled_from(["id", "page", "utm_source", "UTM_Medium", "utm%5Fx", "Ut
 VALUES = st.sampled_from(["", "1", "a+b", "a%20b", "a b", "%2B", "%", "%zz", "x=y", "\u00e9", "%E9", "~-._", "A%41",
                           "&", "caf\u00e9", "%C3%A9", "2024"])
 FRAGMENTS = st.sampled_from(["", "", "#", "#top", "#a#b", "#\u00e9", "#x/../y"])
-PADDING = st.sampled_from(["", " ", "\t", "\n ", "\x0b", "\x0c"])
+PADDING = st.sampled_from(["", " ", "\t", "\n ", "\x0b", "\x0c", "\x00", "\x1f ", "\x7f"])
 
 
 @st.composite
@@ -95,7 +101,7 @@ def absolute_urls(draw):
 
     path = "/".join(draw(st.lists(SEGMENTS, max_size=5)))
     path = ("/" + path if path or draw(st.booleans()) else "") + draw(st.sampled_from(["", "", "/", "//"]))
-    return (usually(st.just(""), PADDING) + usually(SCHEMES, ODD_SCHEMES) + usually(st.just("://"), st.sampled_from([":", ":/"]))
+    return (usually(st.just(""), PADDING) + usually(SCHEMES, ODD_SCHEMES) + usually(st.just("://"), st.sampled_from([":", ":/", ":\\\\", ":/\\", ":///", ":\\"]))
             + usually(st.just(""), USERINFO) + usually(LABELS, HOSTS) + usually(st.just(""), PORTS) + path
             + draw(queries()) + draw(FRAGMENTS) + usually(st.just(""), PADDING))
 
@@ -103,7 +109,9 @@ def absolute_urls(draw):
 REFERENCES = st.one_of(
     st.sampled_from(["g", "./g", "../g", "../../../g", ".", "..", "./", "", "?y", "?", "#s", "g?y#s", "//g", "//G.example:80/x",
                      "/abs/../p", "%2E%2E/x", "a:b", "1http://x", "\\\\evil/x", "g;x?y", "https%3A%2F%2Fa%2Fb",
-                     "HTTP://Other.example/x", "\u00e9/x", "g\tx", "?utm_source=1&b=2&a=1"]),
+                     "HTTP://Other.example/x", "\u00e9/x", "g\tx", "?utm_source=1&b=2&a=1",
+                     "http:g", "http:/g", "https:g", "HTTP:\\\\g\\h", "http:", "http:?x", "\\g", "/\\g", "///g",
+                     "g\\h", "\x01g\x00"]),
     st.builds(lambda segments, query: "/".join(segments) + query, st.lists(SEGMENTS, max_size=4), queries()),
 )
 BASES = st.sampled_from(["http://a/b/c/d;p?q", "https://x.example", "http://h/%2e%2e/d/", "HTTPS://A.example:443/dir/",
@@ -208,11 +216,13 @@ def _corpus(count, seed):
     return urls
 
 
-def test_crawl_corpus_same_as_the_reference_and_mostly_fast():
+@pytest.mark.parametrize("policy", [DEFAULT_POLICY, POLICY_V1], ids=["v2", "v1"])
+def test_crawl_corpus_same_as_the_reference_and_mostly_fast(policy):
     urls = _corpus(5_000, seed=3)
-    assert _canonical_c.canonicalize_many(urls) == _canonical.canonicalize_many(urls)
-    fast = [_canonical_c.fast_canonicalize(url) for url in urls]
-    assert [f for f in fast if f is not None] == [_canonical.canonicalize(u) for u, f in zip(urls, fast) if f is not None]
+    assert _canonical_c.canonicalize_many(urls, policy=policy) == _canonical.canonicalize_many(urls, policy=policy)
+    fast = [_canonical_c.fast_canonicalize(url, policy) for url in urls]
+    assert [f for f in fast if f is not None] == [
+        _canonical.canonicalize(u, policy=policy) for u, f in zip(urls, fast) if f is not None]
     # Everything but IPv6 and IDNA hosts (answered through the reference's cached authority).
     assert sum(f is not None for f in fast) >= 0.95 * len(urls)
 

@@ -1,4 +1,5 @@
-"""Hypothesis properties of the canonicalizer: ASCII output, idempotence, and only InvalidURL/TypeError."""
+"""Hypothesis properties of the canonicalizer: ASCII output, idempotence, and only InvalidURL/TypeError,
+under policy 2 (the default) and policy 1 (``POLICY_V1``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawldedup import CanonicalPolicy, InvalidURL
+import dataclasses
+
+from crawldedup import POLICY_V1, CanonicalPolicy, InvalidURL
 
 # Bounded so that the whole file stays within a few seconds per build.
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -16,7 +19,8 @@ EVERYTHING_ON = CanonicalPolicy(
     lowercase_path=True, strip_trailing_slash=False, semicolon_separator=True, keep_fragment=True,
     keep_params={"ref"},
 )
-POLICIES = st.sampled_from([None, EVERYTHING_ON, CanonicalPolicy(drop_params=(), drop_prefixes=())])
+POLICIES = st.sampled_from([None, EVERYTHING_ON, CanonicalPolicy(drop_params=(), drop_prefixes=()),
+                            POLICY_V1, dataclasses.replace(EVERYTHING_ON, version=1)])
 
 REAL_URLS = [
     "HTTPS://Example.com:443/Products/?utm_source=x&id=9",
@@ -30,7 +34,9 @@ REAL_URLS = [
 PIECES = st.sampled_from(
     list(":/?#[]@!$&'()*+,;=%. \\\t\n\"<>^`{|}~-_") + ["%2e", "%2E%2E", "%3A%2F%2F", "%25", "%zz", "%e9", "%C3%A9",
      "..", "./", "//", "www.", "xn--", "\u3002", "\uff0e", "é", "中", "\u00a0", "\u200d", "ß", "::", ":80", ":0443",
-     "[::1]", "[", "]", "@", "utm_", "&&", "=", "+", "\x00", "\x7f", "\ud800", "🙂"]
+     "[::1]", "[", "]", "@", "utm_", "&&", "=", "+", "\x00", "\x7f", "\ud800", "🙂",
+     # Policy 2's readings: backslashes, escaped hosts, WHATWG IPv4, C0 controls.
+     "\\\\", "/\\", "%2E", "%41", "0x7f.1", "3279880203", "0300.", "1.2.3.4.5", ".256", "0x", "\x01", "\x1f", "http:"]
 )
 
 
@@ -87,17 +93,17 @@ def test_resolved_output_is_idempotent(impl, url, base, policy):
 
 
 @FAST
-@given(data=st.binary(max_size=80))
-def test_arbitrary_bytes_only_raise_invalid_url(impl, data):
-    out = _try(impl, data)
+@given(data=st.binary(max_size=80), policy=POLICIES)
+def test_arbitrary_bytes_only_raise_invalid_url(impl, data, policy):
+    out = _try(impl, data, policy=policy)
     if out is not None:
         assert out.isascii()
 
 
 @FAST
-@given(url=st.text(max_size=80), base=st.one_of(st.none(), st.text(max_size=30)))
-def test_arbitrary_text_only_raises_invalid_url(impl, url, base):
-    _try(impl, url, base=base)
+@given(url=st.text(max_size=80), base=st.one_of(st.none(), st.text(max_size=30)), policy=POLICIES)
+def test_arbitrary_text_only_raises_invalid_url(impl, url, base, policy):
+    _try(impl, url, base=base, policy=policy)
 
 
 @FAST

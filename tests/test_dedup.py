@@ -197,7 +197,8 @@ def test_a_store_of_another_policy_is_refused(tmp_path):
     from crawldedup.stores import SQLiteStore
 
     store = SQLiteStore(tmp_path / "c.sqlite", namespace="crawl", policy_digest=WWW_POLICY.digest)
-    with pytest.raises(ValueError, match=f"policy {WWW_POLICY.digest}, this Deduplicator uses policy {DEFAULT_POLICY.digest}"):
+    with pytest.raises(ValueError, match=f"custom canonical policy \\({WWW_POLICY.digest}\\), this crawl uses "
+                                         f"canonical policy 2 \\({DEFAULT_POLICY.digest}\\)"):
         Deduplicator("sqlite", store=store)
     store.close()
 

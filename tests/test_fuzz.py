@@ -20,6 +20,7 @@ EOF on its pipe and fails the test with the child's traceback; a file it does no
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import json
 import math
@@ -38,7 +39,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawldedup import CanonicalPolicy, InvalidURL, bloom, canonical
+from crawldedup import POLICY_V1, CanonicalPolicy, InvalidURL, bloom, canonical
 from crawldedup.canonical import _canonical_py as _canonical
 
 
@@ -100,14 +101,18 @@ REAL_URLS = [
     "//cdn.example.net/static/app.js?v=1.2.3",
     "../../up/two?x=1",
 ]
+_EVERYTHING_ON = CanonicalPolicy(
+    schemes={"http", "https", "ftp", "ws", "wss"}, merge_schemes=True, strip_www=True, keep_userinfo=True,
+    lowercase_path=True, strip_trailing_slash=False, semicolon_separator=True, keep_fragment=True,
+    keep_params={"ref"},
+)
+# Policy 2 (the default) and policy 1 (POLICY_V1).
 POLICIES = st.sampled_from([
     None,
-    CanonicalPolicy(
-        schemes={"http", "https", "ftp", "ws", "wss"}, merge_schemes=True, strip_www=True, keep_userinfo=True,
-        lowercase_path=True, strip_trailing_slash=False, semicolon_separator=True, keep_fragment=True,
-        keep_params={"ref"},
-    ),
+    _EVERYTHING_ON,
     CanonicalPolicy(drop_params=(), drop_prefixes=(), max_length=64),
+    POLICY_V1,
+    dataclasses.replace(_EVERYTHING_ON, version=1),
 ])
 # What URL parsers trip over: delimiters, escapes (good, bad, encoded delimiters and dots),
 # IDNA pieces, full-width and ideographic dots, surrogates, controls, huge ports.

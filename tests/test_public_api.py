@@ -11,6 +11,8 @@ PUBLIC = {
     "Canonicalized",
     "ClaimBatch",
     "DEFAULT_POLICY",
+    "POLICY_V1",
+    "POLICY_V2",
     "DedupStats",
     "Deduplicator",
     "Durability",

@@ -13,6 +13,7 @@ from contextlib import closing
 import pytest
 import redis
 
+from crawldedup import DEFAULT_POLICY, POLICY_V1
 from crawldedup.stores import (
     NamespaceConflict,
     RedisBloomStore,
@@ -96,8 +97,23 @@ def test_namespaces_are_separate_dedup_spaces(store_strategy, store_location):
 
 def test_namespace_of_another_policy_is_refused(store_strategy, store_location):
     make(store_strategy, store_location).close()
-    with pytest.raises(NamespaceConflict, match=f"policy='{DIGEST}'.*policy='{OTHER_DIGEST}'"):
+    with pytest.raises(NamespaceConflict, match=f"custom canonical policy \\({DIGEST}\\), this crawl uses a custom "
+                                                f"canonical policy \\({OTHER_DIGEST}\\)"):
         make(store_strategy, store_location, digest=OTHER_DIGEST)
+
+
+def test_namespace_of_policy_1_names_the_way_to_continue(store_strategy, store_location):
+    """A namespace made before policy 2 (policy 1's digest) refuses the default policy, naming
+    both and the setting that continues its crawl; with POLICY_V1 it opens."""
+    make(store_strategy, store_location, "old-crawl", digest=POLICY_V1.digest).close()
+    with pytest.raises(NamespaceConflict) as refused:
+        make(store_strategy, store_location, "old-crawl", digest=DEFAULT_POLICY.digest)
+    message = str(refused.value)
+    assert f"made with canonical policy 1 ({POLICY_V1.digest}), this crawl uses canonical policy 2 " \
+           f"({DEFAULT_POLICY.digest})" in message
+    assert "--policy v1" in message and "CRAWLDEDUP_POLICY=v1" in message
+    with make(store_strategy, store_location, "old-crawl", digest=POLICY_V1.digest) as store:
+        assert store.policy_digest == POLICY_V1.digest
 
 
 def test_a_refused_sqlite_store_closes_its_connection(tmp_path, monkeypatch):

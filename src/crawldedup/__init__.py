@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from .bloom.format import FilterFileError
 from .fingerprints import fingerprint
 from .bloom import BloomFilter
-from .canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
+from .canonical import DEFAULT_POLICY, POLICY_V1, POLICY_V2, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
 from .dedup import AsyncDeduplicator, ClaimBatch, DedupStats, Deduplicator, open_state
 from .stores import (
     AliasesUnsupported,
@@ -31,6 +31,8 @@ __all__ = [
     "FilterFileError",
     "fingerprint",
     "DEFAULT_POLICY",
+    "POLICY_V1",
+    "POLICY_V2",
     "CanonicalPolicy",
     "Canonicalized",
     "ClaimBatch",

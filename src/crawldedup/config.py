@@ -21,6 +21,8 @@ from ._checks import (
 )
 from .stores.durability import LEVELS, MAX_REPLICAS, MAX_WAIT_SECONDS, Durability, check_level
 from .stores.factory import REDIS_STRATEGIES, STRATEGY_CHOICES, strategy_name
+from .canonical.policy import POLICIES, CanonicalPolicy, policy_named
+from .stores.factory import STRATEGY_CHOICES, strategy_name
 from .windows import DEFAULT_GENERATIONS, MAX_GENERATIONS, Window
 from .stores.service import check_service_url
 
@@ -78,6 +80,9 @@ SETTINGS: Dict[str, Setting] = {
                                 lambda v: integer_in("durable_replicas", v, 1, MAX_REPLICAS)),
     "durable_timeout": Setting("CRAWLDEDUP_DURABLE_TIMEOUT", float, f"a number of seconds in (0, {MAX_WAIT_SECONDS:g}]",
                                lambda v: number_in("durable_timeout", v, 0, MAX_WAIT_SECONDS, low_open=True)),
+    "policy": Setting("CRAWLDEDUP_POLICY", str.strip,
+                      f"one of {', '.join(POLICIES)} (the canonical policy; v1 continues a crawl begun before policy 2)",
+                      policy_named),
 }
 
 
@@ -106,6 +111,8 @@ class DedupConfig:
     :param durable_replicas: ``CRAWLDEDUP_DURABLE_REPLICAS``: replicas that must confirm (default 1).
     :param durable_timeout: ``CRAWLDEDUP_DURABLE_TIMEOUT``: seconds ``WAIT`` waits for them
         (default 1); fewer in time is an error for the batch, retried.
+    :param policy: ``CRAWLDEDUP_POLICY``: the canonical policy by name: ``v2`` (policy 2, the
+        default) or ``v1`` (:data:`~crawldedup.POLICY_V1`, for a crawl begun before policy 2).
     :raises ValueError: when a field is out of range (the message names its variable).
     """
 
@@ -122,6 +129,7 @@ class DedupConfig:
     durability: str = "primary"
     durable_replicas: int = 1
     durable_timeout: float = 1.0
+    policy: str = "v2"
 
     def __post_init__(self) -> None:
         for field, value in vars(self).items():
@@ -131,6 +139,7 @@ class DedupConfig:
             except (TypeError, ValueError):
                 raise ValueError(setting.complaint(field, value)) from None
         object.__setattr__(self, "strategy", strategy_name(self.strategy))  # an alias becomes its name
+        object.__setattr__(self, "policy", self.policy.strip().lower())
         if self.store_durability.waits and self.strategy not in REDIS_STRATEGIES:
             raise ValueError(f"durability (CRAWLDEDUP_DURABILITY) {self.durability!r} needs a Redis strategy "
                              f"({', '.join(REDIS_STRATEGIES)}), not {self.strategy}")
@@ -139,6 +148,11 @@ class DedupConfig:
     def store_durability(self) -> Durability:
         """When the Redis store answers a batch that writes (:attr:`durability` and its terms)."""
         return Durability(self.durability, self.durable_replicas, self.durable_timeout)
+
+    @property
+    def canonical_policy(self) -> CanonicalPolicy:
+        """The canonical policy that ``policy`` names."""
+        return policy_named(self.policy)
 
     @property
     def ttl_seconds(self) -> Optional[int]:

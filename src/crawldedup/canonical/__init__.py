@@ -16,10 +16,15 @@ from ._canonical_py import canonicalize, canonicalize_many
 from .policy import (
     DEFAULT_DROP_PARAMS,
     DEFAULT_POLICY,
+    POLICIES,
     POLICY_FORMAT_VERSION,
+    POLICY_V1,
+    POLICY_V2,
     CanonicalPolicy,
     Canonicalized,
     InvalidURL,
+    policy_conflict,
+    policy_named,
 )
 from .._checks import check_batch
 from .._env import compiled
@@ -28,13 +33,18 @@ __all__ = [
     "DEFAULT_DROP_PARAMS",
     "DEFAULT_POLICY",
     "HAS_EXTENSION",
+    "POLICIES",
     "POLICY_FORMAT_VERSION",
+    "POLICY_V1",
+    "POLICY_V2",
     "CanonicalPolicy",
     "Canonicalized",
     "InvalidURL",
     "canonicalize",
     "canonicalize_each",
     "canonicalize_many",
+    "policy_conflict",
+    "policy_named",
 ]
 
 _compiled = None if TYPE_CHECKING else compiled("crawldedup.canonical._canonical_c")

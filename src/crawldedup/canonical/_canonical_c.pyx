@@ -103,6 +103,9 @@ cdef class _Plan:
     cdef object policy
     cdef bint usable, accept_http, accept_https, strip_trailing_slash, semicolon_separator
     cdef bint keep_fragment, keep_userinfo, strip_www, filters, has_keep
+    # Policy 2: http and https read as browsers do; every input where that reading could differ
+    # from RFC 3986's (a backslash, a host ending in a number) is declined.
+    cdef bint whatwg
     cdef Py_ssize_t max_length, prefix_count
     cdef frozenset drop_keys, keep_keys
     cdef bytes prefix_blob
@@ -128,6 +131,7 @@ cdef class _Plan:
         self.keep_userinfo = policy.keep_userinfo
         self.strip_www = policy.strip_www
         self.max_length = policy.max_length
+        self.whatwg = policy.version >= 2
         # The reference's own derived lookups (latin-1 text of each name's UTF-8 bytes).
         self.filters = policy.filters_query
         self.drop_keys = policy.query_drop_keys
@@ -446,6 +450,30 @@ cdef Py_ssize_t _write_query(_Plan plan, const unsigned char* s, Py_ssize_t n, u
     return o
 
 
+cdef bint _is_dotted_quad(const unsigned char* h, Py_ssize_t n) noexcept nogil:
+    """Whether ``h`` is an IPv4 address as WHATWG writes one: four decimal parts in 0-255 without
+    leading zeros (policy 2 keeps it as it is)."""
+    cdef Py_ssize_t i, parts = 1, digits = 0
+    cdef int value = 0
+    for i in range(n):
+        if h[i] == 46:
+            if digits == 0:
+                return False
+            parts += 1
+            digits = 0
+            value = 0
+        elif 48 <= h[i] <= 57:
+            if digits == 1 and value == 0:
+                return False  # a leading zero: octal, for the reference
+            value = value * 10 + (h[i] - 48)
+            digits += 1
+            if value > 255:
+                return False
+        else:
+            return False
+    return parts == 4 and digits > 0
+
+
 cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* out, Py_ssize_t o) except -2:
     """Rules 5 and 6 into ``out``, or -1 to decline (an authority the reference would refuse)."""
     cdef const unsigned char* a = parts.authority
@@ -494,6 +522,11 @@ cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* 
         o += 1
     if label == 0:
         return -1
+    # Policy 2, rule 5: a last label that starts with a digit makes an IPv4 address. One in its
+    # canonical form (four decimal parts below 256, no leading zero) is written as it is; the
+    # reference reads the others (0x7f.1, 3279880203, 1.2.3.4.5).
+    if plan.whatwg and 48 <= a[end - label] <= 57 and not _is_dotted_quad(a + host, end - host):
+        return -1
     if colon >= 0 and colon + 1 < n:
         port = colon + 1
         for i in range(port, n):
@@ -522,7 +555,8 @@ cdef Py_ssize_t _write_reference_authority(_Plan plan, const Parts* parts, unsig
     scheme = "https" if parts.https else "http"
     try:
         authority = PyUnicode_DecodeUTF8(<const char*>parts.authority, parts.authority_len, NULL)
-        text = reference.canonical_authority(authority, scheme, scheme, plan.strip_www, plan.keep_userinfo)
+        text = reference.canonical_authority(authority, scheme, scheme, plan.strip_www, plan.keep_userinfo,
+                                             plan.whatwg)
     except (InvalidURL, UnicodeDecodeError):
         return -1
     # IDNA and RFC 5952 may write more than they read: keep within the room _emit reserves.
@@ -658,7 +692,7 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
         return None
     for i in range(start, end):
         c = s[i]
-        if c < 0x20 or c == 0x7F or (c >= 0x80 and not is_str):
+        if c < 0x20 or c == 0x7F or (c >= 0x80 and not is_str) or (c == 92 and plan.whatwg):
             return None
     # Rules 2-4: a scheme ends the longest run of scheme characters and must be followed by
     # ":" (so a wrapped "scheme%3A%2F%2F" is never taken for a URL here).

@@ -23,6 +23,7 @@ from urllib.parse import unquote_to_bytes
 import idna
 
 from .._checks import check_batch
+from . import _whatwg
 from .policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
 
 __all__ = ["canonicalize", "canonicalize_many"]
@@ -38,6 +39,13 @@ _DROP_TAB_CR_LF = str.maketrans("", "", "\t\r\n")
 # that is refused); the clean common case pays for this single scan only.
 _SUSPECT_RE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 _REFUSED_RE = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+# Policy 2, rule 1: C0 controls and space stripped from both ends (as browsers do); a control
+# left inside is encoded in the path, query and fragment and refused in the scheme and host
+# by their own rules, so only an unpaired surrogate is refused up front.
+_C0_AND_SPACE = "".join(chr(code) for code in range(0x21))
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# By policy version: (characters stripped from the ends, characters refused anywhere).
+_INPUT_RULES = {1: (_STRIP_CHARS, _REFUSED_RE), 2: (_C0_AND_SPACE, _SURROGATE_RE)}
 
 # Rule 2: only a leading "scheme%3A%2F%2F" marks a wrapped URL.
 _WRAPPED_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*%3[Aa]%2[Ff]%2[Ff]")
@@ -91,7 +99,7 @@ def _read(url: object, policy: CanonicalPolicy, what: str) -> str:
     """Applies rules 1 and 2: type, UTF-8, stripping, length, control characters, unwrapping."""
     if type(url) is str:
         # Fast path for the common input: nothing to remove, refuse or unwrap.
-        text = url.strip(_STRIP_CHARS)
+        text = url.strip(_INPUT_RULES[policy.version][0])
         if text and len(text) <= policy.max_length and "%3" not in text and _SUSPECT_RE.search(text) is None:
             return text
     elif isinstance(url, bytes):
@@ -119,12 +127,13 @@ def _read(url: object, policy: CanonicalPolicy, what: str) -> str:
 
 
 def _check_text(text: str, policy: CanonicalPolicy, what: str) -> str:
-    text = text.strip(_STRIP_CHARS)
+    strip, refused_re = _INPUT_RULES[policy.version]
+    text = text.strip(strip)
     if len(text) > policy.max_length:
         raise InvalidURL(f"{what} too long: {len(text)} characters, max_length is {policy.max_length}")
     if _SUSPECT_RE.search(text) is not None:
         text = text.translate(_DROP_TAB_CR_LF)
-        refused = _REFUSED_RE.search(text)
+        refused = refused_re.search(text)
         if refused is not None:
             code = ord(refused.group())
             kind = "an unpaired surrogate" if 0xD800 <= code <= 0xDFFF else "a control character"
@@ -240,8 +249,14 @@ def _canonical_query(query: str, policy: CanonicalPolicy) -> str:
 
 
 @lru_cache(maxsize=1 << 14)
-def canonical_authority(authority: str, scheme: str, out_scheme: str, strip_www: bool, keep_userinfo: bool) -> str:
-    """Rules 5 and 6 for one authority; cached because a crawl sees few hosts many times."""
+def canonical_authority(
+    authority: str, scheme: str, out_scheme: str, strip_www: bool, keep_userinfo: bool, whatwg: bool = False
+) -> str:
+    """Rules 5 and 6 for one authority; cached because a crawl sees few hosts many times.
+
+    :param whatwg: the host of a special URL under policy 2: percent-decoded first, and read
+        as an IPv4 address when its last label is a number.
+    """
     at = authority.rfind("@")
     userinfo = authority[:at] if at >= 0 else ""
     hostport = authority[at + 1 :]
@@ -260,7 +275,7 @@ def canonical_authority(authority: str, scheme: str, out_scheme: str, strip_www:
             host, port = hostport[:colon], hostport[colon + 1 :]
         else:
             host, port = hostport, ""
-        host = _canonical_name(host, strip_www)
+        host = _canonical_name(host, strip_www, whatwg)
     if port:
         port = _canonical_port(port, scheme, out_scheme)
     if keep_userinfo and userinfo:
@@ -300,8 +315,16 @@ def _canonical_ipv6(literal: str) -> str:
     return f"[{address.compressed}]"
 
 
-def _canonical_name(host: str, strip_www: bool) -> str:
-    """Rule 5 for a registered name or IPv4 literal: lowercase, or UTS #46 when non-ASCII."""
+def _canonical_name(host: str, strip_www: bool, whatwg: bool) -> str:
+    """Rule 5 for a registered name or IPv4 literal: lowercase, or UTS #46 when non-ASCII.
+
+    Under policy 2 (``whatwg``), percent-decoded first (rule 4) and read as IPv4 (rule 5).
+    """
+    if whatwg:
+        try:
+            host = _whatwg.special_host(host)
+        except UnicodeDecodeError:
+            raise InvalidURL(f"host {_show(host)} percent-decodes to bytes that are not UTF-8") from None
     if host.isascii():
         name = host.lower()
     else:
@@ -310,6 +333,12 @@ def _canonical_name(host: str, strip_www: bool) -> str:
             name = idna.encode(host, uts46=True).decode("ascii")
         except (idna.IDNAError, UnicodeError, ValueError) as exc:
             raise InvalidURL(f"host {_show(host)} fails IDNA (UTS #46): {exc}") from None
+    if whatwg and name and _whatwg.ends_in_a_number(name):
+        address = _whatwg.ipv4(name)
+        if address is None:
+            raise InvalidURL(f"host {_show(host)} ends in a number but is no IPv4 address (WHATWG: at most four "
+                             "parts, each decimal, 0x hexadecimal or 0 octal, within range)")
+        return address
     if name.endswith("."):
         name = name[:-1]
     if not name:
@@ -338,13 +367,24 @@ def _base_parts(base: URLInput, policy: CanonicalPolicy) -> _BaseParts:
         _canonicalize(base, None, policy)
     except InvalidURL as exc:
         raise InvalidURL(f"base is not an accepted absolute URL: {exc}") from None
-    scheme, authority, path, query, _ = _URI_RE.match(_read(base, policy, "base")).groups()  # type: ignore[union-attr]
+    scheme, authority, path, query, _ = _split(_read(base, policy, "base"), None, policy)
+    assert scheme is not None and authority is not None  # an accepted URL has both
     return scheme, authority, path, query
+
+
+def _split(text: str, base: Optional[_BaseParts], policy: CanonicalPolicy) -> _whatwg.Parts:
+    """(scheme, authority, path, query, fragment): read as browsers do under policy 2 when the
+    URL or its base has a special scheme, else by RFC 3986 (appendix B)."""
+    if policy.version >= 2:
+        parts = _whatwg.split(text, None if base is None else base[0].lower())
+        if parts is not None:
+            return parts
+    return _URI_RE.match(text).groups()  # type: ignore[union-attr, return-value]
 
 
 def _canonicalize(url: object, base: Optional[_BaseParts], policy: CanonicalPolicy) -> str:
     text = _read(url, policy, "URL")
-    scheme, authority, path, query, fragment = _URI_RE.match(text).groups()  # type: ignore[union-attr]
+    scheme, authority, path, query, fragment = _split(text, base, policy)
     if scheme is None:
         # Rule 3: RFC 3986 §5.2.2, strict; dot segments are removed later, with the path's own rules.
         if base is None:
@@ -365,8 +405,9 @@ def _canonicalize(url: object, base: Optional[_BaseParts], policy: CanonicalPoli
     if authority is None:
         raise InvalidURL(f"no host in {_show(text)} (expected {scheme}://host)")
     out_scheme = "https" if policy.merge_schemes and scheme == "http" else scheme
+    whatwg = policy.version >= 2 and scheme in _whatwg.SPECIAL_SCHEMES
     result = out_scheme + "://" + canonical_authority(
-        authority, scheme, out_scheme, policy.strip_www, policy.keep_userinfo
+        authority, scheme, out_scheme, policy.strip_www, policy.keep_userinfo, whatwg
     ) + _canonical_path(path, policy)
     if query:
         query = _canonical_query(query, policy)

@@ -20,12 +20,18 @@ __all__ = [
     "DEFAULT_DROP_PARAMS",
     "DEFAULT_POLICY",
     "InvalidURL",
+    "POLICIES",
     "POLICY_FORMAT_VERSION",
+    "POLICY_V1",
+    "POLICY_V2",
+    "policy_conflict",
+    "policy_named",
 ]
 
-#: Bumped whenever the meaning of a policy field, or the canonicalization it drives, changes in
-#: a way that makes equal policies produce different strings. It is part of every digest.
-POLICY_FORMAT_VERSION = 1
+#: The newest version of the canonicalization rules (:attr:`CanonicalPolicy.version`): bumped
+#: whenever the canonicalization a policy drives changes in a way that makes equal fields
+#: produce different strings. A policy's version is part of its digest.
+POLICY_FORMAT_VERSION = 2
 
 #: Query keys that identify a visit, a campaign or a session rather than content (docs/canonical-policy.md, rule 8).
 DEFAULT_DROP_PARAMS: FrozenSet[str] = frozenset(
@@ -94,8 +100,12 @@ class CanonicalPolicy:
     :param keep_params: query keys never dropped (wins over both lists above).
     :param keep_fragment: keep ``#fragment`` (percent-normalized like the path).
     :param max_length: longest accepted input, in characters after stripping its ends.
+    :param version: the rules that read a URL: 2 (the default) parses the special schemes as
+        browsers do (WHATWG URL Standard, docs/canonical-policy.md "Policy 2"); 1 parses every
+        URL by RFC 3986 (:data:`POLICY_V1`, for crawls begun before policy 2).
     :raises TypeError: a field of the wrong type.
-    :raises ValueError: an empty or malformed scheme or name, or ``max_length`` below 1.
+    :raises ValueError: an empty or malformed scheme or name, ``max_length`` below 1, or an
+        unknown ``version``.
     """
 
     schemes: FrozenSet[str] = frozenset({"http", "https"})
@@ -110,6 +120,7 @@ class CanonicalPolicy:
     keep_params: FrozenSet[str] = frozenset()
     keep_fragment: bool = False
     max_length: int = 8192
+    version: int = POLICY_FORMAT_VERSION
 
     def __post_init__(self) -> None:
         # Derived attributes (set below), declared for type checkers only.
@@ -128,6 +139,10 @@ class CanonicalPolicy:
             raise TypeError(f"max_length must be an int, got {type(self.max_length).__name__}")
         if self.max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {self.max_length}")
+        if not is_integer(self.version):
+            raise TypeError(f"version must be an int, got {type(self.version).__name__}")
+        if not 1 <= self.version <= POLICY_FORMAT_VERSION:
+            raise ValueError(f"version must be 1 (RFC 3986 reading) or 2 (WHATWG reading), got {self.version}")
         schemes = _names(self.schemes, "schemes")
         if not schemes:
             raise ValueError("schemes must name at least one scheme")
@@ -157,8 +172,9 @@ class CanonicalPolicy:
     def digest(self) -> str:
         """16 lowercase hex characters naming this policy, stable across processes, versions and machines.
 
-        It is the first 64 bits of SHA-256 over a canonical JSON form of every field plus
-        :data:`POLICY_FORMAT_VERSION`, so it changes whenever a field changes.
+        It is the first 64 bits of SHA-256 over a canonical JSON form of every field, the
+        ``version`` written as ``policy_format``, so it changes whenever a field changes (and a
+        version 1 policy keeps the digest it had before versions existed).
         """
         return self._digest
 
@@ -168,13 +184,53 @@ def _as_latin1(name: str) -> str:
 
 
 def _policy_digest(policy: CanonicalPolicy) -> str:
-    document: Dict[str, object] = {"policy_format": POLICY_FORMAT_VERSION}
+    document: Dict[str, object] = {"policy_format": policy.version}
     for f in fields(policy):
+        if f.name == "version":
+            continue
         value = getattr(policy, f.name)
         document[f.name] = sorted(value) if isinstance(value, frozenset) else value
     blob = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(blob.encode("ascii")).hexdigest()[:16]
 
 
-#: The policy of docs/canonical-policy.md; its digest is pinned in the tests (a file format).
-DEFAULT_POLICY = CanonicalPolicy()
+#: Policy 1 of docs/canonical-policy.md (RFC 3986 reading), bit for bit with its digest
+#: 716e8d2d2c1c1eae: the crawls, filter files and namespaces made before policy 2 continue with it.
+POLICY_V1 = CanonicalPolicy(version=1)
+#: Policy 2 of docs/canonical-policy.md (links read as browsers read them).
+POLICY_V2 = CanonicalPolicy(version=2)
+#: The policy of docs/canonical-policy.md (policy 2); its digest is pinned in the tests (a file format).
+DEFAULT_POLICY = POLICY_V2
+#: The policies a setting names (``--policy``, ``CRAWLDEDUP_POLICY``): name -> policy.
+POLICIES: Dict[str, CanonicalPolicy] = {"v1": POLICY_V1, "v2": POLICY_V2}
+_NAME_OF_DIGEST = {policy.digest: name for name, policy in POLICIES.items()}
+
+
+def policy_named(name: str) -> CanonicalPolicy:
+    """The policy a setting names: ``v1`` (:data:`POLICY_V1`) or ``v2`` (:data:`POLICY_V2`, the default).
+
+    :raises ValueError: for any other name.
+    """
+    policy = POLICIES.get(name.strip().lower()) if isinstance(name, str) else None
+    if policy is None:
+        raise ValueError(f"canonical policy must be one of {', '.join(POLICIES)}, got {name!r}")
+    return policy
+
+
+def _described(digest: str) -> str:
+    name = _NAME_OF_DIGEST.get(digest)
+    if name is None:
+        return f"a custom canonical policy ({digest})"
+    return f"canonical policy {name[1:]} ({digest})"
+
+
+def policy_conflict(stored: str, ours: str) -> str:
+    """Why a file or namespace made with policy digest ``stored`` refuses a crawl using ``ours``,
+    to follow "made with": both policies, and the setting that continues the old crawl."""
+    name = _NAME_OF_DIGEST.get(stored)
+    if name is not None:
+        how = (f"to continue the crawl that made it, pass --policy {name} (CRAWLDEDUP_POLICY={name}; "
+               f"in Python policy=POLICY_{name.upper()})")
+    else:
+        how = "to continue the crawl that made it, use the CanonicalPolicy it was made with"
+    return f"{_described(stored)}, this crawl uses {_described(ours)}: {how}"

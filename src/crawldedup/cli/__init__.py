@@ -67,7 +67,7 @@ from .serve import add_command as add_serve_command
 from .doctor import add_command as add_doctor_command
 from .migrate import add_command as add_migrate_command
 from .stats import add_command as add_stats_command
-from ._store_options import DEFAULT_SQLITE
+from ._store_options import DEFAULT_SQLITE, add_policy_option, chosen_policy
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -268,6 +268,7 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
             capacity=args.capacity, error_rate=args.error_rate, verify_hits=args.verify_hits, crawl_round=args.round,
             ttl_days=args.ttl_days, generations=args.generations,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
+            policy=args.policy,
         )
     except NamespaceConflict as exc:
         raise CLIError(EXIT_STATE, str(exc)) from None
@@ -348,6 +349,7 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     The output stays line-aligned with the input (``paste`` them side by side); each invalid
     line's reason goes to stderr as ``NAME:LINE: reason`` and the exit code is 1.
     """
+    policy = chosen_policy(args.policy, "canonicalize")
     reader = InputReader(args.inputs)
     reader.check_readable()
     out = Output(_stdout(), "stdout")
@@ -355,9 +357,9 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     for name, first_line, lines in reader.blocks():
         links, bases = _split_bases(lines, args.base, reader.undecodable)
         if bases is None:
-            result = canonicalize_many(links, base=args.base)
+            result = canonicalize_many(links, base=args.base, policy=policy)
         else:
-            result = canonicalize_each(links, bases)
+            result = canonicalize_each(links, bases, policy=policy)
         errors = result.errors
         out.write_lines([url or "" for url in result.urls])
         for index in sorted(errors):
@@ -373,7 +375,7 @@ def run_audit(args: argparse.Namespace) -> int:
     """Report the pages a log of fetched URLs holds more than once, and the spellings that merged."""
     reader = InputReader(args.inputs)
     reader.check_readable()
-    audit = Audit()
+    audit = Audit(chosen_policy(args.policy, "audit"))
     audit.read(reader)
     top = args.top if args.top is not None or args.json else AUDIT_TOP
     spellings = args.spellings if args.spellings is not None or args.json else AUDIT_SPELLINGS
@@ -639,6 +641,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="generations of the window: a page is won again at most DAYS / G late "
                            "($CRAWLDEDUP_GENERATIONS, default 4)")
     filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    add_policy_option(filt)
     filt.add_argument("--round", type=_round_name, metavar="NAME",
                       help="a crawl round: a fresh dedup space <namespace>:<NAME> in the store and the state file")
     filt.add_argument("--verify-hits", action="store_true",
@@ -661,6 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=epilog, formatter_class=_Formatter)
     canon.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
     canon.add_argument("--base", type=_base_url, help=base_help)
+    add_policy_option(canon)
     canon.set_defaults(run=run_canonicalize)
 
     info = commands.add_parser("info", help="describe a filter file",
@@ -681,6 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--spellings", type=_positive_int, metavar="N",
                        help=f"show the N most-used spellings of each page (default {AUDIT_SPELLINGS}; with --json: all)")
     audit.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
+    add_policy_option(audit)
     audit.set_defaults(run=run_audit)
 
     content.add_parser(commands, epilog, _Formatter)

@@ -7,9 +7,11 @@ and the environment (``DEDUP_STRATEGY``, ``REDIS_URL``...) fills in what the opt
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import replace
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
+from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, policy_named
 from ..config import SETTINGS, DedupConfig
 from ..stores.factory import REDIS_STRATEGIES, STRATEGIES
 from ._io import EXIT_USAGE, CLIError
@@ -69,3 +71,32 @@ def store_config(args: argparse.Namespace, command: str, options: Mapping[str, s
         return replace(config, **given)
     except ValueError as exc:
         raise CLIError(EXIT_USAGE, f"{exc}; see crawldedup {command} --help") from None
+
+
+def _policy_name(text: str) -> str:
+    try:
+        policy_named(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip().lower()
+
+
+def add_policy_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--policy {v1,v2}``: the canonical policy (``$CRAWLDEDUP_POLICY``; default v2)."""
+    parser.add_argument("--policy", type=_policy_name, metavar="{" + ",".join(POLICIES) + "}",
+                        help="the canonical policy: v2 (the default: links read as browsers read them) or v1 "
+                             "(continues a crawl, state file or namespace begun before policy 2) ($CRAWLDEDUP_POLICY)")
+
+
+def chosen_policy(name: Optional[str], command: str) -> CanonicalPolicy:
+    """The policy of ``--policy`` (``name``), else of ``$CRAWLDEDUP_POLICY``, else the default.
+
+    :raises CLIError: (exit code 2) for a variable that names no policy.
+    """
+    text = name or os.environ.get(SETTINGS["policy"].variable, "")
+    if not text.strip():
+        return DEFAULT_POLICY
+    try:
+        return policy_named(text)
+    except ValueError:
+        raise CLIError(EXIT_USAGE, f"{SETTINGS['policy'].complaint('policy', text)}; see crawldedup {command} --help") from None

@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import SplitResult, unquote, unquote_plus, urlsplit
 
-from ..canonical import canonicalize_many
+from ..canonical import CanonicalPolicy, canonicalize_many
 from .._wording import counted
 from ._io import InputReader, as_read
 
@@ -147,7 +147,9 @@ def _decoded(piece: str) -> Tuple[str, str]:
 class Audit:
     """The counts of one audit: lines, invalid lines, and the spellings of each canonical form."""
 
-    def __init__(self) -> None:
+    def __init__(self, policy: Optional[CanonicalPolicy] = None) -> None:
+        #: The canonical policy (None: the default), as ``filter`` is given it.
+        self.policy = policy
         self.lines = 0
         self.invalid = 0
         self.spellings: Dict[str, Counter[str]] = {}
@@ -155,7 +157,7 @@ class Audit:
     def read(self, reader: InputReader) -> None:
         """Canonicalize every line of ``reader``, one block (~1 MiB of lines) per call."""
         for _, _, lines in reader.blocks():
-            result = canonicalize_many(as_read(lines) if reader.undecodable else lines)
+            result = canonicalize_many(as_read(lines) if reader.undecodable else lines, policy=self.policy)
             self.lines += len(lines)
             self.invalid += len(result.errors)
             for line, url in zip(lines, result.urls):

@@ -20,7 +20,7 @@ from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import STRATEGIES
 from ..bloom import FilterFileError
 from ..dedup.aio import AsyncDeduplicator
-from ._store_options import DURABILITY_OPTIONS, add_durability_options
+from ._store_options import DURABILITY_OPTIONS, add_durability_options, add_policy_option
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 
 #: The port ``serve`` listens on without --port.
@@ -29,7 +29,7 @@ DEFAULT_PORT = 8707
 CONFIG_OPTIONS = {
     "strategy": "strategy", "redis_url": "redis_url", "namespace": "namespace", "state": "state_path",
     "capacity": "capacity", "error_rate": "error_rate", "sqlite": "sqlite_path", "ttl_days": "ttl_days",
-    "generations": "generations", **DURABILITY_OPTIONS,
+    "generations": "generations", "policy": "policy", **DURABILITY_OPTIONS,
 }
 
 
@@ -52,6 +52,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($REDIS_URL)")
     serve.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
     serve.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    add_policy_option(serve)
     serve.add_argument("--state", metavar="FILE",
                        help="the local filter's file ($CRAWLDEDUP_STATE; default: in memory)")
     serve.add_argument("--capacity", metavar="N", help="URLs the local filter and store are sized for ($BLOOM_CAPACITY)")

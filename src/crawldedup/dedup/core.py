@@ -13,7 +13,7 @@ import os
 import time
 import secrets
 from dataclasses import replace
-from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Type, TypeVar, cast
+from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Type, TypeVar, Union, cast
 
 import numpy as np
 
@@ -23,7 +23,9 @@ from ..content.index_format import MAX_DISTANCE
 from ..pages import PAGES_SUFFIX, open_pages
 from .._plans import Plan
 from ..bloom import GrowingFilter, hash_many
-from ..canonical import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many
+from ..canonical import (
+    CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many, policy_conflict, policy_named,
+)
 from ..config import DedupConfig
 from ..fingerprints import Fingerprints
 from ..stores.aio import AsyncClaimStore
@@ -92,7 +94,7 @@ class DedupCore(Generic[S]):
         ttl_days: Optional[float] = None,
         sqlite_path: Optional[PathArg] = None,
         service_url: Optional[str] = None,
-        policy: Optional[CanonicalPolicy] = None,
+        policy: Optional[Union[CanonicalPolicy, str]] = None,
         verify_hits: bool = False,
         sample_rate: float = DEFAULT_SAMPLE_RATE,
         retry: Optional[RetryPolicy] = None,
@@ -120,7 +122,11 @@ class DedupCore(Generic[S]):
         number_in("sample_rate", sample_rate, 0, 1)
         #: The bound of the alias map of redirects this Deduplicator records into (claim_final).
         self.max_aliases = check_max_aliases(max_aliases)
-        self.policy = policy or DEFAULT_POLICY
+        if isinstance(policy, str):
+            policy = policy_named(policy)
+        elif policy is not None and not isinstance(policy, CanonicalPolicy):
+            raise TypeError(f"policy must be a CanonicalPolicy or a name (v1, v2), got {type(policy).__name__}")
+        self.policy: CanonicalPolicy = policy or self.config.canonical_policy
         self.namespace = self.config.namespace
         if crawl_round is not None:
             self.namespace = f"{self.namespace}:{check_name('crawl_round', crawl_round)}"
@@ -131,10 +137,7 @@ class DedupCore(Generic[S]):
         self._counter = StatsCounter()
         self._clock = clock
         if store is not None and store.policy_digest != self.policy.digest:
-            raise ValueError(
-                f"the store was opened for canonical policy {store.policy_digest}, "
-                f"this Deduplicator uses policy {self.policy.digest}"
-            )
+            raise ValueError(f"the store was opened with {policy_conflict(store.policy_digest, self.policy.digest)}")
         #: Whether the store was made here (and is closed here); one given to us stays open.
         self._owns_store = store is None and self.config.strategy != LOCAL
         if self._owns_store:
@@ -196,7 +199,8 @@ class DedupCore(Generic[S]):
         """A Deduplicator configured by the environment (read once, here); ``overrides`` win.
 
         Variables: ``DEDUP_STRATEGY``, ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``,
-        ``BLOOM_ERROR_RATE``, ``CRAWLDEDUP_STATE``, ``CRAWLDEDUP_NAMESPACE``, ``CRAWLDEDUP_SQLITE``.
+        ``BLOOM_ERROR_RATE``, ``CRAWLDEDUP_STATE``, ``CRAWLDEDUP_NAMESPACE``, ``CRAWLDEDUP_SQLITE``,
+        ``CRAWLDEDUP_GENERATIONS``, ``CRAWLDEDUP_SERVICE_URL``, ``CRAWLDEDUP_POLICY``.
 
         :raises ValueError: for a variable that cannot be parsed or is out of range, naming it.
         """

@@ -6,7 +6,7 @@ from typing import Optional
 
 from .._checks import PathArg
 from ..bloom import BloomFilter, FilterFileError, GrowingFilter, WindowedBloomFilter, open_filter_file
-from ..canonical import DEFAULT_POLICY, CanonicalPolicy
+from ..canonical import DEFAULT_POLICY, CanonicalPolicy, policy_conflict
 from ..windows import Clock, Window, system_clock
 
 #: First word of the metadata that stamps a local state file.
@@ -26,9 +26,7 @@ def _check_stamp(bloom: GrowingFilter, path: PathArg, policy_digest: str, namesp
         raise FilterFileError(f"{path}: not a crawldedup state file (its metadata has no {STATE_STAMP.decode()} stamp)")
     stamp = dict(word.decode("ascii", "replace").partition("=")[::2] for word in words[1:])
     if stamp.get("policy") != policy_digest:
-        raise FilterFileError(
-            f"{path}: stamped with canonical policy {stamp.get('policy')}, this crawl uses policy {policy_digest}"
-        )
+        raise FilterFileError(f"{path}: made with {policy_conflict(stamp.get('policy', '?'), policy_digest)}")
     if namespace is not None and stamp.get("namespace", namespace) != namespace:
         raise FilterFileError(
             f"{path}: belongs to namespace {stamp['namespace']!r}, this crawl uses namespace {namespace!r}"

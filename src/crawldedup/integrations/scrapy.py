@@ -47,7 +47,7 @@ from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from ..config import SETTINGS as CONFIG_SETTINGS
 from ..config import DedupConfig
-from ..canonical import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, canonicalize
+from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, InvalidURL, canonicalize, policy_named
 from ..content import page_text, simhash
 from ..dedup import Deduplicator
 from ..content.index_format import MAX_DISTANCE
@@ -97,15 +97,19 @@ _MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hit
 
 
 def _policy_from_setting(value: Any, settings: "BaseSettings") -> CanonicalPolicy:
-    """``CRAWLDEDUP_POLICY``: a CanonicalPolicy, or a dict (or its JSON text) of fields to change."""
+    """``CRAWLDEDUP_POLICY``: a CanonicalPolicy, a policy's name (``v1``, ``v2``), or a dict (or its
+    JSON text) of fields to change in the default policy (``{"version": 1, ...}`` for policy 1's)."""
     if value is None or value == "":
         return DEFAULT_POLICY
     if isinstance(value, CanonicalPolicy):
         return value
+    if isinstance(value, str) and value.strip().lower() in POLICIES:
+        return policy_named(value)
     try:
         overrides = settings.getdict("CRAWLDEDUP_POLICY")
     except ValueError as exc:
-        raise ValueError(f"CRAWLDEDUP_POLICY must be a CanonicalPolicy or a dict of its fields, got {value!r} ({exc})") from None
+        raise ValueError(f"CRAWLDEDUP_POLICY must be a CanonicalPolicy, one of {', '.join(POLICIES)} or a dict of its "
+                         f"fields, got {value!r} ({exc})") from None
     names = {f.name for f in dataclasses.fields(CanonicalPolicy)}
     unknown = sorted(set(overrides) - names)
     if unknown:

@@ -42,6 +42,7 @@ import numpy as np
 
 from .._plans import Plan
 from ..fingerprints import Fingerprints
+from ..canonical.policy import policy_conflict
 from ..stores.base import ClaimStore, NamespaceConflict, StoreCall, request_key
 from ..content.index import blocks
 from .base import PageStore
@@ -217,6 +218,9 @@ class RedisPages(PageStore):
         if reply[0] == b"conflict":
             field, stored = reply[1].decode(), reply[2].decode("ascii", "replace")
             ours = self._head[self._head.index(field) + 1]
+            if field == "canonical_policy":
+                raise NamespaceConflict(f"the pages of namespace {self.namespace!r} were made with "
+                                        f"{policy_conflict(stored, ours)}")
             raise NamespaceConflict(
                 f"the pages of namespace {self.namespace!r} hold {field}={stored!r}, "
                 f"this crawl uses {field}={ours!r}: pick another namespace (or round)"

@@ -23,6 +23,7 @@ import sqlite3
 from typing import List, Optional
 
 from .._plans import Plan
+from ..canonical.policy import policy_conflict
 from ..stores.base import NamespaceConflict, StoreCall
 from ..stores.sqlite import SQLiteStore, Work
 from .base import PageStore
@@ -86,6 +87,9 @@ class SQLitePages(PageStore):
         row = db.execute("SELECT id, layout, canonical_policy, content_policy, max_distance FROM "
                          "crawldedup_page_namespaces WHERE name = ?", (self.namespace,)).fetchone()
         for field, stored, ours in zip(("layout", "canonical_policy", "content_policy", "max_distance"), row[1:], wanted):
+            if field == "canonical_policy" and stored != ours:
+                raise NamespaceConflict(f"{self._store.path}: the pages of namespace {self.namespace!r} were made "
+                                        f"with {policy_conflict(str(stored), str(ours))}")
             if stored != ours:
                 raise NamespaceConflict(
                     f"{self._store.path}: the pages of namespace {self.namespace!r} hold {field}={stored!r}, "

@@ -24,6 +24,7 @@ from prometheus_client import Counter, Histogram
 
 from ..metrics import LATENCY_BUCKETS_SECONDS, DedupMetrics
 
+from ..canonical.policy import policy_conflict
 from ..stores.base import Lease, NamespaceConflict
 from ..stores.service import decode_fingerprints
 from .protocol import (
@@ -183,6 +184,11 @@ class ServiceApp:
             raise NamespaceConflict("this service keeps no store (strategy local): use the fingerprint calls, "
                                     "not the service strategy")
         if step == "open":
+            if fields["namespace"] == self.dedup.namespace and fields["policy"] != self.dedup.policy.digest:
+                # The client continues a crawl: it is the one to pass the other policy (or start anew).
+                raise NamespaceConflict(
+                    f"this service serves namespace {self.dedup.namespace!r} with "
+                    f"{policy_conflict(self.dedup.policy.digest, fields['policy'])}")
             if (fields["namespace"], fields["policy"]) != (self.dedup.namespace, self.dedup.policy.digest):
                 raise NamespaceConflict(
                     f"this service serves namespace {self.dedup.namespace!r} under canonical policy "

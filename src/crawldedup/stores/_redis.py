@@ -43,6 +43,7 @@ from redis.retry import Retry
 
 from .._checks import SENTINEL_SCHEME, check_name, check_redis_url, integer_in, parse_sentinel_url, redact_url
 from .._plans import Plan, drive
+from ..canonical.policy import policy_conflict
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
 from . import redis_aliases
@@ -577,6 +578,9 @@ class RedisStore(ClaimStore):
                     f"namespace {self.namespace!r} holds the claims of the {theirs} strategy, "
                     f"this is the {self.strategy} strategy: pick another namespace (or round)"
                 )
+            if field == "policy" and stored.get(field) != wanted[field]:
+                raise NamespaceConflict(f"namespace {self.namespace!r} was made with "
+                                        f"{policy_conflict(stored.get(field, '?'), wanted[field])}")
             if stored.get(field) != wanted[field]:
                 raise NamespaceConflict(
                     f"namespace {self.namespace!r} holds {field}={stored.get(field)!r}, "

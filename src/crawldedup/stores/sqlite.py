@@ -45,6 +45,7 @@ from .._checks import check_name
 from .._plans import Plan, drive
 from .aliases import Aliases, oldest_live, stamp
 from ..windows import Clock, Window, system_clock
+from ..canonical.policy import policy_conflict
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from .base import (
     LAYOUT_VERSION,
@@ -263,6 +264,9 @@ class SQLiteStore(ClaimStore):
 
         row = yield Work(record)
         for field, stored, ours in zip(("layout", "fingerprint", "policy"), row[1:], wanted):
+            if field == "policy" and stored != ours:
+                raise NamespaceConflict(f"{self.path}: namespace {self.namespace!r} was made with "
+                                        f"{policy_conflict(str(stored), str(ours))}")
             if stored != ours:
                 raise NamespaceConflict(
                     f"{self.path}: namespace {self.namespace!r} holds {field}={stored!r}, "
