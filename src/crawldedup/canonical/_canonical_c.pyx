@@ -450,6 +450,16 @@ cdef Py_ssize_t _write_query(_Plan plan, const unsigned char* s, Py_ssize_t n, u
     return o
 
 
+cdef bint _has_a_label(const unsigned char* h, Py_ssize_t n) noexcept nogil:
+    """Whether a label of ``h`` starts with "xn--" (any case)."""
+    cdef Py_ssize_t i
+    for i in range(n - 3):
+        if (i == 0 or h[i - 1] == 46) and (h[i] | 32) == 120 and (h[i + 1] | 32) == 110 \
+                and h[i + 2] == 45 and h[i + 3] == 45:
+            return True
+    return False
+
+
 cdef bint _is_dotted_quad(const unsigned char* h, Py_ssize_t n) noexcept nogil:
     """Whether ``h`` is an IPv4 address as WHATWG writes one: four decimal parts in 0-255 without
     leading zeros (policy 2 keeps it as it is)."""
@@ -497,6 +507,8 @@ cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* 
     if plan.strip_www and n - host >= 4 and (a[host] | 32) == 119 and (a[host + 1] | 32) == 119 \
             and (a[host + 2] | 32) == 119 and a[host + 3] == 46:
         simple = False
+    if plan.whatwg and simple and _has_a_label(a + host, n - host):
+        simple = False  # policy 2: an A-label is checked by UTS #46, in the reference
     if not simple:
         return _write_reference_authority(plan, parts, out, o)
     end = colon if colon >= 0 else n

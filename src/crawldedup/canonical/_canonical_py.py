@@ -325,9 +325,11 @@ def _canonical_name(host: str, strip_www: bool, whatwg: bool) -> str:
             host = _whatwg.special_host(host)
         except UnicodeDecodeError:
             raise InvalidURL(f"host {_show(host)} percent-decodes to bytes that are not UTF-8") from None
-    if host.isascii():
+    if host.isascii() and not (whatwg and "xn--" in host.lower()):
         name = host.lower()
     else:
+        # Policy 2 reads an ASCII host with an A-label through UTS #46 too, as WHATWG does, so
+        # that a label that is no valid Punycode ("xn--") is refused.
         try:
             # idna's UTS #46 processing is non-transitional ("faß" stays "faß" before Punycode).
             name = idna.encode(host, uts46=True).decode("ascii")
