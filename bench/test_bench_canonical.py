@@ -2,9 +2,9 @@
 
 Run: ``pytest bench/test_bench_canonical.py --benchmark-only --benchmark-group-by=group
 --benchmark-columns=min,median,ops --benchmark-min-rounds=3``. All canonicalizers sit in one
-group, so their medians print side by side: ``test_crawldedup[py]`` (the pure-Python
-reference), ``test_crawldedup[cy]`` (the compiled fast path, what ``canonicalize`` is when the
-extension is built) and the peers. Each round canonicalizes all of ``URLS`` once, so URLs per
+group, so their medians print side by side: ``test_crawldedup[py-policy2]`` (the pure-Python
+reference), ``test_crawldedup[cy-policy2]`` (the compiled fast path, what ``canonicalize`` is when
+the extension is built), the same two under ``POLICY_V1`` (``-policy1``), and the peers. Each round canonicalizes all of ``URLS`` once, so URLs per
 second is ``len(URLS) / median``.
 """
 
@@ -15,6 +15,8 @@ from urllib.parse import urljoin
 from typing import Callable, List, Optional, Tuple
 
 import pytest
+
+from crawldedup import DEFAULT_POLICY, POLICY_V1, CanonicalPolicy
 
 ada_url = pytest.importorskip("ada_url")
 w3lib_url = pytest.importorskip("w3lib.url")
@@ -72,11 +74,11 @@ URLS = _build()
 ABSOLUTE_URLS = [urljoin(base, url) if base else url for url, base in URLS]
 
 
-def _run_crawldedup(canonicalize: Callable[..., str]) -> int:
+def _run_crawldedup(canonicalize: Callable[..., str], policy: CanonicalPolicy) -> int:
     done = 0
     for url, base in URLS:
         try:
-            canonicalize(url, base)
+            canonicalize(url, base, policy)
             done += 1
         except ValueError:
             pass
@@ -95,8 +97,9 @@ def _run_peer(function: Callable[[str], str]) -> int:
 
 
 @pytest.mark.benchmark(group="canonicalize-12k-urls")
-def test_crawldedup(benchmark, canonical_impl):
-    done = benchmark(_run_crawldedup, canonical_impl.canonicalize)
+@pytest.mark.parametrize("policy", [DEFAULT_POLICY, POLICY_V1], ids=["policy2", "policy1"])
+def test_crawldedup(benchmark, canonical_impl, policy):
+    done = benchmark(_run_crawldedup, canonical_impl.canonicalize, policy)
     assert done == len(URLS)
 
 
