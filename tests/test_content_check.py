@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from crawldedup import Deduplicator, NamespaceConflict
+from crawldedup import POLICY_V1, Deduplicator, NamespaceConflict
 from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from crawldedup.pages import LocalPages, PageCheck, PageFileError
 from crawldedup.pages.journal import COMPACT_RATIO
@@ -175,6 +175,26 @@ def test_another_k_or_content_policy_is_refused(family):
             d.check_content(["https://a.example/"], [1])
     with dedup(family) as d:  # the pages are still there, untouched
         assert d.check_content(["https://a.example/"], [1]) == [PageCheck("unchanged", "https://a.example/", None, 0)]
+
+
+def test_pages_of_policy_1_are_refused_naming_the_way_on(family, tmp_path):
+    """Pages belong to the namespace without its round: a round under policy 2 meets the pages a
+    round under policy 1 stored, and is refused naming both policies and --policy v1."""
+    if family["strategy"] == "local" and "state" not in family:
+        pytest.skip("nothing stored to disagree with")
+    error = PageFileError if family["strategy"] == "local" else NamespaceConflict
+    for round_, policy in (("r1", POLICY_V1), ("r2", None)):
+        options = dict(family, crawl_round=round_)
+        if "state" in family:
+            options.update(state=tmp_path / f"{round_}.state", pages_path=tmp_path / "crawl.pages")
+        with dedup(options, policy=policy) as d:
+            if policy is not None:
+                d.check_content(["https://a.example/"], [1])
+                continue
+            with pytest.raises(error) as refused:
+                d.check_content(["https://a.example/"], [1])
+    assert f"made with canonical policy 1 ({POLICY_V1.digest})" in str(refused.value)
+    assert "--policy v1" in str(refused.value)
 
 
 def test_bytes_per_page_is_measured(family):

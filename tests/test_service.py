@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from crawldedup import (
-    AsyncServiceClient, CanonicalPolicy, Deduplicator, NamespaceConflict, ServiceClient, StoreUnavailable,
+    AsyncServiceClient, CanonicalPolicy, Deduplicator, NamespaceConflict, POLICY_V1, ServiceClient, StoreUnavailable,
     canonicalize,
 )
 from crawldedup.bloom import open_filter
@@ -282,6 +282,19 @@ def test_the_service_store_refuses_another_namespace_or_policy(service):
     policy = CanonicalPolicy(keep_fragment=True)
     with pytest.raises(NamespaceConflict, match="canonical policy"):
         Deduplicator("service", service_url=service.url, namespace="svc", policy=policy)
+
+
+def test_serve_policy_v1_continues_a_policy_1_crawl(redis_url):
+    """``serve --policy v1`` serves a crawl begun before policy 2: its clients pass POLICY_V1,
+    and a client of the default policy is refused, naming both policies and the way on."""
+    with ServeProcess(["--strategy", "set", "--redis-url", redis_url, "--namespace", "old", "--policy", "v1"]) as server:
+        with ServiceClient(server.url) as client:
+            assert client.claim_many(["http://0x7f.1/a", "http://127.0.0.1/a"]) == [True, True], \
+                "policy 1 keeps 0x7f.1 as written"
+        with pytest.raises(NamespaceConflict) as refused:
+            Deduplicator("service", service_url=server.url, namespace="old")
+        assert f"canonical policy 1 ({POLICY_V1.digest})" in str(refused.value)
+        assert "--policy v1" in str(refused.value)
 
 
 def test_the_service_store_needs_a_service_with_leases(tmp_path):

@@ -31,6 +31,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .._files import replace_file
+from ..canonical.policy import policy_conflict
 
 try:
     import fcntl
@@ -116,8 +117,10 @@ class PageJournal:
         if version != PAGES_FORMAT_VERSION:
             raise self._bad(f"format version {version}, this crawldedup reads version {PAGES_FORMAT_VERSION}")
         _, _, want_k, want_content, want_canonical = _HEADER.unpack(self._header[:-4])
-        for name, theirs, ours in (("max_distance", k, want_k), ("content policy", content, want_content),
-                                   ("canonical policy", canonical, want_canonical)):
+        if canonical != want_canonical:
+            stamped, ours = canonical.decode("ascii", "replace"), want_canonical.decode("ascii")
+            raise self._bad(f"holds pages made with {policy_conflict(stamped, ours)}")
+        for name, theirs, ours in (("max_distance", k, want_k), ("content policy", content, want_content)):
             if theirs != ours:
                 show = (lambda v: v.decode("ascii", "replace")) if isinstance(theirs, bytes) else str
                 raise self._bad(f"holds pages of {name} {show(theirs)}, this crawl uses {name} {show(ours)}")
