@@ -115,8 +115,9 @@ def delete_namespace(store: ClaimStore) -> int:
 def _delete_redis_namespace(store: RedisStore) -> int:
     name = store.namespace.encode("ascii")
     # Every key of a namespace (docs/stores.md): its record and RedisBloom's filter, and the keys
-    # under its hash tags {<namespace>:<group>} and {<namespace>:bf}; a round's tags differ.
-    own_tag = re.compile(rb"\{%s:(?:\d+|bf)\}" % re.escape(name))
+    # under its hash tags {<namespace>:<group>}, {<namespace>:bf} and {<namespace>:aliases:<group>};
+    # a round's tags differ.
+    own_tag = re.compile(rb"\{%s:(?:\d+|bf|aliases:\d+)\}" % re.escape(name))
     deleted = int(store.client.unlink(b"%s:meta" % name, b"%s:bf" % name))
     batch: List[bytes] = []
     for key in store.client.scan_iter(match=b"{%s:*" % name, count=DELETE_BATCH):
@@ -133,6 +134,8 @@ def _delete_redis_namespace(store: RedisStore) -> int:
 def _delete_sqlite_namespace(store: SQLiteStore) -> int:
     with store._transaction() as db:
         rows = db.execute("DELETE FROM crawldedup_claims WHERE namespace = ?", (store._namespace_id,)).rowcount
+        rows += db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ?", (store._namespace_id,)).rowcount
+        db.execute("DELETE FROM crawldedup_alias_counts WHERE namespace = ?", (store._namespace_id,))
         rows += db.execute("DELETE FROM crawldedup_namespaces WHERE id = ?", (store._namespace_id,)).rowcount
     return int(rows)
 

@@ -12,6 +12,7 @@ Schema (part of the documented format, see docs/stores.md)::
                                      final BLOB NOT NULL, generation INTEGER NOT NULL,
                                      PRIMARY KEY (namespace, requested)) WITHOUT ROWID
     CREATE INDEX crawldedup_aliases_age ON crawldedup_aliases (namespace, generation)
+    CREATE TABLE crawldedup_alias_counts (namespace INTEGER PRIMARY KEY, aliases INTEGER NOT NULL)
 
 ``claimed_at`` (seconds since the epoch, by the store's clock) is set by a store with a recrawl
 window and NULL without one (such a claim never expires); the column is added on open to
@@ -74,6 +75,7 @@ CREATE TABLE IF NOT EXISTS crawldedup_aliases (
     namespace INTEGER NOT NULL, requested BLOB NOT NULL, final BLOB NOT NULL, generation INTEGER NOT NULL,
     PRIMARY KEY (namespace, requested)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS crawldedup_aliases_age ON crawldedup_aliases (namespace, generation);
+CREATE TABLE IF NOT EXISTS crawldedup_alias_counts (namespace INTEGER PRIMARY KEY, aliases INTEGER NOT NULL);
 """
 
 
@@ -294,22 +296,30 @@ class SQLiteStore(ClaimStore):
         return (yield Work(claim))
 
     def _record_aliases(self, aliases: Aliases) -> Plan[None]:
-        """Upsert the aliases; then, in the same transaction, delete the forgotten ones and, past
-        the bound, the oldest generations' first (ties in key order)."""
+        """Insert or update the aliases; then, in the same transaction, delete the forgotten ones
+        and, past the bound, the oldest generations' first (ties in key order). The namespace's
+        count of aliases is kept in ``crawldedup_alias_counts``, so no write counts the table."""
         ns, generation, oldest = self._namespace_id, stamp(self.window, self.clock), oldest_live(self.window, self.clock)
-        rows = [(ns, requested, final, generation)
-                for requested, final in zip(aliases.requested.as_bytes(), aliases.finals.as_bytes())]
+        pairs = list(zip(aliases.requested.as_bytes(), aliases.finals.as_bytes()))
 
         def record(db: sqlite3.Connection) -> None:
-            db.executemany("INSERT INTO crawldedup_aliases (namespace, requested, final, generation) VALUES (?, ?, ?, ?) "
-                           "ON CONFLICT (namespace, requested) DO UPDATE SET final = excluded.final, "
-                           "generation = excluded.generation", rows)
-            db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ? AND generation < ?", (ns, oldest))
-            excess = db.execute("SELECT count(*) FROM crawldedup_aliases WHERE namespace = ?", (ns,)).fetchone()[0]
-            excess -= aliases.capacity
-            if excess > 0:
-                db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ? AND requested IN (SELECT requested FROM "
-                           "crawldedup_aliases WHERE namespace = ? ORDER BY generation LIMIT ?)", (ns, ns, excess))
+            count_row = db.execute("SELECT aliases FROM crawldedup_alias_counts WHERE namespace = ?", (ns,)).fetchone()
+            count = count_row[0] if count_row is not None else 0
+            for requested, final in pairs:
+                if db.execute("INSERT OR IGNORE INTO crawldedup_aliases (namespace, requested, final, generation) "
+                              "VALUES (?, ?, ?, ?)", (ns, requested, final, generation)).rowcount:
+                    count += 1
+                else:
+                    db.execute("UPDATE crawldedup_aliases SET final = ?, generation = ? WHERE namespace = ? "
+                               "AND requested = ?", (final, generation, ns, requested))
+            count -= db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ? AND generation < ?",
+                                (ns, oldest)).rowcount
+            if count > aliases.capacity:
+                count -= db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ? AND requested IN (SELECT "
+                                    "requested FROM crawldedup_aliases WHERE namespace = ? ORDER BY generation LIMIT ?)",
+                                    (ns, ns, count - aliases.capacity)).rowcount
+            db.execute("INSERT INTO crawldedup_alias_counts (namespace, aliases) VALUES (?, ?) "
+                       "ON CONFLICT (namespace) DO UPDATE SET aliases = excluded.aliases", (ns, count))
 
         yield Work(record)
 
