@@ -54,6 +54,10 @@ _WRAPPED_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*%3[Aa]%2[Ff]%2[Ff]")
 # first segment such as "1http:" is a relative path and not a scheme.
 _URI_RE = re.compile(r"(?:([A-Za-z][A-Za-z0-9+.\-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.S)
 
+# Policy 2: an absolute URL of a special scheme written "scheme://host" without a backslash is
+# cut the same way by both readings, so the common URL keeps RFC 3986's one regex.
+_PLAIN_SPECIAL_RE = re.compile(r"(?:[Hh][Tt][Tt][Pp][Ss]?|[Ww][Ss][Ss]?|[Ff][Tt][Pp])://[^/]")
+
 _DEFAULT_PORTS: Dict[str, int] = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
 
 _HOST_CHARS_RE = re.compile(r"[a-z0-9_.\-]+\Z")
@@ -377,7 +381,7 @@ def _base_parts(base: URLInput, policy: CanonicalPolicy) -> _BaseParts:
 def _split(text: str, base: Optional[_BaseParts], policy: CanonicalPolicy) -> _whatwg.Parts:
     """(scheme, authority, path, query, fragment): read as browsers do under policy 2 when the
     URL or its base has a special scheme, else by RFC 3986 (appendix B)."""
-    if policy.version >= 2:
+    if policy.version >= 2 and ("\\" in text or _PLAIN_SPECIAL_RE.match(text) is None):
         parts = _whatwg.split(text, None if base is None else base[0].lower())
         if parts is not None:
             return parts
