@@ -375,13 +375,16 @@ class RedisClusterServers:
 
     MASTERS = 3
 
-    def __init__(self, binary: str, cli: str, replicas: int = 0, node_timeout_ms: int = 5000) -> None:
+    def __init__(self, binary: str, cli: str, replicas: int = 0, node_timeout_ms: int = 5000,
+                 durable: bool = False) -> None:
         self.binary = binary
         self.cli = cli
         #: Replicas of each master (``--cluster-replicas``), and how long a node may stay silent
         #: before the others fail it (a replica then takes over its master's slots).
         self.replicas = replicas
         self.node_timeout_ms = node_timeout_ms
+        #: Every acknowledged write of a node kept across SIGKILL (AOF, fsync always).
+        self.durable = durable
         nodes = self.MASTERS * (1 + replicas)
         self.ports = [_free_port() for _ in range(nodes)]
         # The cluster bus defaults to port + 10000, which may be taken or past 65535: pick it too.
@@ -432,7 +435,8 @@ class RedisClusterServers:
             [self.binary, "--port", str(port), "--cluster-port", str(self.bus_ports[index]), "--bind", "127.0.0.1",
              "--cluster-enabled", "yes",
              "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", str(self.node_timeout_ms),
-             "--save", "", "--appendonly", "no", "--dir", str(node_dir), "--protected-mode", "no"],
+             "--save", "", "--dir", str(node_dir), "--protected-mode", "no",
+             *(("--appendonly", "yes", "--appendfsync", "always") if self.durable else ("--appendonly", "no"))],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
 
@@ -488,6 +492,19 @@ def replicated_cluster() -> Iterator[RedisClusterServers]:
     cluster = RedisClusterServers(required_redis_server(), _redis_cli(), replicas=1, node_timeout_ms=1000)
     try:
         cluster.start(timeout=60)
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(cluster.workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def durable_cluster() -> Iterator[RedisClusterServers]:
+    """A fresh Redis 7 cluster of 3 masters, no replicas, each writing every write to its AOF
+    before answering (a test may kill a master and restart it with its data and slots)."""
+    cluster = RedisClusterServers(required_redis_server(), _redis_cli(), durable=True)
+    try:
+        cluster.start()
         yield cluster
     finally:
         cluster.stop()

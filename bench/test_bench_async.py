@@ -6,10 +6,12 @@ against one local Redis (``set`` store), each case in a fresh namespace. The two
 alternating pairs, ``ROUNDS`` times; the summary gives the median claims/s of each, their
 range and the ratio. The loop's lag: 16 tasks claim 10,000-URL batches while a ticker task
 sleeps 1 ms at a time; its worst lag is printed beside the same ticker's on an idle loop (the
-machine's own jitter), and what the Deduplicator adds is held under 10 ms where the work is
-its own (the ``local`` strategy: canonicalizing, hashing and the local filter). With a Redis
-store, redis-py's asyncio client adds its packing of the commands, in Python on the loop
-(about 2 us per argument: docs/async.md).
+machine's own jitter). On a shared machine most of a worst lag is the kernel keeping the loop's
+thread off the CPU (a busy redis-server alone lags an idle client's loop by 100 ms here, at load
+10): the ticker also reads how long its thread waited in the kernel's run queue during each
+tick (``/proc/thread-self/schedstat``), and the lag less that wait, what the process itself
+holds the loop for (its own work, and waits for the GIL), is held under 10 ms with the
+``local`` strategy and the ``set`` store.
 Run::
 
     pytest bench/test_bench_async.py -s
@@ -21,7 +23,7 @@ import asyncio
 import statistics
 import threading
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
@@ -80,16 +82,29 @@ def test_claims_per_second(workers, redis_url):
             RESULTS.setdefault(f"{kind} x{workers}", []).append(rate)
 
 
-async def worst_lag(strategy: str, redis_url: str, namespace: str) -> float:
-    """The ticker's worst lag while 16 tasks claim (``strategy`` None: on an idle loop)."""
-    worst, running = 0.0, True
+def run_queue_seconds() -> float:
+    """How long the calling thread has waited in the kernel's run queue, in seconds (0 where the
+    kernel does not say)."""
+    try:
+        with open("/proc/thread-self/schedstat") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except OSError:
+        return 0.0
+
+
+async def worst_lag(strategy: str, redis_url: str, namespace: str) -> Tuple[float, float]:
+    """The ticker's worst lag while 16 tasks claim (``strategy`` "idle": on an idle loop), and
+    its worst lag less the time its thread waited for a CPU."""
+    worst, own, running = 0.0, 0.0, True
+    waited = run_queue_seconds
 
     async def ticker() -> None:
-        nonlocal worst
+        nonlocal worst, own
         while running:
-            before = time.perf_counter()
+            before, queued = time.perf_counter(), waited()
             await asyncio.sleep(0.001)
-            worst = max(worst, time.perf_counter() - before - 0.001)
+            lag = time.perf_counter() - before - 0.001
+            worst, own = max(worst, lag), max(own, lag - (waited() - queued))
 
     tick = asyncio.ensure_future(ticker())
     if strategy == "idle":
@@ -100,15 +115,16 @@ async def worst_lag(strategy: str, redis_url: str, namespace: str) -> float:
         assert [sum(w) for w in won] == [10_000] * 16
     running = False
     await tick
-    return worst
+    return worst, own
 
 
 @pytest.mark.parametrize("strategy", ["idle", "local", "set"])
 def test_loop_lag(strategy, redis_url):
     lags = [asyncio.run(worst_lag(strategy, redis_url, f"lag-{strategy}-{r}")) for r in range(ROUNDS)]
-    RESULTS[f"lag {strategy}"] = lags
-    if strategy == "local":  # the Deduplicator's own work, in its worker thread
-        assert statistics.median(lags) - statistics.median(RESULTS["lag idle"]) < 0.010
+    RESULTS[f"lag {strategy}"] = [wall for wall, _ in lags]
+    RESULTS[f"lag {strategy} less run-queue waits"] = [own for _, own in lags]
+    if strategy != "idle":  # what the process holds the loop for: its work, in its worker thread, and I/O
+        assert statistics.median(own for _, own in lags) < 0.010
 
 
 def test_summary():

@@ -28,7 +28,7 @@ import redis
 
 from crawldedup import DEFAULT_POLICY, canonicalize_many
 from crawldedup.dedup import Deduplicator
-from crawldedup.fingerprints import Fingerprints
+from crawldedup.fingerprints import Fingerprints, multiply_shift
 from crawldedup.stores import RedisBloomStore, RedisKeyStore, RedisShardedSetStore, SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -178,8 +178,10 @@ def _claim_with_pipelined_set(store: RedisKeyStore) -> int:
     won = 0
     for start in range(0, len(FINGERPRINTS), KEYS_BATCH):
         pipe = store.client.pipeline(transaction=False)
-        for key in store._locate_many(Fingerprints.of(FINGERPRINTS[start:start + KEYS_BATCH]))[1]:
-            pipe.set(key, 1, nx=True, ex=TTL_SECONDS)
+        batch = FINGERPRINTS[start:start + KEYS_BATCH]
+        groups = multiply_shift(Fingerprints.of(batch).first_halves, store.groups).tolist()
+        for group, fp in zip(groups, batch):  # the store's keys: {<namespace>:<group>}<fingerprint>
+            pipe.set(b"{%s:%d}" % (store.namespace.encode(), group) + fp, 1, nx=True, ex=TTL_SECONDS)
         won += sum(1 for ok in pipe.execute() if ok)
     return won
 

@@ -7,7 +7,7 @@ import random
 import shutil
 import time
 from collections import Counter
-from typing import List
+from typing import Awaitable, Callable, List, Tuple
 
 import pytest
 import redis
@@ -110,46 +110,77 @@ async def test_an_expired_lease_comes_back_once_and_is_done(strategy, redis_url)
         assert (d.stats.expired, d.stats.done, died.stats.refused) == (1, 1, 1)
 
 
-async def test_redis_killed_and_restarted_mid_run_loses_nothing(tmp_path):
+async def claim_through(fault: Callable[[], Awaitable[None]], redis_url: str, namespace: str) -> Tuple[Counter, int]:
+    """16 tasks claim overlapping pages (each page in two tasks, in its own spelling) while
+    ``fault`` runs; a batch that raises StoreUnavailable is retried until it is answered.
+
+    :returns: how often each canonical page was won, and how many batches met the fault.
+    """
+    won: Counter = Counter()
+    unavailable = 0
+    settings = dict(redis_url=redis_url, namespace=namespace, capacity=100_000, retry=RETRY)
+    async with AsyncDeduplicator("set", **settings) as d:
+
+        async def claim_pages(task: int) -> None:
+            nonlocal unavailable
+            pages = list(range(task * 250, task * 250 + 500))
+            for start in range(0, len(pages), 25):
+                batch = [spellings(p, task) for p in pages[start:start + 25]]
+                while True:
+                    try:
+                        result = await d.claim_batch(batch)
+                        break
+                    except StoreUnavailable:
+                        unavailable += 1
+                        await asyncio.sleep(0.05)
+                won.update(c for c, w in zip(result.canonical, result.won) if w)
+                await asyncio.sleep(0.01)  # 20 batches: the run outlasts a fault at 50 ms
+
+        await asyncio.gather(fault(), *(claim_pages(t) for t in range(16)))
+        assert d.stats.failed_batches == unavailable
+    return won, unavailable
+
+
+def assert_each_page_won_once(won: Counter, unavailable: int) -> None:
+    assert unavailable > 0, "no batch met the fault"
+    assert set(won) == {canonicalize(spellings(p, 0)) for p in range(16 * 250 + 250)}, "a page was lost"
+    assert max(won.values()) == 1, "a page was won twice"
+
+
+async def test_redis_killed_and_restarted_mid_run_loses_nothing():
     """16 tasks claim overlapping pages while Redis (fsync always) is killed and restarted: the
     batches in flight raise StoreUnavailable, and retried afterwards every page has one winner."""
     server = RedisServer(required_redis_server(), find_redisbloom(), durable=True)
     server.start()
-    won: Counter = Counter()
-    unavailable = 0
+
+    async def kill_and_restart() -> None:
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(server.stop)
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(server.start)
+
     try:
-        settings = dict(redis_url=server.url, namespace="killed", capacity=100_000, retry=RETRY)
-        async with AsyncDeduplicator("set", **settings) as d:
-
-            async def claim_pages(task: int) -> None:
-                nonlocal unavailable
-                pages = list(range(task * 250, task * 250 + 500))  # each page in two tasks
-                for start in range(0, len(pages), 25):
-                    batch = [spellings(p, task) for p in pages[start:start + 25]]
-                    while True:
-                        try:
-                            result = await d.claim_batch(batch)
-                            break
-                        except StoreUnavailable:
-                            unavailable += 1
-                            await asyncio.sleep(0.05)
-                    won.update(c for c, w in zip(result.canonical, result.won) if w)
-                    await asyncio.sleep(0.01)  # 20 batches: the run outlasts the kill at 50 ms
-
-            async def kill_and_restart() -> None:
-                await asyncio.sleep(0.05)
-                await asyncio.to_thread(server.stop)
-                await asyncio.sleep(0.3)
-                await asyncio.to_thread(server.start)
-
-            await asyncio.gather(kill_and_restart(), *(claim_pages(t) for t in range(16)))
-            assert d.stats.failed_batches == unavailable
+        won, unavailable = await claim_through(kill_and_restart, server.url, "killed")
     finally:
         server.stop()
         shutil.rmtree(server.workdir, ignore_errors=True)
-    assert unavailable > 0, "no batch met the dead Redis"
-    assert set(won) == {canonicalize(spellings(p, 0)) for p in range(16 * 250 + 250)}, "a page was lost"
-    assert max(won.values()) == 1, "a page was won twice"
+    assert_each_page_won_once(won, unavailable)
+
+
+@pytest.mark.slow
+async def test_a_cluster_node_killed_and_restarted_mid_run_loses_nothing(durable_cluster):
+    """The same on a 3-master cluster (fsync always) one of whose masters is killed and
+    restarted: the batches that need its slots raise StoreUnavailable until it is back, the
+    other masters' answers of those batches come back from their receipts, and every page has
+    one winner."""
+    async def kill_and_restart() -> None:
+        await asyncio.sleep(0.05)
+        durable_cluster.processes[1].kill()
+        await asyncio.sleep(0.3)
+        await asyncio.to_thread(durable_cluster.restart, 1)
+
+    won, unavailable = await claim_through(kill_and_restart, durable_cluster.url, "killed")
+    assert_each_page_won_once(won, unavailable)
 
 
 async def test_the_loop_keeps_ticking_while_large_batches_claim(redis_url, record_property):

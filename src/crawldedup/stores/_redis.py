@@ -10,7 +10,7 @@ receipts, replies and error classification exist once, here and in the store mod
 from __future__ import annotations
 
 import abc
-import bisect
+import functools
 import math
 import random
 import re
@@ -108,24 +108,28 @@ MIN_RECEIPT_SECONDS = 300
 # Receipts: what a call's claims were answered, kept a few minutes under a key named by the
 # call's token, so that an attempt repeated after its reply was lost gets the same answers.
 # A receipt is one character per claim ('0' + answer), written only when some claim was won
-# (answer 1): a call that won nothing gets the same answers again anyway.
+# (answer 1): a call that won nothing gets the same answers again anyway. A script answers
+# in the same form, one bulk string of one character per key: a client reads 10,000 answers
+# as one string, not as 10,000 integers.
 RECEIPTS_LUA = """
 local function read_receipt(key, seconds)
   if seconds == 0 then return nil end
   local stored = redis.call('GET', key)
   if not stored then return nil end
-  local answers = {}
-  for i = 1, #stored do answers[i] = string.byte(stored, i) - 48 end
-  return answers
+  return stored
 end
-local function keep_receipt(key, seconds, answers, count)
-  if seconds == 0 then return end
-  local codes, won = {}, false
-  for i = 1, count do
-    codes[i] = string.char(48 + answers[i])
-    won = won or answers[i] == 1
+local function as_text(answers, count)
+  local codes, chunk = {}, {}
+  for first = 1, count, 4000 do
+    local last = math.min(first + 3999, count)
+    for i = first, last do chunk[i - first + 1] = 48 + answers[i] end
+    codes[#codes + 1] = string.char(unpack(chunk, 1, last - first + 1))
   end
-  if won then redis.call('SET', key, table.concat(codes), 'EX', seconds) end
+  return table.concat(codes)
+end
+local function keep_receipt(key, seconds, text)
+  if seconds == 0 or not string.find(text, '1', 1, true) then return end
+  redis.call('SET', key, text, 'EX', seconds)
 end
 """
 
@@ -151,11 +155,25 @@ _NO_REDISBLOOM = ("the server lacks the RedisBloom module: load it (redis-server
                   "/path/to/redisbloom.so, or loadmodule in redis.conf), or use Redis Stack")
 
 
+@functools.lru_cache(maxsize=None)
+def _driver_options() -> Dict[str, Any]:
+    """redis-py's ``driver_info``, made once: without it, redis-py 7.2 and later look up their
+    own version in the package metadata for every new connection (17 ms here, on the event
+    loop for an asyncio client: 16 tasks opening 16 connections stalled it that long each).
+    Older versions look it up once, at import, and take no such option."""
+    try:
+        from redis import DriverInfo  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return {}
+    return {"driver_info": DriverInfo()}
+
+
 def _client_options(socket_timeout: float, retry: Any) -> Dict[str, Any]:
     return {
         "retry": retry,
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": min(socket_timeout, CONNECT_TIMEOUT_SECONDS),
+        **_driver_options(),
     }
 
 
@@ -227,6 +245,12 @@ async def aconnect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> 
         await cluster.aclose()
         raise
     return cluster
+
+
+def read_answers(replies: Sequence[Any]) -> np.ndarray:
+    """The answers of scripts that answer one character per key ('0' + answer), joined (uint8)."""
+    text = b"".join(r if isinstance(r, bytes) else r.encode("ascii") for r in replies)  # str: decode_responses
+    return np.frombuffer(text, dtype=np.uint8) - 48
 
 
 def server_text(error: BaseException) -> str:
@@ -613,30 +637,38 @@ class RedisStore(ClaimStore):
                 self.client = None
 
 
-# First of every script of a grouped store, so that the primitives can read it: the window's
-# three arguments, the last of the head (ARGV[1] says where it ends). GEN is the current
-# generation (-1 without a window), OLDEST the oldest live one, FORGET_AT (Unix seconds) when the
-# current one is forgotten, by the client's clock (the one clock every layer ages by).
+# First of every script of a grouped store, so that the primitives can read it. KEYS[1] and
+# KEYS[2] are the group's lease records, KEYS[3] the call's receipt; TAG is the group's hash tag
+# ("{<namespace>:<g>}", KEYS[1] less ":leases"), which starts the name of every claim key of the
+# group. ARGV's last three are the window's: GEN is the current generation (-1 without a
+# window), OLDEST the oldest live one, FORGET_AT (Unix seconds) when the current one is
+# forgotten, by the client's clock (the one clock every layer ages by).
 _AGE = """
-local AGE_END = tonumber(ARGV[1])
-local GEN, OLDEST, FORGET_AT = tonumber(ARGV[AGE_END - 2]), tonumber(ARGV[AGE_END - 1]), tonumber(ARGV[AGE_END])
+local TAG = string.sub(KEYS[1], 1, -8)
+local GEN, OLDEST, FORGET_AT = tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
 """
 
-# Shared by every script of a grouped store. KEYS[1] and KEYS[2] are the group's lease records,
-# KEYS[3] the call's receipt, KEYS[4..] the claim keys; ARGV[1] = how many head arguments (itself
-# included) come before the per-key members, ARGV[2] = how many of the keys are claims (the
-# others are reads), ARGV[3] = seconds a receipt lives (0: none). A claim is identified in the
-# lease records by claim_id() of the store. RECEIPT holds the claims' answers of an earlier
-# attempt of this call whose reply was lost, or nil.
+# Shared by every script of a grouped store. ARGV[1] = how many of the records are claims (the
+# others are reads), ARGV[2] = seconds a receipt lives (0: none), ARGV[3] = the records, one
+# string of WIDTH bytes per key (the store's primitives say what a record holds: locate() turns
+# it into the claim key and its member, nil for stores whose keys have none), ARGV[4] and
+# ARGV[5] = the claims' canonical URLs when leasing: where each ends (little-endian uint32) and
+# the URLs back to back, empty otherwise. The step's own arguments follow from ARGV[6]. Fixed
+# records in one argument cost the client one argument per group, not one per key, and the
+# answer is one string too (as_text). A claim is identified in the lease records by claim_id()
+# of the store. RECEIPT holds the answers of an earlier attempt of this call whose reply was
+# lost, or nil.
 _PRELUDE = RECEIPTS_LUA + """
 local LEASES, HOLDERS, RECEIPT_KEY = KEYS[1], KEYS[2], KEYS[3]
-local n = #KEYS - 3
-local HEAD, CLAIMS, RECEIPT_SECONDS = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local CLAIMS, RECEIPT_SECONDS = tonumber(ARGV[1]), tonumber(ARGV[2])
+local RECORDS, URL_ENDS, URLS = ARGV[3], ARGV[4], ARGV[5]
+local n = #RECORDS / WIDTH
 local RECEIPT = read_receipt(RECEIPT_KEY, RECEIPT_SECONDS)
-local function key(i) return KEYS[i + 3] end
-local function member(i)
-  if PER_KEY == 0 then return nil end
-  return ARGV[HEAD + i]
+local function record(i) return locate(string.sub(RECORDS, (i - 1) * WIDTH + 1, i * WIDTH)) end
+local function url(i)
+  local first = 0
+  if i > 1 then first = struct.unpack('<I4', URL_ENDS, 4 * i - 7) end
+  return string.sub(URLS, first + 1, (struct.unpack('<I4', URL_ENDS, 4 * i - 3)))
 end
 local function now_ms()
   local t = redis.call('TIME')
@@ -644,21 +676,19 @@ local function now_ms()
 end
 """
 
-# ARGV: head, claims, receipt seconds, ttl, owner, lease_ms, members..., then one URL per claim
-# when leasing. Per key: 1 won, 0 already claimed, 2 held by another worker's open lease
-# (claims); 1/0 (reads). A claim whose lease expired, or was handed back, is won again (and
-# leased or made lasting).
+# ARGV from 6: ttl, owner, lease_ms, then the window's. Per key: 1 won, 0 already claimed, 2
+# held by another worker's open lease (claims); 1/0 (reads). A claim whose lease expired, or was
+# handed back, is won again (and leased or made lasting).
 _CLAIM = """
-local ttl, owner, lease = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
-local urls = HEAD + PER_KEY * n
+local ttl, owner, lease = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local now = nil
 local answers = {}
 for i = 1, n do
-  local k, m = key(i), member(i)
+  local k, m = record(i)
   if i > CLAIMS then
     answers[i] = claimed(k, m)
   elseif RECEIPT then
-    answers[i] = RECEIPT[i]
+    answers[i] = string.byte(RECEIPT, i) - 48
   else
     local won = claim_key(k, m, lease > 0 and 0 or ttl)
     local id = nil
@@ -683,27 +713,28 @@ for i = 1, n do
       id = id or claim_id(k, m)
       now = now or now_ms()
       redis.call('ZADD', LEASES, now + lease, id)
-      redis.call('HSET', HOLDERS, id, owner .. ' ' .. ARGV[urls + i])
+      redis.call('HSET', HOLDERS, id, owner .. ' ' .. url(i))
     end
     answers[i] = won
   end
 end
-if not RECEIPT then keep_receipt(RECEIPT_KEY, RECEIPT_SECONDS, answers, CLAIMS) end
-return answers
+local text = as_text(answers, n)
+if not RECEIPT then keep_receipt(RECEIPT_KEY, RECEIPT_SECONDS, string.sub(text, 1, CLAIMS)) end
+return text
 """
 
-# ARGV: head, claims (all keys), receipt seconds, action (done, release or renew), ttl, owner,
-# lease_ms, members... Per key: 1 when the owner held the lease and the action was applied,
-# 0 when refused.
+# ARGV from 6: action (done, release or renew), ttl, owner, lease_ms, then the window's (every
+# key is a claim). Per key: 1 when the owner held the lease and the action was applied, 0 when
+# refused.
 _SETTLE = """
-local action, ttl, owner, lease = ARGV[4], tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local action, ttl, owner, lease = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
 if RECEIPT then return RECEIPT end
 local prefix = owner .. ' '
 local now = 0
 if action == 'renew' then now = now_ms() end
 local answers = {}
 for i = 1, n do
-  local k, m = key(i), member(i)
+  local k, m = record(i)
   local id = claim_id(k, m)
   local held = redis.call('HGET', HOLDERS, id)
   if held and string.sub(held, 1, #prefix) == prefix then
@@ -719,8 +750,9 @@ for i = 1, n do
     answers[i] = 0
   end
 end
-keep_receipt(RECEIPT_KEY, RECEIPT_SECONDS, answers, n)
-return answers
+local text = as_text(answers, n)
+keep_receipt(RECEIPT_KEY, RECEIPT_SECONDS, text)
+return text
 """
 
 # KEYS: the group's lease records. ARGV: limit, owner, lease_ms. Each lease past its deadline
@@ -762,8 +794,9 @@ class GroupedScriptStore(RedisStore):
     ``"<owner> <canonical URL>"``, owner empty once handed back), and, for a few minutes,
     ``{<namespace>:<g>}:receipt:<token>``: the answers of a call that won something, so that
     a retry of that call after a lost reply gets them again. Subclasses give the Lua
-    primitives on one claim (:attr:`_primitives`: ``PER_KEY``, ``claim_key``, ``claimed``,
-    ``visit``, ``unclaim``, ``claim_id``) and where fingerprints live (:meth:`_locate_many`).
+    primitives on one claim (:attr:`_primitives`: ``WIDTH`` and ``locate`` of a record,
+    ``claim_key``, ``claimed``, ``visit``, ``unclaim``, ``claim_id``) and each fingerprint's
+    group and record (:meth:`_records`).
     """
 
     supports_leases = True
@@ -786,9 +819,9 @@ class GroupedScriptStore(RedisStore):
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
 
     @abc.abstractmethod
-    def _locate_many(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
-        """The group of each fingerprint, its key (prefixed by the group's tag), and its member
-        in that key (None for stores whose keys have none)."""
+    def _records(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, np.ndarray]:
+        """The group of each fingerprint, and its record: a row of a numpy array whose bytes the
+        store's Lua ``locate`` reads as its claim key (after the group's tag) and its member."""
 
     def _ttl(self) -> int:
         """Seconds a lasting claim lives (0: forever); with a window, 1 (the window decides)."""
@@ -805,40 +838,44 @@ class GroupedScriptStore(RedisStore):
 
     def _call_groups(
         self, script: str, fingerprints: Fingerprints, head: Tuple[Any, ...], claims: int,
-        token: Optional[bytes], tail: Optional[Sequence[Any]] = None,
-    ) -> Plan[List[Any]]:
+        token: Optional[bytes], urls: Optional[Sequence[str]] = None,
+    ) -> Plan[np.ndarray]:
         """One ``EVAL`` of ``script`` per group of ``fingerprints``, all in one pipeline.
 
-        A group's call gets its lease records, its receipt key and its claim keys, then
-        ``len(head) + 3``, how many of its positions are below ``claims``, the receipt's life in
-        seconds (0, so no receipt, without ``token`` or claims), ``head``, its keys' members, and
-        ``tail[p]`` for each of its positions ``p`` that ``tail`` covers.
+        A group's call gets its lease records and its receipt key, then how many of its records
+        are claims (those at positions below ``claims``), the receipt's life in seconds (0, so
+        no receipt, without ``token`` or claims), its records as one string, the claims' URLs
+        (``urls[p]`` for each claim at position ``p``, when given) as two strings, and ``head``.
 
-        :returns: the script's answer for each fingerprint, in order.
+        :returns: the script's answer for each fingerprint, in order (uint8).
         """
-        groups, all_keys, all_members = self._locate_many(fingerprints)
-        # Positions by group, ascending within each (a stable sort), as ``bisect`` needs.
+        groups, records = self._records(fingerprints)
+        # Positions by group, ascending within each (a stable sort): a group's claims come first.
         order = np.argsort(groups, kind="stable")
-        by_group = [positions.tolist() for positions in np.split(order, np.flatnonzero(np.diff(groups[order])) + 1)
-                    if len(positions)]
+        ordered = records[order]
+        width = ordered.nbytes // max(len(ordered), 1)
+        blob = ordered.tobytes()
+        starts = np.flatnonzero(np.diff(groups[order])) + 1
+        bounds = list(zip([0, *starts.tolist()], [*starts.tolist(), len(order)]))
+        is_claim = np.concatenate([[0], np.cumsum(order < claims)])
         commands: List[Tuple[Any, ...]] = []
-        for positions in by_group:
-            group = int(groups[positions[0]])
-            keys = [all_keys[p] for p in positions]
-            group_members = [all_members[p] for p in positions] if all_members is not None else []
-            extra = [tail[p] for p in positions if p < len(tail)] if tail is not None else []
-            in_claims = bisect.bisect_left(positions, claims)
+        for start, end in bounds:
+            group = int(groups[order[start]])
+            in_claims = int(is_claim[end] - is_claim[start])
+            ends, joined = b"", b""
+            if urls is not None:
+                encoded = [urls[p].encode("utf-8") for p in order[start:start + in_claims].tolist()]
+                ends = np.cumsum([len(u) for u in encoded], dtype="<u4").tobytes()
+                joined = b"".join(encoded)
             receipt = self._tags[group] + b":receipt:" + (token or b"")
             commands.append((
-                "EVAL", script, len(keys) + 3, *self._lease_keys[group], receipt, *keys,
-                len(head) + 3, in_claims, self.receipt_seconds if token and in_claims else 0,
-                *head, *group_members, *extra,
+                "EVAL", script, 3, *self._lease_keys[group], receipt,
+                in_claims, self.receipt_seconds if token and in_claims else 0,
+                blob[start * width:end * width], ends, joined, *head,
             ))
-        answers: List[Any] = [None] * len(fingerprints)
         replies = yield from self._write(commands, writes=claims > 0)
-        for positions, reply in zip(by_group, replies):
-            for position, value in zip(positions, reply):
-                answers[position] = value
+        answers = np.empty(len(order), dtype=np.uint8)
+        answers[order] = read_answers(replies)
         return answers
 
     def _exchange(
@@ -850,9 +887,9 @@ class GroupedScriptStore(RedisStore):
             self._claim_script, claims + reads, (self._ttl(), owner, lease_ms, *self._age()), n_claims,
             token, urls,
         )
-        won = [a == 1 for a in answers[:n_claims]]
-        held = tuple(i for i, a in enumerate(answers[:n_claims]) if a == 2)
-        return ClaimAnswers(won, [a == 1 for a in answers[n_claims:]], held)
+        claimed = answers[:n_claims]
+        held = tuple(np.flatnonzero(claimed == 2).tolist())
+        return ClaimAnswers((claimed == 1).tolist(), (answers[n_claims:] == 1).tolist(), held)
 
     def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> Plan[List[bool]]:
         # A renew repeated gives the right answer by itself (the owner still holds the lease and
@@ -861,7 +898,7 @@ class GroupedScriptStore(RedisStore):
             self._settle_script, fingerprints, (action, self._ttl(), owner, lease_ms, *self._age()), len(fingerprints),
             None if action == "renew" else token,
         )
-        return [a == 1 for a in answers]
+        return (answers == 1).tolist()  # type: ignore[no-any-return]
 
     def _expired(self, limit: int, owner: str, lease_ms: int) -> Plan[List[str]]:
         """Rounds of one pipeline: the limit is spread over the groups that may hold more.

@@ -36,14 +36,16 @@ MAX_SAMPLE_SCANS = 100
 OBJECT_BYTES = 16
 SHARED_REFCOUNT = 2**31 - 1
 
-# A leased key has no expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.
+# A record is the 16 fingerprint bytes, the key's name after the group's tag. A leased key has no
+# expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.
 # With a window (GEN >= 0) a lasting claim's value is "g<generation>" and the key expires (EXAT)
 # when that generation is forgotten; a key whose generation is older than OLDEST is forgotten
 # already (by the client's clock, which may run ahead of Redis's) and is claimed again. A leased
 # key holds "L" and no generation: its lease decides. "1" (claims without a window) never ages
 # here; its own EX, if any, ends it.
 _PRIMITIVES = """
-local PER_KEY = 0
+local WIDTH = 16
+local function locate(r) return TAG .. r, nil end
 local function live(v)
   return v and (string.sub(v, 1, 1) ~= 'g' or tonumber(string.sub(v, 2)) >= OLDEST)
 end
@@ -100,10 +102,8 @@ class RedisKeyStore(GroupedScriptStore):
     def _ttl(self) -> int:
         return super()._ttl() if self.window is not None else self.ttl_seconds or 0
 
-    def _locate_many(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
-        groups = multiply_shift(fingerprints.first_halves, self.groups)
-        tags = self._tags
-        return groups, [tags[g] + fp for g, fp in zip(groups.tolist(), fingerprints.as_bytes())], None
+    def _records(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, np.ndarray]:
+        return multiply_shift(fingerprints.first_halves, self.groups), fingerprints.hashes.astype("<u8", copy=False)
 
     def scan_claims(self, cursor: int = 0, count: int = 1_000) -> Tuple[int, Fingerprints]:
         """One ``SCAN`` step over the namespace's claim keys (leased ones included).

@@ -7,7 +7,7 @@ Key layout (part of the documented format, see docs/stores.md)::
     {<namespace>:bf}:receipt:<token>   for a few minutes: the answers of a call that won something
 
 A batch is one script running ``BF.MADD`` (claims, and the receipt in the same atomic step) and
-one ``BF.MEXISTS`` (reads) in one pipeline. The receipt's hash tag is the filter's whole key
+one running ``BF.MEXISTS`` (reads) in one pipeline. The receipt's hash tag is the filter's whole key
 name, so both share a Redis Cluster slot.
 A new URL that the filter takes for a seen one (its false-positive rate) is won by nobody:
 at most one winner per URL, sometimes none. Past capacity, RedisBloom adds sub-filters
@@ -25,21 +25,47 @@ from .._checks import check_capacity, check_error_rate
 from ..fingerprints import Fingerprints
 from .._plans import Plan
 from .base import ClaimAnswers, Lease, StoreCall
-from ._redis import RECEIPTS_LUA, RedisStore, allocated_bytes, server_text
+from ._redis import RECEIPTS_LUA, RedisStore, allocated_bytes, read_answers, server_text
 
-# KEYS: the filter, the call's receipt. ARGV: receipt seconds, the claimed items. Per item: 1 won
-# (added), 0 already there. BF.MADD takes 1,000 items at a time: Lua's unpack stops near 8,000.
-_CLAIM = RECEIPTS_LUA + """
+# The items of a call, 16 raw fingerprint bytes each, come back to back in ARGV's last argument
+# (one argument for the client to send, not one per item); items(first, last) cuts a stretch
+# of them into a table for BF.MADD / BF.MEXISTS, which take 1,000 at a time (Lua's unpack stops
+# near 8,000). Scripts answer one character per item (as_text).
+_ITEMS = RECEIPTS_LUA + """
+local ITEMS = ARGV[#ARGV]
+local COUNT = #ITEMS / 16
+local function item(i) return string.sub(ITEMS, 16 * i - 15, 16 * i) end
+local function items(first, last)
+  local t = {}
+  for i = first, last do t[i - first + 1] = item(i) end
+  return t
+end
+"""
+
+# KEYS: the filter, the call's receipt. ARGV: receipt seconds, the items. Per item: 1 won
+# (added), 0 already there.
+_CLAIM = _ITEMS + """
 local seconds = tonumber(ARGV[1])
-local answers = read_receipt(KEYS[2], seconds)
-if answers then return answers end
-answers = {}
-for first = 2, #ARGV, 1000 do
-  local added = redis.call('BF.MADD', KEYS[1], unpack(ARGV, first, math.min(first + 999, #ARGV)))
+local receipt = read_receipt(KEYS[2], seconds)
+if receipt then return receipt end
+local answers = {}
+for first = 1, COUNT, 1000 do
+  local added = redis.call('BF.MADD', KEYS[1], unpack(items(first, math.min(first + 999, COUNT))))
   for _, a in ipairs(added) do answers[#answers + 1] = a end
 end
-keep_receipt(KEYS[2], seconds, answers, #answers)
-return answers
+local text = as_text(answers, COUNT)
+keep_receipt(KEYS[2], seconds, text)
+return text
+"""
+
+# KEYS: the filter. ARGV: the items. Per item: 1 when the filter holds it.
+_READ = _ITEMS + """
+local found = {}
+for first = 1, COUNT, 1000 do
+  local exists = redis.call('BF.MEXISTS', KEYS[1], unpack(items(first, math.min(first + 999, COUNT))))
+  for _, v in ipairs(exists) do found[#found + 1] = v end
+end
+return as_text(found, COUNT)
 """
 
 # With a window: one filter per generation, "{<namespace>:bf}:<generation>" (the hash tag keeps
@@ -47,22 +73,21 @@ return answers
 # its generation is forgotten. ARGV after the receipt seconds: the generations' key prefix, the
 # current generation, the oldest live one, when the current one is forgotten, error rate,
 # capacity, then the items. LIVE_OLDER: the older live filters that exist.
-_LIVE_OLDER = """
+_LIVE_OLDER = _ITEMS + """
 local PREFIX, GEN, OLDEST = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local older = {}
 for g = GEN - 1, OLDEST, -1 do
   if redis.call('EXISTS', PREFIX .. g) == 1 then older[#older + 1] = PREFIX .. g end
 end
-local FIRST = 8
--- Per item from FIRST on: 1 when one of the filters holds it.
+-- Per item: 1 when one of the filters holds it.
 local function seen_in(filters)
   local seen = {}
-  for first = FIRST, #ARGV, 1000 do
-    local last = math.min(first + 999, #ARGV)
-    for i = first, last do seen[i - FIRST + 1] = 0 end
+  for i = 1, COUNT do seen[i] = 0 end
+  for first = 1, COUNT, 1000 do
+    local chunk = items(first, math.min(first + 999, COUNT))
     for _, f in ipairs(filters) do
-      local found = redis.call('BF.MEXISTS', f, unpack(ARGV, first, last))
-      for j, v in ipairs(found) do if v == 1 then seen[first - FIRST + j] = 1 end end
+      local found = redis.call('BF.MEXISTS', f, unpack(chunk))
+      for j, v in ipairs(found) do if v == 1 then seen[first + j - 1] = 1 end end
     end
   end
   return seen
@@ -71,33 +96,34 @@ end
 
 # KEYS: the current generation's filter, the call's receipt. Per item: 1 won, 0 already seen in
 # a live generation (then not added again: its window runs from its first claim).
-_CLAIM_IN_WINDOW = RECEIPTS_LUA + _LIVE_OLDER + """
+_CLAIM_IN_WINDOW = _LIVE_OLDER + """
 local seconds = tonumber(ARGV[1])
-local answers = read_receipt(KEYS[2], seconds)
-if answers then return answers end
+local receipt = read_receipt(KEYS[2], seconds)
+if receipt then return receipt end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('BF.RESERVE', KEYS[1], ARGV[6], ARGV[7])
   redis.call('EXPIREAT', KEYS[1], ARGV[5])
 end
 local seen = seen_in(older)
 local fresh, rows = {}, {}
-for i, s in ipairs(seen) do
-  if s == 0 then fresh[#fresh + 1] = ARGV[FIRST + i - 1]; rows[#rows + 1] = i end
+for i = 1, COUNT do
+  if seen[i] == 0 then fresh[#fresh + 1] = item(i); rows[#rows + 1] = i end
 end
-answers = {}
-for i = 1, #seen do answers[i] = 0 end
+local answers = {}
+for i = 1, COUNT do answers[i] = 0 end
 for first = 1, #fresh, 1000 do
   local added = redis.call('BF.MADD', KEYS[1], unpack(fresh, first, math.min(first + 999, #fresh)))
   for j, a in ipairs(added) do answers[rows[first + j - 1]] = a end
 end
-keep_receipt(KEYS[2], seconds, answers, #answers)
-return answers
+local text = as_text(answers, COUNT)
+keep_receipt(KEYS[2], seconds, text)
+return text
 """
 
 # KEYS: the current generation's filter. Per item: 1 when a live generation holds it.
 _READ_IN_WINDOW = _LIVE_OLDER + """
 if redis.call('EXISTS', KEYS[1]) == 1 then older[#older + 1] = KEYS[1] end
-return seen_in(older)
+return as_text(seen_in(older), COUNT)
 """
 
 
@@ -110,6 +136,13 @@ def bf_info(reply: Any) -> Dict[str, Any]:
     """
     pairs = reply.items() if isinstance(reply, dict) else zip(reply[0::2], reply[1::2])
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in pairs}
+
+
+def _answers(claims: Fingerprints, reads: Fingerprints, replies: List[Any]) -> ClaimAnswers:
+    """The answers of a call's scripts: the claims' first (when any), then the reads'."""
+    won = (read_answers(replies[:1]) == 1).tolist() if claims else []
+    present = (read_answers(replies[-1:]) == 1).tolist() if reads else []
+    return ClaimAnswers(won, present)
 
 
 class RedisBloomStore(RedisStore):
@@ -161,14 +194,11 @@ class RedisBloomStore(RedisStore):
         commands: List[Tuple[Any, ...]] = []
         if claims:
             commands.append(("EVAL", _CLAIM, 2, self.key, self._receipt_prefix + token, self.receipt_seconds,
-                             *claims.as_bytes()))
+                             claims.tobytes()))
         if reads:
-            commands.append(("BF.MEXISTS", self.key, *reads.as_bytes()))
+            commands.append(("EVAL", _READ, 1, self.key, reads.tobytes()))
         replies = yield from self._write(commands, writes=bool(claims))
-        # 1/0, or True/False where redis-py applies its RedisBloom reply callbacks.
-        won = [v == 1 for v in replies[0]] if claims else []
-        present = [bool(v) for v in replies[-1]] if reads else []
-        return ClaimAnswers(won, present)
+        return _answers(claims, reads, replies)
 
     def _exchange_in_window(self, claims: Fingerprints, reads: Fingerprints, token: bytes) -> Plan[ClaimAnswers]:
         assert self.window is not None
@@ -179,13 +209,11 @@ class RedisBloomStore(RedisStore):
         commands: List[Tuple[Any, ...]] = []
         if claims:
             commands.append(("EVAL", _CLAIM_IN_WINDOW, 2, current, self._receipt_prefix + token, self.receipt_seconds,
-                             *arguments, *claims.as_bytes()))
+                             *arguments, claims.tobytes()))
         if reads:
-            commands.append(("EVAL", _READ_IN_WINDOW, 1, current, 0, *arguments, *reads.as_bytes()))
+            commands.append(("EVAL", _READ_IN_WINDOW, 1, current, 0, *arguments, reads.tobytes()))
         replies = yield from self._write(commands, writes=bool(claims))
-        won = [v == 1 for v in replies[0]] if claims else []
-        present = [v == 1 for v in replies[-1]] if reads else []
-        return ClaimAnswers(won, present)
+        return _answers(claims, reads, replies)
 
     def _filter_keys(self) -> Plan[List[bytes]]:
         """The filters that hold claims now: the namespace's one, or the live generations' that exist."""

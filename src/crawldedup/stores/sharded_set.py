@@ -46,18 +46,25 @@ from ._redis import DEFAULT_GROUPS, DICT_ENTRY_BYTES, GroupedScriptStore, alloca
 #: under Redis's 512-entry intset limit (P(Poisson(400) > 512) = 3.4e-8 per shard).
 MEMBERS_PER_SHARD = 400
 _LOW32 = np.uint64(0xFFFFFFFF)
+#: What a script gets per fingerprint (12 bytes, packed): its shard and its member.
+_RECORD = np.dtype([("shard", "<u8"), ("member", "<i4")])
 #: Shards sampled by :meth:`RedisShardedSetStore.bytes_per_url`.
 SAMPLE_SHARDS = 64
 #: An intset's header (encoding and length, 4 bytes each) before its members.
 INTSET_HEADER_BYTES = 8
 
-# The claim id of the lease records is "<shard>:<member>": what identifies a claim in this store.
+# A record is the shard (little-endian uint64) and the member (little-endian int32). The claim id
+# of the lease records is "<shard>:<member>": what identifies a claim in this store.
 # With a window (GEN >= 0) a shard is one set per generation, "<shard key>:<generation>", expiring
 # (EXPIREAT) when its generation is forgotten; a claim checks the live generations' sets and
 # adds to the current one. A leased claim waits in "<shard key>:L" (no expiry) until done moves
 # it to the current generation: its lease, not its age, decides until then.
 _PRIMITIVES = """
-local PER_KEY = 1
+local WIDTH = 12
+local function locate(r)
+  local shard, m = struct.unpack('<I8i4', r)
+  return TAG .. ':' .. string.format('%d', shard), string.format('%d', m)
+end
 local function in_window(k, m)
   if redis.call('SISMEMBER', k .. ':L', m) == 1 then return 1 end
   for g = GEN, OLDEST, -1 do
@@ -136,11 +143,13 @@ class RedisShardedSetStore(GroupedScriptStore):
         """``{<namespace>:<group>}:<shard>``; ``shard // (shards // groups)`` is ``(a * groups) >> 64``."""
         return b"%s:%d" % (self._tags[shard // self._shards_per_group], shard)
 
-    def _locate_many(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, List[bytes], Optional[List[int]]]:
+    def _records(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, np.ndarray]:
         shards = multiply_shift(fingerprints.first_halves, self.shards)
+        records = np.empty(len(fingerprints), dtype=_RECORD)
+        records["shard"] = shards
         # The member: bytes 8-11 of each fingerprint (the low half of h2), a signed little-endian int32.
-        members = (fingerprints.hashes[:, 1] & _LOW32).astype(np.uint32).view(np.int32)
-        return shards // np.uint64(self._shards_per_group), [self._shard_key(s) for s in shards.tolist()], members.tolist()
+        records["member"] = (fingerprints.hashes[:, 1] & _LOW32).astype(np.uint32).view(np.int32)
+        return shards // np.uint64(self._shards_per_group), records
 
     def _measure(self) -> StoreCall[Optional[float]]:
         """Redis memory per member over a random sample of shards (of the current generation with a
