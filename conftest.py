@@ -658,6 +658,34 @@ def canonical_impl(request: pytest.FixtureRequest):
     return request.param
 
 
+def race_processes(commands: Sequence[Sequence[str]], outs: Sequence[Path], start: Path, timeout: float,
+                   midway: Optional[Callable[[], None]] = None) -> List[int]:
+    """Start one worker process per command, let them all go at once, and wait for them.
+
+    Worker ``i`` writes ``outs[i].ready`` once ready, then waits for ``start`` to exist.
+    ``midway`` (a fault to inject) is called once they are going. A worker still running at
+    the end is killed.
+
+    :returns: the workers' exit codes.
+    """
+    workers = [subprocess.Popen(list(command)) for command in commands]
+    try:
+        deadline = time.monotonic() + timeout
+        while not all(Path(f"{out}.ready").exists() for out in outs):
+            assert time.monotonic() < deadline, "workers did not get ready"
+            assert all(w.poll() is None for w in workers), "a worker died before the start"
+            time.sleep(0.01)
+        start.touch()
+        if midway is not None:
+            midway()
+        return [w.wait(timeout=max(1.0, deadline - time.monotonic())) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+
+
 #: Seconds a ``crawldedup serve`` process may take to listen (imports, opening the store) on a busy machine.
 SERVE_START_SECONDS = 30
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import runpy
-import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -18,7 +16,7 @@ from crawldedup import canonicalize
 from crawldedup.canonical import HAS_EXTENSION
 from crawldedup.dedup import Deduplicator
 
-from conftest import ServeProcess
+from conftest import ServeProcess, race_processes
 
 # Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
 pytestmark = pytest.mark.server_matrix
@@ -47,24 +45,9 @@ def run_race(options: dict, tmp_path: Path, pages: int = PAGES, worker: Path = W
     """
     start = tmp_path / "start"
     outs = [tmp_path / f"won-{w}.txt" for w in range(processes)]
-    workers = [
-        subprocess.Popen([sys.executable, str(worker), str(w), str(pages), *map(str, tasks), str(start), str(out),
-                          json.dumps(options)])
-        for w, out in enumerate(outs)
-    ]
-    try:
-        deadline = time.monotonic() + TIMEOUT_SECONDS
-        while not all(Path(f"{out}.ready").exists() for out in outs):
-            assert time.monotonic() < deadline, "workers did not get ready"
-            assert all(w.poll() is None for w in workers), "a worker died before the start"
-            time.sleep(0.01)
-        start.touch()
-        codes = [w.wait(timeout=max(1.0, deadline - time.monotonic())) for w in workers]
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
+    commands = [[sys.executable, str(worker), str(w), str(pages), *map(str, tasks), str(start), str(out),
+                 json.dumps(options)] for w, out in enumerate(outs)]
+    codes = race_processes(commands, outs, start, TIMEOUT_SECONDS)
     assert codes == [0] * processes
     return Counter(url for out in outs for url in out.read_text("ascii").split("\n") if url)
 

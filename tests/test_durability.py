@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from typing import List
 
 import pytest
 import redis
 
-from conftest import RedisClusterServers, SentinelSet, _replication
-from crawldedup import DEFAULT_POLICY, Deduplicator, StoreUnavailable
+from conftest import RedisClusterServers, SentinelSet, _replication, required_redis_server, serve_redis
+from crawldedup import DEFAULT_POLICY, Deduplicator, StoreRefused, StoreUnavailable
 from crawldedup._checks import SENTINEL_PORT, parse_sentinel_url, redis_url_refusal
 from crawldedup.config import DedupConfig
 from crawldedup.stores import Durability, RetryPolicy
@@ -99,6 +101,20 @@ def test_bad_sentinel_urls_say_what_is_wrong(url, words):
         DedupConfig(strategy="set", redis_url=url)
 
 
+def test_a_server_without_wait_is_refused_when_replicated(tmp_path):
+    """A server whose WAIT is disabled opens for ``primary``; ``replicated`` is refused at open, naming WAIT."""
+    serving = serve_redis(required_redis_server(), None, ("--rename-command", "WAIT", ""))
+    server = next(serving)
+    try:
+        with open_store("set", namespace="w", policy_digest=POLICY, redis_url=server.url, capacity=10,
+                        error_rate=0.01) as store:
+            assert store.claim_many(fingerprints(3)) == [True] * 3
+        with pytest.raises(StoreRefused, match="COMMAND INFO knows no WAIT"):
+            open_replicated("set", server.url)
+    finally:
+        serving.close()
+
+
 # ----- through Sentinel --------------------------------------------------------------------------
 
 
@@ -127,6 +143,21 @@ def test_claims_through_sentinel_wait_for_a_replica(sentinel_set: SentinelSet):
         assert won == [False] * 1_000 + [True] * 1_000
     primary_keys = keys_on(sentinel_set.primary.port)
     assert all(keys_on(replica.port) == primary_keys for replica in sentinel_set.replicas)
+    # crawldedup doctor checks the store as a crawl with that setting uses it.
+    doctor = subprocess.run([sys.executable, "-m", "crawldedup", "doctor", "--samples", "2000", "--strategy", "set",
+                             "--redis-url", sentinel_set.url, "--durability", "replicated", "--durable-replicas", "2"],
+                            capture_output=True, text=True, timeout=120)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "PASS  claim race" in doctor.stdout
+
+
+def test_cli_refuses_replicated_outside_redis(tmp_path):
+    served = subprocess.run([sys.executable, "-m", "crawldedup", "serve", "--port", "0", "--strategy", "sqlite",
+                             "--sqlite", str(tmp_path / "c.sqlite"), "--durability", "replicated"],
+                            capture_output=True, text=True, timeout=60)
+    assert served.returncode == 2
+    (line,) = served.stderr.strip().splitlines()  # one line, no traceback
+    assert "durability (CRAWLDEDUP_DURABILITY) 'replicated' needs a Redis strategy" in line and "not sqlite" in line
 
 
 @pytest.mark.slow

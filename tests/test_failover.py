@@ -1,7 +1,7 @@
 """Failover with real processes: the primary (or a cluster master) SIGKILLed under claiming workers.
 
 Four worker processes (two blocking, two asyncio) each claim the same 20,000 pages in their
-own order and spellings, in batches of 250, repeating a batch that raised StoreUnavailable.
+own order and spellings, in batches of 250 (0.1 s apart), repeating a batch that raised StoreUnavailable.
 Once a fifth of the batches are answered, the primary is SIGKILLed:
 
 - Sentinel (a primary, two replicas, three Sentinels; down after 1 s): the Sentinels promote a
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -29,7 +28,7 @@ from typing import Callable, List, Tuple
 
 import pytest
 
-from conftest import RedisClusterServers, SentinelSet, _ask, _replication, _wait_for
+from conftest import RedisClusterServers, SentinelSet, _ask, _replication, _wait_for, race_processes
 
 WORKER = Path(__file__).parent / "workers" / "failover_worker.py"
 PAGES = 20_000
@@ -46,26 +45,17 @@ def run_with_kill(options: dict, tmp_path: Path, kill: Callable[[], None]) -> Tu
     count winners per canonical URL, and the batches the workers made again."""
     start = tmp_path / "start"
     outs = [tmp_path / f"won-{w}.json" for w in range(PROCESSES)]
-    workers = [subprocess.Popen([sys.executable, str(WORKER), str(w), str(PAGES), str(start), str(out),
-                                 json.dumps(options)]) for w, out in enumerate(outs)]
-    try:
+    commands = [[sys.executable, str(WORKER), str(w), str(PAGES), str(start), str(out), json.dumps(options)]
+                for w, out in enumerate(outs)]
+
+    def midway() -> None:
         deadline = time.monotonic() + TIMEOUT_SECONDS
-        while not all(Path(f"{out}.ready").exists() for out in outs):
-            assert time.monotonic() < deadline, "workers did not get ready"
-            assert all(w.poll() is None for w in workers), "a worker died before the start"
-            time.sleep(0.01)
-        start.touch()
         while sum(os.path.getsize(f"{out}.progress") for out in outs) < BATCHES // 5:
             assert time.monotonic() < deadline, "the workers made no progress"
-            assert all(w.poll() is None for w in workers), "a worker ended before the kill"
             time.sleep(0.005)
         kill()
-        codes = [w.wait(timeout=max(1.0, deadline - time.monotonic())) for w in workers]
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
+
+    codes = race_processes(commands, outs, start, TIMEOUT_SECONDS, midway)
     assert codes == [0] * PROCESSES
     results = [json.loads(out.read_text("ascii")) for out in outs]
     return Counter(url for result in results for url in result["won"]), sum(r["repeated"] for r in results)
@@ -83,13 +73,20 @@ def judge(winners: Counter, durability: str, repeated: int, record_property) -> 
         assert twice == 0, f"{twice} pages won twice"
 
 
-@pytest.mark.parametrize("lag_seconds", [0, 4], ids=["killed", "killed-lagging"])
-@pytest.mark.parametrize("durability", ["replicated", "primary"])
+#: The Sentinel cases: durability, seconds the replicas stall before the kill. ``primary`` with a
+#: plain kill (no page won twice in every run here: see docs/stores.md) runs only with
+#: CRAWLDEDUP_FAILOVER_CASES=all, to keep the suite's time.
+SENTINEL_CASES = [("replicated", 0), ("replicated", 4), ("primary", 4)]
+if os.environ.get("CRAWLDEDUP_FAILOVER_CASES") == "all":
+    SENTINEL_CASES.append(("primary", 0))
+
+
+@pytest.mark.parametrize("durability, lag_seconds", SENTINEL_CASES,
+                         ids=[f"{d}-killed{'-lagging' if lag else ''}" for d, lag in SENTINEL_CASES])
 def test_sentinel_failover(durability, lag_seconds, sentinel_set: SentinelSet, tmp_path, record_property):
     """``killed-lagging``: the replicas stall (SIGSTOP) for 4 s before the kill, as a replica
     host that hangs or a link that stalls; the primary drops them after its ``repl-timeout``
     (2 s here) and goes on answering alone, then dies as they resume."""
-    old = sentinel_set.primary.port
     options = {"strategy": "set", "redis_url": sentinel_set.url, "namespace": "failover", "durability": durability}
 
     def kill() -> None:
@@ -105,7 +102,7 @@ def test_sentinel_failover(durability, lag_seconds, sentinel_set: SentinelSet, t
             replica.send_signal(signal.SIGCONT)
 
     winners, repeated = run_with_kill(options, tmp_path, kill)
-    assert sentinel_set.primary_port() in {r.port for r in sentinel_set.replicas} and old != sentinel_set.primary_port()
+    assert sentinel_set.primary_port() in {r.port for r in sentinel_set.replicas}, "no replica was promoted"
     judge(winners, durability, repeated, record_property)
 
 

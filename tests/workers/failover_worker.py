@@ -3,7 +3,7 @@
 Usage: failover_worker.py WORKER PAGES START_FILE OUT_FILE JSON_OPTIONS
 
 Claims every page once, in its own order and the claim race's spellings, in batches of
-``BATCH``, after START_FILE appears; an odd WORKER through an AsyncDeduplicator, an even one
+``BATCH`` ``PAUSE_SECONDS`` apart, after START_FILE appears; an odd WORKER through an AsyncDeduplicator, an even one
 through a Deduplicator. JSON_OPTIONS: ``strategy``, ``redis_url``, ``namespace``,
 ``durability``. A batch that raises StoreUnavailable (the primary died, no primary yet, WAIT
 short of replicas) is made again, the same batch, until answered: its token resumes it.
@@ -26,6 +26,9 @@ from crawldedup import AsyncDeduplicator, Deduplicator, StoreUnavailable  # noqa
 from crawldedup.config import DedupConfig  # noqa: E402
 
 BATCH = 250
+#: Seconds between two batches: a run of 80 batches lasts 8 s at least, so that it outlasts
+#: the stall and the kill the tests make once a fifth of it is done, however fast the machine.
+PAUSE_SECONDS = 0.1
 #: How long one batch may take to be answered, failovers included.
 BATCH_DEADLINE_SECONDS = 90
 
@@ -77,6 +80,7 @@ def claim_blocking(config, batches, start_file, out_file):
                     repeated += 1
                     time.sleep(0.1)
             won.extend(answered(progress, batch, result))
+            time.sleep(PAUSE_SECONDS)
     return won, repeated
 
 
@@ -98,6 +102,7 @@ def claim_async(config, batches, start_file, out_file):
                             repeated += 1
                             await asyncio.sleep(0.1)
                     won.extend(answered(progress, batch, result))
+                    await asyncio.sleep(PAUSE_SECONDS)
         return won, repeated
     return asyncio.run(run())
 

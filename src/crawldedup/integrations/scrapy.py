@@ -87,6 +87,9 @@ SETTINGS: Dict[str, str] = {
     "CRAWLDEDUP_TTL_DAYS": "ttl_days",
     "CRAWLDEDUP_SQLITE": "sqlite_path",
     "CRAWLDEDUP_SERVICE_URL": "service_url",
+    "CRAWLDEDUP_DURABILITY": "durability",
+    "CRAWLDEDUP_DURABLE_REPLICAS": "durable_replicas",
+    "CRAWLDEDUP_DURABLE_TIMEOUT": "durable_timeout",
 }
 #: Requests between two copies of the Deduplicator's counters into Scrapy's stats (the last
 #: copy is made at close): copying them on every request took about 20% of request_seen,

@@ -410,7 +410,7 @@ class RedisStore(ClaimStore):
         positions of its commands, in order."""
         nodes: Dict[str, Tuple[Any, List[int]]] = {}
         for position, command in enumerate(commands):
-            key = command[3] if command[0] == "EVAL" else command[1]
+            key = command[3] if str(command[0]).upper() in ("EVAL", "EVALSHA") else command[1]
             node = self.client.nodes_manager.get_node_from_slot(key_slot(key if isinstance(key, bytes) else str(key).encode()))
             nodes.setdefault(node.name, (node, []))[1].append(position)
         return list(nodes.values())
@@ -547,13 +547,14 @@ class RedisStore(ClaimStore):
 
         :raises StoreRefused: naming the missing commands.
         """
+        wanted = (*self.commands, "WAIT") if self.durability.waits else self.commands  # replicated: WAIT too
         try:
-            known = yield Alone(("COMMAND INFO", *self.commands))
+            known = yield Alone(("COMMAND INFO", *wanted))
         except ResponseError as exc:
             if self._refusal(exc) is None:  # LOADING, BUSY...: not now, try again
                 raise
             return
-        missing = [name for name, info in zip(self.commands, known) if not info]
+        missing = [name for name, info in zip(wanted, known) if not info]
         if not missing:
             return
         if any(name.startswith("BF.") for name in missing):
