@@ -690,6 +690,79 @@ def race_processes(commands: Sequence[Sequence[str]], outs: Sequence[Path], star
 SERVE_START_SECONDS = 30
 
 
+class LosingProxy:
+    """Forwards loopback TCP connections to a server (Redis, or ``crawldedup serve``); on
+    command, loses one reply.
+
+    :meth:`lose_next_reply` arms it: the next reply bytes the server sends, on any connection,
+    are dropped and that connection is cut (both sides). Redis writes nothing before a command
+    has run, and a script runs whole (the service answers a request once its store did), so the
+    request was executed. ``refuse`` closes new connections at once (the server unreachable)
+    while the server itself keeps running.
+    """
+
+    def __init__(self, redis_port: int) -> None:
+        self.redis_port = redis_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        #: The proxy's port, and its URL for a Redis client.
+        self.port = self.listener.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.replies_lost = 0
+        self.refuse = False
+        self._armed = threading.Event()
+        self._sockets: List[socket.socket] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def lose_next_reply(self) -> None:
+        self._armed.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            if self.refuse:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.redis_port))
+            self._sockets += [client, upstream]
+            for source, target, replies in ((client, upstream, False), (upstream, client, True)):
+                thread = threading.Thread(target=self._pump, args=(source, target, replies, (client, upstream)), daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    def _pump(self, source: socket.socket, target: socket.socket, replies: bool, pair: tuple) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                if replies and self._armed.is_set():
+                    self._armed.clear()
+                    self.replies_lost += 1
+                    break
+                target.sendall(data)
+        except OSError:
+            pass
+        for sock in pair:  # wakes the other direction's recv too
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        for sock in [self.listener, *self._sockets]:  # shutdown wakes a thread blocked in accept or recv
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
 class ServeProcess:
     """``python -m crawldedup serve --port 0 ARGS``; :attr:`url` once it listens, its stderr kept.
 

@@ -10,13 +10,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Union
 
 import pytest
 
 pytest.importorskip("crawlee", reason="crawlee is not installed: pip install crawldedup[crawlee]")
 
 from crawldedup.canonical import HAS_EXTENSION  # noqa: E402 (after the skip)
+from conftest import ServeProcess  # noqa: E402
 
 HERE = Path(__file__).parent
 WORKER = HERE / "workers" / "crawlee_crawl.py"
@@ -45,13 +46,15 @@ def site() -> Iterator:
         yield shop
 
 
-def crawl(site, storage: Path, *, crawler: str = "parsel", dedup: Optional[dict] = None, start: int = 1,
-          purge: bool = True, max_requests: Optional[int] = None) -> subprocess.Popen:
-    """Start one crawl in a process of its own (crawlee keeps global state per process)."""
+def crawl(site, storage: Path, *, crawler: str = "parsel", dedup: Union[dict, str, None] = None, start: int = 1,
+          purge: bool = True, max_requests: Optional[int] = None,
+          env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+    """Start one crawl in a process of its own (crawlee keeps global state per process);
+    ``dedup="env"`` takes the Deduplicator's settings from ``env``."""
     options = {"crawler": crawler, "proxy": site.proxy, "start": [f"http://shop.example{site_module.page_path(start)}"],
                "storage_dir": str(storage), "purge": purge, "max_requests": max_requests, "dedup": dedup}
     return subprocess.Popen([sys.executable, str(WORKER), json.dumps(options)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "CRAWLEE_LOG_LEVEL": "WARNING"})
+                            env={**os.environ, "CRAWLEE_LOG_LEVEL": "WARNING", **(env or {})})
 
 
 def results(*crawls: subprocess.Popen) -> List[dict]:
@@ -104,3 +107,19 @@ def test_a_restarted_crawl_refetches_nothing(site, redis_url, tmp_path):
     (resumed,) = results(crawl(site, tmp_path, dedup=shared(redis_url), purge=False))
     assert dict(site.fetches) == dict.fromkeys(range(PAGES), 1)
     assert resumed["handled"] == PAGES - stopped["handled"]
+
+
+def test_two_processes_through_a_service_fetch_each_page_once(site, redis_url, tmp_path):
+    """DEDUP_STRATEGY=service and CRAWLDEDUP_SERVICE_URL alone: two crawls claim through one
+    ``crawldedup serve`` on Redis, and each page is fetched once."""
+    with ServeProcess(["--strategy", "set", "--redis-url", redis_url, "--namespace", "crawlee-service"]) as server:
+        env = {"DEDUP_STRATEGY": "service", "CRAWLDEDUP_SERVICE_URL": server.url,
+               "CRAWLDEDUP_NAMESPACE": "crawlee-service"}
+        first, second = results(
+            crawl(site, tmp_path / "a", dedup="env", env=env, start=1),
+            crawl(site, tmp_path / "b", dedup="env", env=env, start=PAGES // 2),
+        )
+        assert "Traceback" not in server.stderr
+    assert dict(site.fetches) == dict.fromkeys(range(PAGES), 1)
+    assert first["handled"] + second["handled"] == PAGES
+    assert first["won"] + second["won"] == PAGES

@@ -9,8 +9,6 @@ redis-server loses exactly one reply on command.
 from __future__ import annotations
 
 import random
-import socket
-import threading
 from typing import Iterator, List
 
 import pytest
@@ -26,80 +24,13 @@ from crawldedup.stores import (
 )
 from crawldedup.stores.base import Lease
 
+from conftest import LosingProxy
+
 # Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
 pytestmark = pytest.mark.server_matrix
 DIGEST = "0123456789abcdef"
 RETRY = RetryPolicy(retries=2, backoff_seconds=0.01, max_backoff_seconds=0.05)
 STORES = ["set", "sharded-set", "bloom"]
-
-
-class LosingProxy:
-    """Forwards loopback TCP connections to Redis; on command, loses one reply.
-
-    :meth:`lose_next_reply` arms it: the next reply bytes Redis sends, on any connection, are
-    dropped and that connection is cut (both sides). Redis writes nothing before a command has
-    run, and a script runs whole, so the request was executed. ``refuse`` closes new connections
-    at once (Redis unreachable) while the server itself keeps running.
-    """
-
-    def __init__(self, redis_port: int) -> None:
-        self.redis_port = redis_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
-        self.replies_lost = 0
-        self.refuse = False
-        self._armed = threading.Event()
-        self._sockets: List[socket.socket] = []
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
-
-    def lose_next_reply(self) -> None:
-        self._armed.set()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:  # closed
-                return
-            if self.refuse:
-                client.close()
-                continue
-            upstream = socket.create_connection(("127.0.0.1", self.redis_port))
-            self._sockets += [client, upstream]
-            for source, target, replies in ((client, upstream, False), (upstream, client, True)):
-                thread = threading.Thread(target=self._pump, args=(source, target, replies, (client, upstream)), daemon=True)
-                self._threads.append(thread)
-                thread.start()
-
-    def _pump(self, source: socket.socket, target: socket.socket, replies: bool, pair: tuple) -> None:
-        try:
-            while True:
-                data = source.recv(65536)
-                if not data:
-                    break
-                if replies and self._armed.is_set():
-                    self._armed.clear()
-                    self.replies_lost += 1
-                    break
-                target.sendall(data)
-        except OSError:
-            pass
-        for sock in pair:  # wakes the other direction's recv too
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        for sock in [self.listener, *self._sockets]:  # shutdown wakes a thread blocked in accept or recv
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-        for thread in self._threads:
-            thread.join(timeout=5)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from crawldedup import (
 from crawldedup.bloom import open_filter
 from crawldedup.stores.base import RetryPolicy
 
-from conftest import ServeProcess
+from conftest import LosingProxy, ServeProcess
 
 #: The race and the outage need nothing of the twins the rest of the suite does not test
 #: already (the server calls the same Deduplicator): they run once, with the compiled ones.
@@ -374,6 +374,32 @@ time.sleep(600)
 
 
 # --------------------------------------------------------------------------- a store outage
+
+
+def test_the_service_strategy_through_lost_replies(redis_url):
+    """The service applies a request and its reply is lost on the way back (a proxy cuts the
+    connection): the client's retry carries the same token, so the service's store answers it
+    as it was applied, for a claim, a leased claim and its done. Nothing is won twice or lost."""
+    pages = [f"https://lost.example/p/{i}" for i in range(300)]
+    retry = RetryPolicy(retries=2, backoff_seconds=0.01, max_backoff_seconds=0.05)
+    with ServeProcess(["--strategy", "set", "--redis-url", redis_url, "--namespace", "lost"]) as server:
+        proxy = LosingProxy(int(server.url.rsplit(":", 1)[1]))
+        try:
+            settings = dict(service_url=f"http://127.0.0.1:{proxy.port}", namespace="lost", retry=retry)
+            with Deduplicator("service", **settings) as worker:
+                proxy.lose_next_reply()
+                assert worker.claim_many(pages[:200]) == [True] * 200, "the retry lost its own wins"
+                proxy.lose_next_reply()
+                assert worker.claim_many(pages[200:], lease=60) == [True] * 100, "the retry lost its own leases"
+                proxy.lose_next_reply()
+                assert worker.done(pages[200:]) == [True] * 100, "the retry was refused its own done"
+                assert proxy.replies_lost == 3 and worker.stats.failed_batches == 0
+            with Deduplicator("service", service_url=server.url, namespace="lost") as other:
+                assert other.claim_many(pages) == [False] * len(pages), "a page was won twice"
+                assert other.expired(1_000) == [], "a lease was left open"
+        finally:
+            proxy.close()
+        assert "Traceback" not in server.stderr
 
 
 @compiled_only

@@ -4,8 +4,9 @@ Usage: crawlee_crawl.py JSON_OPTIONS
 
 Options: ``crawler`` (``http``, ``parsel`` or ``beautifulsoup``), ``proxy`` (the site's
 ``http_proxy``), ``start`` (start URLs), ``storage_dir`` and ``purge`` (crawlee's storage),
-``max_requests`` (or null), and ``dedup``: null for crawlee's own request queue, or the
-AsyncDeduplicator's arguments. Prints one JSON line: requests handled, and the Deduplicator's
+``max_requests`` (or null), and ``dedup``: null for crawlee's own request queue, the
+AsyncDeduplicator's arguments, or ``"env"`` for ``AsyncDeduplicator.from_env()`` (the settings
+of the environment alone, as ``DEDUP_STRATEGY=service`` and ``CRAWLDEDUP_SERVICE_URL``). Prints one JSON line: requests handled, and the Deduplicator's
 ``won``/``lost`` counters when it has one.
 """
 
@@ -31,7 +32,10 @@ BASE = re.compile(rb'<base href="([^"]+)"')
 
 async def main() -> int:
     options = json.loads(sys.argv[1])
-    dedup = AsyncDeduplicator(**options["dedup"]) if options["dedup"] is not None else None
+    if options["dedup"] == "env":
+        dedup = AsyncDeduplicator.from_env()
+    else:
+        dedup = AsyncDeduplicator(**options["dedup"]) if options["dedup"] is not None else None
     storage = FileSystemStorageClient()
     configuration = Configuration(storage_dir=options["storage_dir"], purge_on_start=options["purge"])
     service_locator.set_configuration(configuration)  # before anything makes one implicitly
