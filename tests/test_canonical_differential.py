@@ -268,3 +268,28 @@ def test_fast_path_declines_what_it_leaves_to_the_reference(url, policy):
 def test_public_functions_are_the_compiled_ones():
     assert canonical.canonicalize is _canonical_c.canonicalize
     assert canonical.canonicalize_many is _canonical_c.canonicalize_many
+
+
+@pytest.mark.parametrize("url, base", [
+    ("http://example.com\\a", None),
+    ("http://example.com/a?b=\\", None),
+    ("http:/example.com/", None),
+    ("https:example.com", None),
+    ("http:g", "http://a/b"),
+    ("\\\\g\\x", "http://a/b"),
+    ("http://0x7f.1/", None),
+    ("http://3279880203/", None),
+    ("http://1.2.3.4.5/", None),
+    ("http://01.2.3.4/", None),
+    ("http://example%2Ecom/", None),
+    ("http://a.1/", None),
+])
+def test_fast_path_declines_what_policy_2_reads_otherwise(url, base):
+    assert _canonical_c.fast_canonicalize(url, DEFAULT_POLICY, base) is None
+    assert outcome(_canonical_c.canonicalize, url, base=base) == outcome(_canonical.canonicalize, url, base=base)
+
+
+@pytest.mark.parametrize("url", ["http://192.0.2.1/x", "http://192.0.2.1.:8080/", "http://xn--bcher-kva.example/",
+                                 "http://a.XN--bcher-kva.example/", "http://1a.example/"])
+def test_fast_path_answers_plain_ipv4_and_a_labels_under_policy_2(url):
+    assert _canonical_c.fast_canonicalize(url, DEFAULT_POLICY) == _canonical.canonicalize(url)

@@ -65,6 +65,14 @@ for _byte in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-.
     CHAR_CLASS[_byte] |= SCHEME_CHAR
 for _byte in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.":
     CHAR_CLASS[_byte] |= HOST_CHAR
+# Bytes the fast path leaves to the reference, by [policy 2][bytes input]: any control
+# character (rule 1), non-ASCII bytes (to be checked as UTF-8; a str's UTF-8 is valid), and
+# under policy 2 a backslash (read as "/" in the authority and path).
+cdef unsigned char DECLINED[4][256]
+for _table in range(4):
+    for _byte in range(256):
+        DECLINED[_table][_byte] = _byte < 0x20 or _byte == 0x7F or (_byte >= 0x80 and _table % 2 == 1) \
+            or (_byte == 92 and _table >= 2)
 for _byte in range(10):
     HEX_VALUE[48 + _byte] = _byte
 for _byte in range(6):
@@ -450,16 +458,6 @@ cdef Py_ssize_t _write_query(_Plan plan, const unsigned char* s, Py_ssize_t n, u
     return o
 
 
-cdef bint _has_a_label(const unsigned char* h, Py_ssize_t n) noexcept nogil:
-    """Whether a label of ``h`` starts with "xn--" (any case)."""
-    cdef Py_ssize_t i
-    for i in range(n - 3):
-        if (i == 0 or h[i - 1] == 46) and (h[i] | 32) == 120 and (h[i + 1] | 32) == 110 \
-                and h[i + 2] == 45 and h[i + 3] == 45:
-            return True
-    return False
-
-
 cdef bint _is_dotted_quad(const unsigned char* h, Py_ssize_t n) noexcept nogil:
     """Whether ``h`` is an IPv4 address as WHATWG writes one: four decimal parts in 0-255 without
     leading zeros (policy 2 keeps it as it is)."""
@@ -487,7 +485,7 @@ cdef bint _is_dotted_quad(const unsigned char* h, Py_ssize_t n) noexcept nogil:
 cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* out, Py_ssize_t o) except -2:
     """Rules 5 and 6 into ``out``, or -1 to decline (an authority the reference would refuse)."""
     cdef const unsigned char* a = parts.authority
-    cdef Py_ssize_t n = parts.authority_len, i, host = 0, colon = -1, end, label = 0, port, digits
+    cdef Py_ssize_t n = parts.authority_len, i, host = 0, colon = -1, end, label = 0, port, digits, start
     cdef bint simple = True
     cdef unsigned char c
     cdef long number
@@ -507,8 +505,6 @@ cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* 
     if plan.strip_www and n - host >= 4 and (a[host] | 32) == 119 and (a[host + 1] | 32) == 119 \
             and (a[host + 2] | 32) == 119 and a[host + 3] == 46:
         simple = False
-    if plan.whatwg and simple and _has_a_label(a + host, n - host):
-        simple = False  # policy 2: an A-label is checked by UTS #46, in the reference
     if not simple:
         return _write_reference_authority(plan, parts, out, o)
     end = colon if colon >= 0 else n
@@ -516,6 +512,7 @@ cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* 
         end -= 1
     if end == host:
         return -1
+    start = o
     for i in range(host, end):
         c = a[i]
         if c == 46:
@@ -523,6 +520,10 @@ cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* 
                 return -1
             label = 0
         else:
+            if label == 0 and (c | 32) == 120 and plan.whatwg and end - i >= 4 and (a[i + 1] | 32) == 110 \
+                    and a[i + 2] == 45 and a[i + 3] == 45:
+                # Policy 2: an A-label ("xn--") is checked by UTS #46, in the reference.
+                return _write_reference_authority(plan, parts, out, start)
             if not (CHAR_CLASS[c] & HOST_CHAR):
                 return -1
             label += 1
@@ -666,6 +667,7 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
     cdef Py_ssize_t room, base_dir
     cdef bint is_str, is_relative = False
     cdef unsigned char c
+    cdef const unsigned char* declined
     cdef Parts parts
     cdef _BaseView base = None
     cdef unsigned char stack_work[STACK_BYTES]
@@ -702,9 +704,9 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
     chars -= n - (end - start)
     if end == start or chars > plan.max_length:
         return None
+    declined = DECLINED[(2 if plan.whatwg else 0) + (0 if is_str else 1)]
     for i in range(start, end):
-        c = s[i]
-        if c < 0x20 or c == 0x7F or (c >= 0x80 and not is_str) or (c == 92 and plan.whatwg):
+        if declined[s[i]]:
             return None
     # Rules 2-4: a scheme ends the longest run of scheme characters and must be followed by
     # ":" (so a wrapped "scheme%3A%2F%2F" is never taken for a URL here).
