@@ -209,17 +209,26 @@ def test_bad_input_is_refused_clearly():
 
 
 @pytest.mark.asyncio
-async def test_the_service_strategy_says_it_keeps_no_alias_map(redis_server):
+async def test_the_service_strategy_keeps_the_aliases_of_its_store(redis_server):
+    """Through a crawldedup serve on the set store: the same answers, blocking and asyncio, and
+    the aliases land in the service's namespace (another client of the service reads them)."""
     with ServeProcess(["--strategy", "set", "--redis-url", redis_server.url, "--namespace", "svc"]) as server:
         with Deduplicator("service", service_url=server.url, namespace="svc") as d:
-            with pytest.raises(AliasesUnsupported, match="service store keeps no alias map"):
-                d.claim_final([page(1)], requested=[short(1)])
-            with pytest.raises(AliasesUnsupported, match="claim_final and seen_through_redirects need"):
-                d.seen_through_redirects([short(1)])
-            assert d.stats.failed_batches == 0 and d.seen([page(1)]) == [False]  # nothing was claimed
+            assert story(d) == EXPECTED
         async with AsyncDeduplicator("service", service_url=server.url, namespace="svc") as a:
-            with pytest.raises(NotImplementedError, match="service store keeps no alias map"):
-                await a.claim_final([page(1)], requested=[short(1)])
+            assert await a.seen_through_redirects([short(1), short(4), short(5)]) == [True, True, False]
+            assert await a.claim_final([page(7)], requested=[short(7)]) == [True]
+        with Deduplicator("set", redis_url=redis_server.url, namespace="svc") as direct:
+            assert direct.seen_through_redirects([short(7), short(2)]) == [True, True]
+    assert "Traceback" not in server.stderr
+
+
+def test_a_store_without_an_alias_map_says_so():
+    from crawldedup.stores.aliases import unsupported
+
+    error = unsupported("custom")
+    assert isinstance(error, AliasesUnsupported) and isinstance(error, NotImplementedError)
+    assert "custom store keeps no alias map" in str(error)
 
 
 def test_the_store_reads_aliases_by_fingerprint(store_strategy, store_location):

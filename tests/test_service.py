@@ -166,6 +166,13 @@ BAD_REQUESTS = [
     pytest.param("/v1/expired", b'{"limit": 0}', 400, "limit must be an integer in [1, 1000000]", id="limit-range"),
     pytest.param("/v1/expired", b'{"limit": 1.5}', 400, "limit must be an integer", id="limit-float"),
     pytest.param("/v1/claim", b'{"urls": [' + b'"a",' * 100_000 + b'"a"]}', 413, "at most 100,000 items", id="too-many-urls"),
+    pytest.param("/v1/store/claim", b'{"claims": "", "reads": "", "aliases": {"requested": ""}}', 400,
+                 "aliases must be an object with requested, finals", id="aliases-fields"),
+    pytest.param("/v1/store/claim", b'{"claims": "", "reads": "", "aliases": {"requested": "AAAA", "finals": "", '
+                 b'"capacity": 1}}', 400, "aliases.requested must be base64 of 16-byte fingerprints", id="aliases-bytes"),
+    pytest.param("/v1/store/claim", b'{"claims": "", "reads": "", "aliases": {"requested": "", "finals": "", '
+                 b'"capacity": 0}}', 400, "max_aliases must be an integer in", id="aliases-capacity"),
+    pytest.param("/v1/store/aliases", b'{}', 400, "missing field 'fingerprints'", id="aliases-read-field"),
     pytest.param("/v1/nothing", b'{}', 404, "no such call", id="unknown-path"),
     pytest.param("/mark_seen", b'{"url_fp": "' + b'[' * 100_000 + b'"}', 200, "", id="brackets-in-a-key"),
     pytest.param("/is_seen", b'{"url_fps": ' + b'[' * 100_000 + b']' * 100_000 + b'}', 400,

@@ -248,7 +248,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises TypeError: when either is a single string.
         :raises ValueError: for lists of different lengths, or a lease out of range.
         :raises LeasesUnsupported: for a lease without a store that supports leases.
-        :raises AliasesUnsupported: for the ``service`` strategy, which keeps no alias map.
+        :raises AliasesUnsupported: for a store that keeps no alias map (every store of crawldedup keeps one).
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
         return drive(self._final_plan(final_urls, requested, lease), self._ask)
@@ -262,7 +262,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         of the final pages the local filter does not hold. Invalid URLs give False.
 
         :raises TypeError: when ``urls`` is a single string.
-        :raises AliasesUnsupported: for the ``service`` strategy, which keeps no alias map.
+        :raises AliasesUnsupported: for a store that keeps no alias map (every store of crawldedup keeps one).
         :raises StoreUnavailable: when the store stayed unreachable.
         """
         return drive(self._through_plan(urls), self._ask)

@@ -24,9 +24,12 @@ from prometheus_client import Counter, Histogram
 
 from ..metrics import LATENCY_BUCKETS_SECONDS, DedupMetrics
 
+from .._checks import is_integer
 from ..canonical.policy import policy_conflict
+from ..fingerprints import Fingerprints
+from ..stores.aliases import Aliases, check_max_aliases
 from ..stores.base import Lease, NamespaceConflict
-from ..stores.service import decode_fingerprints
+from ..stores.service import decode_fingerprints, encode_fingerprints
 from .protocol import (
     CALL_AT,
     CALLS,
@@ -198,8 +201,13 @@ class ServiceApp:
         if step == "claim":
             answers = await store.claim_and_read(decode_fingerprints("claims", fields["claims"]),
                                                  decode_fingerprints("reads", fields["reads"]),
-                                                 lease=_lease(fields.get("lease")), token=token)
+                                                 lease=_lease(fields.get("lease")), token=token,
+                                                 aliases=_aliases(fields.get("aliases")))
             return {"won": answers.won, "present": answers.present, "held": list(answers.held)}
+        if step == "aliases":
+            finals = await store.read_aliases(decode_fingerprints("fingerprints", fields["fingerprints"]))
+            return {"found": [final is not None for final in finals],
+                    "finals": encode_fingerprints(Fingerprints.of([final for final in finals if final is not None]))}
         if step == "settle":
             fingerprints = decode_fingerprints("fingerprints", fields["fingerprints"])
             owner, action = fields["owner"], fields["action"]
@@ -250,6 +258,17 @@ def _token(text: Any) -> Optional[bytes]:
     if not 8 <= len(token) <= 64:
         raise BadRequest("token must be 8 to 64 bytes as hex digits")
     return token
+
+
+def _aliases(terms: Any) -> Optional[Aliases]:
+    """A store call's aliases of redirects, or None."""
+    if terms is None:
+        return None
+    if set(terms) != {"requested", "finals", "capacity"} or not is_integer(terms["capacity"]):
+        raise BadRequest(f"aliases must be an object with requested, finals (base64 of 16-byte fingerprints) and "
+                         f"capacity (an integer), got the fields {sorted(terms)}")
+    return Aliases(decode_fingerprints("aliases.requested", terms["requested"]),
+                   decode_fingerprints("aliases.finals", terms["finals"]), check_max_aliases(terms["capacity"]))
 
 
 def _lease(terms: Any) -> Optional[Lease]:

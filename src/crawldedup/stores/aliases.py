@@ -41,14 +41,15 @@ class Aliases(NamedTuple):
 
 
 class AliasesUnsupported(NotImplementedError):
-    """The store keeps no alias map (the ``service`` strategy's HTTP calls carry no redirects)."""
+    """The store keeps no alias map (a :class:`~crawldedup.stores.base.ClaimStore` subclass that
+    does not write one: every store of crawldedup does)."""
 
 
 def unsupported(strategy: str) -> AliasesUnsupported:
     """The error of a store without an alias map, naming the stores that keep one."""
     return AliasesUnsupported(
-        f"the {strategy} store keeps no alias map of redirects (the service's HTTP calls carry none): "
-        f"claim_final and seen_through_redirects need the local, set, sharded-set, redisbloom or sqlite strategy"
+        f"the {strategy} store keeps no alias map of redirects: claim_final and seen_through_redirects need "
+        f"a store that does (local, set, sharded-set, redisbloom, sqlite, service)"
     )
 
 

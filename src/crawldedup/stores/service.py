@@ -27,6 +27,7 @@ import numpy as np
 from .._checks import check_name, complaint, redact_url
 from .._plans import Plan, drive
 from ..fingerprints import Fingerprints
+from .aliases import Aliases
 from .base import ClaimAnswers, ClaimStore, Lease, NamespaceConflict, RetryPolicy, check_policy_digest
 
 #: Seconds one call may take (a 100,000-fingerprint claim takes well under one).
@@ -110,6 +111,8 @@ class ServiceStore(ClaimStore):
     kind = "service"
     store_errors = (ServiceUnreachable,)
     supports_leases = True
+    #: The service's store holds leases, so it is a Redis store: it keeps the alias map too.
+    supports_aliases = True
 
     def __init__(self, url: str, *, namespace: str, policy_digest: str, token: Optional[str] = None,
                  retry: Optional[RetryPolicy] = None, asynchronous: bool = False) -> None:
@@ -204,6 +207,22 @@ class ServiceStore(ClaimStore):
             fields["lease"] = {"owner": lease.owner, "seconds": lease.seconds, "urls": list(lease.urls)}
         reply = yield ServiceRequest("claim", fields)
         return ClaimAnswers(_booleans(reply["won"]), _booleans(reply["present"]), tuple(int(i) for i in reply["held"]))
+
+    def _record_aliases(self, aliases: Aliases) -> Plan[None]:
+        yield ServiceRequest("claim", {"claims": "", "reads": "", "aliases": {
+            "requested": encode_fingerprints(aliases.requested), "finals": encode_fingerprints(aliases.finals),
+            "capacity": aliases.capacity}})
+
+    def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
+        reply = yield ServiceRequest("aliases", {"fingerprints": encode_fingerprints(fingerprints)})
+        found = _booleans(reply["found"])
+        finals = iter(decode_fingerprints("finals", reply["finals"]).as_bytes())
+        return [next(finals) if there else None for there in found]
+
+    def _joined(self, first: ServiceRequest, second: ServiceRequest) -> Tuple[ServiceRequest, Any]:
+        """A claim and an alias record as one claim call (its answer is the claim's)."""
+        return (ServiceRequest(first.step, {**first.fields, "aliases": second.fields["aliases"]}),
+                lambda reply: (reply, {}))
 
     def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int,
                 token: bytes) -> Plan[List[bool]]:
