@@ -11,7 +11,8 @@ thread off the CPU (a busy redis-server alone lags an idle client's loop by 100 
 10): the ticker also reads how long its thread waited in the kernel's run queue during each
 tick (``/proc/thread-self/schedstat``), and the lag less that wait, what the process itself
 holds the loop for (its own work, and waits for the GIL), is held under 10 ms with the
-``local`` strategy and the ``set`` store.
+``local`` strategy. With a Redis store on the same overloaded machine the GIL waits grow: the
+worker thread, descheduled by the kernel while it holds the GIL, holds the loop too (docs/async.md).
 Run::
 
     pytest bench/test_bench_async.py -s
@@ -123,7 +124,7 @@ def test_loop_lag(strategy, redis_url):
     lags = [asyncio.run(worst_lag(strategy, redis_url, f"lag-{strategy}-{r}")) for r in range(ROUNDS)]
     RESULTS[f"lag {strategy}"] = [wall for wall, _ in lags]
     RESULTS[f"lag {strategy} less run-queue waits"] = [own for _, own in lags]
-    if strategy != "idle":  # what the process holds the loop for: its work, in its worker thread, and I/O
+    if strategy == "local":  # what the process holds the loop for: its own work, in its worker thread
         assert statistics.median(own for _, own in lags) < 0.010
 
 
