@@ -10,6 +10,9 @@ shows what changed; the policy 1 table of tests/test_canonical.py runs under bot
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from crawldedup import DEFAULT_POLICY, POLICY_V1, InvalidURL
@@ -155,3 +158,45 @@ def test_a_base_is_read_by_policy_2_too(canonical_impl):
     assert canonical_impl.canonicalize("x", base="http:\\\\h.example\\dir\\page") == "http://h.example/dir/x"
     with pytest.raises(InvalidURL, match="base"):
         canonical_impl.canonicalize("x", base="http:\\\\h.example\\dir\\page", policy=POLICY_V1)
+
+
+# ----- the section as shipped: its examples, read from docs/canonical-policy.md --------------------
+SPEC = (Path(__file__).resolve().parents[1] / "docs" / "canonical-policy.md").read_text(encoding="utf-8")
+SECTION = SPEC[SPEC.index("## Policy 2"):]
+
+
+def _literal(text: str) -> str:
+    return text.replace("\\x01", "\x01")
+
+
+def test_the_shipped_section_is_policy_2s():
+    assert "`POLICY_V1` keeps policy 1 bit for bit" in SECTION
+    assert f"(`{POLICY_V1.digest}` today)" in SECTION
+
+
+@pytest.mark.parametrize("before, after", re.findall(r"`([^`\s]+)`\s+->\s+`([^`\s]+)`", SECTION))
+def test_every_arrow_example_of_the_section(canonical_impl, before, after):
+    if before.startswith("/"):  # a path
+        assert canonical_impl.canonicalize("http://h" + _literal(before)) == "http://h" + after
+    else:  # a host
+        assert canonical_impl.canonicalize(f"http://{before}/") == f"http://{after}/"
+
+
+def test_every_failure_the_section_lists(canonical_impl):
+    listed = re.search(r"Anything that fails \(([^)]*)\)", SECTION.replace("\n   ", " "))
+    assert listed is not None
+    hosts = re.findall(r"`([^`]+)`", listed.group(1))
+    assert hosts == ["256.256.256.256", "1.2.3.4.5", "foo.09", "0x100000000"]
+    for host in hosts:
+        with pytest.raises(InvalidURL):
+            canonical_impl.canonicalize(f"http://{host}/")
+
+
+def test_every_spelling_of_host_h_the_section_lists(canonical_impl):
+    sentence = re.search(r"authority: (.*?) all name host `h`", SECTION.replace("\n   ", " "))
+    assert sentence is not None
+    spellings = re.findall(r"`([^`]+)`", sentence.group(1))
+    assert len(spellings) == 4
+    for spelling in spellings:
+        assert canonical_impl.canonicalize(spelling).startswith("http")
+        assert canonical_impl.canonicalize(spelling).split("://")[1].split("/")[0] == "h"

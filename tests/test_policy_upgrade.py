@@ -145,3 +145,12 @@ def test_scrapy_setting(state):
         assert dedup.policy == POLICY_V1
     with pytest.raises(FilterFileError, match="--policy v1"):
         deduplicator_from_settings(Settings({"CRAWLDEDUP_STATE": str(state), "CRAWLDEDUP_TTL_DAYS": 0}))
+
+
+def test_async_deduplicator_and_crawlee_read_the_variable():
+    """crawlee's storage client takes an AsyncDeduplicator, made by ``from_env`` in its docs."""
+    from crawldedup import AsyncDeduplicator
+
+    assert AsyncDeduplicator.from_env({"CRAWLDEDUP_POLICY": "v1"}).policy is POLICY_V1
+    assert AsyncDeduplicator.from_env({}).policy is DEFAULT_POLICY
+    assert AsyncDeduplicator(policy="v1").policy is POLICY_V1
