@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
+import redis
 
-from crawldedup import Deduplicator, bloom
+from crawldedup import Deduplicator, NamespaceConflict, bloom
 from crawldedup.bloom import hash_many
 from crawldedup.fingerprints import Fingerprints
 from crawldedup.windows import ManualClock, Window
@@ -63,6 +65,42 @@ def test_not_won_again_before_the_window_and_won_again_after_it(strategy, with_s
         clock.advance(WINDOW.span + 1)
         assert sum(claim(d, PAGES, False)) >= len(PAGES) - 3, "not won again after W (1 + 1/G)"
         assert not any(claim(d, PAGES, False))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_worker_of_another_window_is_refused_naming_both(strategy, request, tmp_path):
+    extra = options(strategy, request, tmp_path)
+
+    def open_with(**window: Any) -> Deduplicator:
+        return Deduplicator(strategy, namespace="crawl", capacity=10_000, state=None, **window, **extra)
+
+    with open_with(ttl_days=30):
+        open_with(ttl_days=30, generations=4).close()  # the same window: welcome
+        with pytest.raises(NamespaceConflict, match=r"namespace 'crawl' was made for a recrawl window of 30 days in 4 "
+                                                    r"generations of 7\.5 days, this store uses a recrawl window of 30 "
+                                                    r"days in 6 generations of 5 days: give every worker the same"):
+            open_with(ttl_days=30, generations=6)
+        with pytest.raises(NamespaceConflict, match=r"window of 30 days in 4 generations of 7\.5 days, this store uses "
+                                                    r"claims kept for ever \(ttl_days 0\)"):
+            open_with(ttl_days=0)
+    with Deduplicator(strategy, namespace="kept", capacity=10_000, state=None, ttl_days=0, **extra):
+        with pytest.raises(NamespaceConflict, match=r"namespace 'kept' was made for claims kept for ever \(ttl_days 0\), "
+                                                    r"this store uses a recrawl window of 2 days in 4 generations"):
+            Deduplicator(strategy, namespace="kept", capacity=10_000, state=None, ttl_days=2, **extra)
+
+
+@pytest.mark.parametrize("strategy", ["set", "sqlite"])
+def test_a_namespace_made_before_the_window_stamp_opens_with_any_window(strategy, request, tmp_path):
+    extra = options(strategy, request, tmp_path)
+    Deduplicator(strategy, namespace="old", capacity=10_000, state=None, ttl_days=30, **extra).close()
+    if strategy == "sqlite":  # as a file made before the column existed reads
+        with sqlite3.connect(extra["sqlite_path"]) as db:
+            db.execute("UPDATE crawldedup_namespaces SET recrawl_window = NULL")
+    else:
+        redis.Redis.from_url(extra["redis_url"]).hdel("old:meta", "window")
+    for ttl_days in (0, 7):
+        with Deduplicator(strategy, namespace="old", capacity=10_000, state=None, ttl_days=ttl_days, **extra) as d:
+            assert d.claim_many([f"https://old.example/{ttl_days}"]) == [True]
 
 
 @pytest.mark.parametrize("strategy", sorted(LEASE_STRATEGIES))

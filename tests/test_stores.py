@@ -200,7 +200,7 @@ def test_namespace_record(redis_url):
     meta = redis.Redis.from_url(redis_url).hgetall("crawl:meta")
     assert meta == {
         b"layout": b"1", b"store": b"sharded-set", b"fingerprint": b"murmur3-x64-128", b"policy": DIGEST.encode(),
-        b"groups": b"8", b"shards": str(shards_for(1_000_000, 8)).encode(), b"capacity": b"1000000",
+        b"groups": b"8", b"shards": str(shards_for(1_000_000, 8)).encode(), b"capacity": b"1000000", b"window": b"none",
     }
 
 

@@ -16,10 +16,11 @@ from typing import Any, Optional
 from .._wording import counted
 from ..config import SETTINGS, DedupConfig
 from ..stores.admin import namespace_record
-from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
+from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import STRATEGIES, STRATEGY_OF_KIND, open_store
 from ..stores.migration import BATCH, Migration, MigrationConflict
 from ..stores.redis_keys import RedisKeyStore
+from ..windows import Window
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 from ._store_options import DEFAULT_SQLITE, store_config
 
@@ -87,7 +88,8 @@ def run_migrate(args: argparse.Namespace) -> int:
         if kind != RedisKeyStore.strategy:
             raise CLIError(EXIT_STATE, f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
                                        f"not set: only set namespaces can be migrated")
-        return _run(args, config, record["policy"], target_url, target_namespace)
+        return _run(args, config, record["policy"], window_of_stamp(record.get("window")), target_url,
+                    target_namespace)
     except StoreRefused as exc:
         raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
@@ -96,9 +98,9 @@ def run_migrate(args: argparse.Namespace) -> int:
         raise CLIError(EXIT_STATE, str(exc)) from None
 
 
-def _run(args: argparse.Namespace, config: DedupConfig, policy: str, target_url: Optional[str],
-         target_namespace: str) -> int:
-    with RedisKeyStore(config.redis_url, namespace=config.namespace, policy_digest=policy) as source, \
+def _run(args: argparse.Namespace, config: DedupConfig, policy: str, window: Optional[Window],
+         target_url: Optional[str], target_namespace: str) -> int:
+    with RedisKeyStore(config.redis_url, namespace=config.namespace, policy_digest=policy, window=window) as source, \
             open_store(args.target, namespace=target_namespace, policy_digest=policy, redis_url=target_url,
                        sqlite_path=config.sqlite_path or DEFAULT_SQLITE, capacity=config.capacity,
                        error_rate=config.error_rate, ttl_seconds=config.ttl_seconds) as target:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..bloom import GrowingFilter, Stage, WindowedBloomFilter, open_filter
 from ..bloom.sizing import expected_false_positive_rate
 from ..stores.admin import count_claims, lease_counts, namespace_record
-from ..stores.base import ClaimStore, StoreRefused, StoreUnavailable
+from ..stores.base import ClaimStore, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import STRATEGY_OF_KIND, open_store
 from ..stores.redisbloom import RedisBloomStore
 from .._checks import redact_url
@@ -83,7 +83,8 @@ def _store_report(strategy: str, namespace: str, redis_url: Optional[str], sqlit
         # The record's own layout (capacity, error rate) is adopted: these only fill the constructor.
         with open_store(strategy, namespace=namespace, policy_digest=record["policy"], redis_url=redis_url,
                         sqlite_path=sqlite_path, capacity=int(record.get("capacity", 1)),
-                        error_rate=float(record.get("error_rate", 0.01))) as store:
+                        error_rate=float(record.get("error_rate", 0.01)),
+                        window=window_of_stamp(record.get("window"))) as store:
             return _measure(store)
     except StoreRefused as exc:
         raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None

@@ -59,6 +59,8 @@ from .base import (
     StoreRefused,
     check_lease_seconds,
     check_policy_digest,
+    check_window_stamp,
+    window_stamp,
 )
 
 #: A client of one Redis node or of a Redis Cluster (same commands, same pipelines).
@@ -358,6 +360,7 @@ class RedisStore(ClaimStore):
             "store": self.kind,
             "fingerprint": FINGERPRINT_ID,
             "policy": self.policy_digest,
+            "window": window_stamp(window),
             **(layout or {}),
         }
         #: The redis-py client (a ``redis.asyncio`` one for an asynchronous store, once opened).
@@ -611,6 +614,7 @@ class RedisStore(ClaimStore):
                     f"namespace {self.namespace!r} holds {field}={stored.get(field)!r}, "
                     f"this store uses {field}={wanted[field]!r}: pick another namespace (or round)"
                 )
+        check_window_stamp(f"namespace {self.namespace!r}", stored.get("window"), self.window)
         return stored
 
     def _adopt_namespace(self) -> Plan[None]:

@@ -153,12 +153,16 @@ def namespace_record(strategy: str, namespace: str, *, redis_url: Optional[str] 
             return None
         try:
             with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-                row = db.execute("SELECT layout, fingerprint, policy FROM crawldedup_namespaces WHERE name = ?",
-                                 (namespace,)).fetchone()
+                columns = {row[1] for row in db.execute("PRAGMA table_info(crawldedup_namespaces)")}
+                window = "recrawl_window" if "recrawl_window" in columns else "NULL"  # a file made before it
+                row = db.execute(f"SELECT layout, fingerprint, policy, {window} FROM crawldedup_namespaces "
+                                 "WHERE name = ?", (namespace,)).fetchone()
         except sqlite3.DatabaseError as exc:
             raise StoreRefused(f"sqlite store {str(path)!r}", 1, str(exc), file_problem(path, exc)) from None
-        return None if row is None else {"layout": str(row[0]), "store": "sqlite", "fingerprint": row[1],
-                                         "policy": row[2]}
+        if row is None:
+            return None
+        record = {"layout": str(row[0]), "store": "sqlite", "fingerprint": row[1], "policy": row[2]}
+        return {**record, "window": row[3]} if row[3] is not None else record
     if redis_url is None:
         raise ValueError(f"the {strategy} strategy needs redis_url (REDIS_URL)")
     try:

@@ -79,7 +79,47 @@ class StoreRefused(StoreUnavailable):
 
 
 class NamespaceConflict(ValueError):
-    """A namespace already holds claims made under another canonical policy or store layout."""
+    """A namespace already holds claims made under another canonical policy, store layout or
+    recrawl window."""
+
+
+def window_stamp(window: Optional[Window]) -> str:
+    """The namespace record's text for a recrawl window: ``"<seconds>/<generations>"``, or
+    ``"none"`` for claims that never expire."""
+    return "none" if window is None else f"{window.seconds!r}/{window.generations}"
+
+
+def window_of_stamp(stamp: Optional[str]) -> Optional[Window]:
+    """The recrawl window a namespace record stamps (None for ``"none"`` or no stamp): what a
+    tool that reads a namespace, rather than joining it as a worker, opens it with.
+
+    :raises ValueError: for a stamp that is not a window.
+    """
+    if stamp is None or stamp == "none":
+        return None
+    seconds, generations = stamp.split("/")
+    return Window(float(seconds), int(generations))
+
+
+def _stamp_words(stamp: str) -> str:
+    try:
+        window = window_of_stamp(stamp)
+    except ValueError:
+        return f"the recrawl window {stamp!r}"
+    return "claims kept for ever (ttl_days 0)" if window is None else f"a recrawl window of {window.describe()}"
+
+
+def check_window_stamp(where: str, stored: Optional[str], window: Optional[Window]) -> None:
+    """Refuse a namespace whose record stamps another recrawl window than ``window``; a record
+    without the stamp (a namespace made before it existed) is taken as it is.
+
+    :raises NamespaceConflict: naming both windows.
+    """
+    ours = window_stamp(window)
+    if stored is not None and stored != ours:
+        raise NamespaceConflict(f"{where} was made for {_stamp_words(stored)}, this store uses {_stamp_words(ours)}: "
+                                "give every worker the same ttl_days and generations, or pick another namespace "
+                                "(or round)")
 
 
 class LeasesUnsupported(ValueError):

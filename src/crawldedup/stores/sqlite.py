@@ -8,6 +8,7 @@ Schema (part of the documented format, see docs/stores.md)::
     CREATE TABLE crawldedup_claims (namespace INTEGER NOT NULL, fingerprint BLOB NOT NULL,
                                     PRIMARY KEY (namespace, fingerprint)) WITHOUT ROWID
     ALTER TABLE crawldedup_claims ADD COLUMN claimed_at REAL
+    ALTER TABLE crawldedup_namespaces ADD COLUMN recrawl_window TEXT
     CREATE TABLE crawldedup_aliases (namespace INTEGER NOT NULL, requested BLOB NOT NULL,
                                      final BLOB NOT NULL, generation INTEGER NOT NULL,
                                      PRIMARY KEY (namespace, requested)) WITHOUT ROWID
@@ -16,7 +17,9 @@ Schema (part of the documented format, see docs/stores.md)::
 
 ``claimed_at`` (seconds since the epoch, by the store's clock) is set by a store with a recrawl
 window and NULL without one (such a claim never expires); the column is added on open to
-every file, those made before it existed included. With a window, a claim whose ``claimed_at`` is before the
+every file, those made before it existed included. ``recrawl_window`` stamps the window a
+namespace was made for (``base.window_stamp``): a store of another window is refused, naming
+both; a namespace made before the column existed (NULL) opens with any. With a window, a claim whose ``claimed_at`` is before the
 oldest live generation (``Window.live_since``) is won again by the next claim, atomically:
 ``INSERT ... ON CONFLICT DO UPDATE SET claimed_at = ... WHERE claimed_at < ?``.
 
@@ -57,6 +60,8 @@ from .base import (
     RetryPolicy,
     StoreCall,
     check_policy_digest,
+    check_window_stamp,
+    window_stamp,
 )
 
 #: SQLite page cache per connection, in KiB (a ceiling, allocated as pages are read).
@@ -87,12 +92,12 @@ _CLAIM_IN_WINDOW = """INSERT INTO crawldedup_claims (namespace, fingerprint, cla
 _LOOKUP_IN_WINDOW = _LOOKUP_FOR_EVER + " AND (claimed_at IS NULL OR claimed_at >= ?)"
 
 
-def _add_claimed_at(db: sqlite3.Connection) -> None:
-    """Add the claimed_at column to a file made before it existed (another process may race us)."""
-    columns = [row[1] for row in db.execute("PRAGMA table_info(crawldedup_claims)")]
-    if "claimed_at" not in columns:
+def _add_column(db: sqlite3.Connection, table: str, column: str, kind: str) -> None:
+    """Add a column to a file made before it existed (another process may race us)."""
+    columns = [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+    if column not in columns:
         try:
-            db.execute("ALTER TABLE crawldedup_claims ADD COLUMN claimed_at REAL")
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         except sqlite3.OperationalError as exc:
             if "duplicate column" not in str(exc):
                 raise
@@ -201,7 +206,8 @@ class SQLiteStore(ClaimStore):
             # took claims of 3M random fingerprints from 50,000/s to 75,000/s here.
             db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             db.executescript(_SCHEMA)
-            _add_claimed_at(db)
+            _add_column(db, "crawldedup_claims", "claimed_at", "REAL")
+            _add_column(db, "crawldedup_namespaces", "recrawl_window", "TEXT")
         except BaseException:
             db.close()
             raise
@@ -257,15 +263,16 @@ class SQLiteStore(ClaimStore):
 
         def record(db: sqlite3.Connection) -> Any:
             db.execute(
-                "INSERT OR IGNORE INTO crawldedup_namespaces (name, layout, fingerprint, policy) VALUES (?, ?, ?, ?)",
-                (self.namespace, *wanted),
+                "INSERT OR IGNORE INTO crawldedup_namespaces (name, layout, fingerprint, policy, recrawl_window) "
+                "VALUES (?, ?, ?, ?, ?)", (self.namespace, *wanted, window_stamp(self.window)),
             )
             return db.execute(
-                "SELECT id, layout, fingerprint, policy FROM crawldedup_namespaces WHERE name = ?", (self.namespace,)
+                "SELECT id, layout, fingerprint, policy, recrawl_window FROM crawldedup_namespaces WHERE name = ?",
+                (self.namespace,),
             ).fetchone()
 
         row = yield Work(record)
-        for field, stored, ours in zip(("layout", "fingerprint", "policy"), row[1:], wanted):
+        for field, stored, ours in zip(("layout", "fingerprint", "policy"), row[1:4], wanted):
             if field == "policy" and stored != ours:
                 raise NamespaceConflict(f"{self.path}: namespace {self.namespace!r} was made with "
                                         f"{policy_conflict(str(stored), str(ours))}")
@@ -274,6 +281,7 @@ class SQLiteStore(ClaimStore):
                     f"{self.path}: namespace {self.namespace!r} holds {field}={stored!r}, "
                     f"this store uses {field}={ours!r}: pick another namespace (or round)"
                 )
+        check_window_stamp(f"{self.path}: namespace {self.namespace!r}", row[4], self.window)
         self._namespace_id = int(row[0])
 
     def _exchange(
