@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 import redis
 
-from crawldedup import AliasesUnsupported, AsyncDeduplicator, Deduplicator
+from crawldedup import AliasesUnsupported, AsyncDeduplicator, AsyncServiceClient, Deduplicator, ServiceClient
 from crawldedup.config import DedupConfig
 from crawldedup.dedup.aliases import ALIASES_MAGIC, RECORD, AliasFileError
 from crawldedup.stores.aliases import Aliases
@@ -220,6 +220,15 @@ async def test_the_service_strategy_keeps_the_aliases_of_its_store(redis_server)
             assert await a.claim_final([page(7)], requested=[short(7)]) == [True]
         with Deduplicator("set", redis_url=redis_server.url, namespace="svc") as direct:
             assert direct.seen_through_redirects([short(7), short(2)]) == [True, True]
+        # the fingerprint calls of the service itself, for crawlers in any language
+        with ServiceClient(server.url) as client:
+            assert client.claim_final([page(8), page(1)], requested=[short(8), short(18)]) == [True, False]
+            assert client.seen_through_redirects([short(8), short(18), short(19)]) == [True, True, False]
+            with pytest.raises(ValueError, match="one URL per final URL"):
+                client.claim_final([page(9)], requested=[])
+        async with AsyncServiceClient(server.url) as aclient:
+            assert await aclient.claim_final([page(9)], requested=[short(9)], lease=30) == [True]
+            assert await aclient.seen_through_redirects([short(9)]) == [True]
     assert "Traceback" not in server.stderr
 
 

@@ -99,6 +99,8 @@ class ServiceApp:
             "release": lambda f: dedup.release(f["urls"]),
             "renew": lambda f: dedup.renew(f["urls"], f["lease"]),
             "expired": lambda f: dedup.expired(**f),
+            "claim_final": lambda f: dedup.claim_final(f["final_urls"], f["requested"], f.get("lease")),
+            "seen_through_redirects": lambda f: dedup.seen_through_redirects(f["urls"]),
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

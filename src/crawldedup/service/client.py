@@ -86,6 +86,15 @@ class Requests:
         return _exchange(name, lambda f: listed(f[answer]), urls=_batch(urls), lease=lease)
 
     @staticmethod
+    def claim_final(final_urls: Sequence[str], requested: Sequence[str], lease: Optional[float]) -> "Exchange[List[bool]]":
+        return _exchange("claim_final", lambda f: listed(f["won"]), final_urls=_batch(final_urls),
+                         requested=_batch(requested), lease=lease)
+
+    @staticmethod
+    def seen_through_redirects(urls: Sequence[str]) -> "Exchange[List[bool]]":
+        return _exchange("seen_through_redirects", lambda f: listed(f["seen"]), urls=_batch(urls))
+
+    @staticmethod
     def expired(limit: int, lease: Optional[float]) -> "Exchange[List[str]]":
         return _exchange("expired", lambda f: [str(url) for url in f["urls"]], limit=limit, lease=lease)
 
@@ -185,6 +194,16 @@ class ServiceClient(_Client):
         """Whether URLs were claimed (canonicalized by the service); claims nothing."""
         return self._send(Requests.seen(urls))
 
+    def claim_final(self, final_urls: Sequence[str], requested: Sequence[str],
+                    lease: Optional[float] = None) -> List[bool]:
+        """After redirected fetches: per fetch, True when its final page is new (``POST
+        /v1/claim_final``; see :meth:`Deduplicator.claim_final`)."""
+        return self._send(Requests.claim_final(final_urls, requested, lease))
+
+    def seen_through_redirects(self, urls: Sequence[str]) -> List[bool]:
+        """Whether URLs are recorded as redirecting to a claimed page (``POST /v1/seen_through_redirects``)."""
+        return self._send(Requests.seen_through_redirects(urls))
+
     def done(self, urls: Sequence[str]) -> List[bool]:
         """Make leased URLs visited for good; per URL, True when done (see :meth:`Deduplicator.done`)."""
         return self._send(Requests.settle("done", urls))
@@ -263,6 +282,15 @@ class AsyncServiceClient(_Client):
     async def seen(self, urls: Sequence[str]) -> List[bool]:
         """Whether URLs were claimed (canonicalized by the service); claims nothing."""
         return await self._send(Requests.seen(urls))
+
+    async def claim_final(self, final_urls: Sequence[str], requested: Sequence[str],
+                          lease: Optional[float] = None) -> List[bool]:
+        """See :meth:`ServiceClient.claim_final`."""
+        return await self._send(Requests.claim_final(final_urls, requested, lease))
+
+    async def seen_through_redirects(self, urls: Sequence[str]) -> List[bool]:
+        """See :meth:`ServiceClient.seen_through_redirects`."""
+        return await self._send(Requests.seen_through_redirects(urls))
 
     async def done(self, urls: Sequence[str]) -> List[bool]:
         """Make leased URLs visited for good; per URL, True when done."""

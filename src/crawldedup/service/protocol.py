@@ -96,6 +96,9 @@ CALLS: Dict[str, Call] = {
     "release": Call("/v1/release", (_URLS,), "released"),
     "renew": Call("/v1/renew", (_URLS, _LEASE._replace(required=True)), "renewed"),
     "expired": Call("/v1/expired", (Field("limit", "an integer", is_integer), _LEASE), "urls"),
+    "claim_final": Call("/v1/claim_final", (_URLS._replace(name="final_urls"), _URLS._replace(name="requested"), _LEASE),
+                        "won"),
+    "seen_through_redirects": Call("/v1/seen_through_redirects", (_URLS,), "seen"),
 }
 #: Path -> client method name of the call there.
 CALL_AT: Dict[str, str] = {call.path: name for name, call in CALLS.items()}
