@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -91,27 +92,41 @@ def test_sentinel_failover(durability, lag_seconds, sentinel_set: SentinelSet, t
 
     def kill() -> None:
         assert sentinel_set.primary.process is not None
-        replicas = [replica.process for replica in sentinel_set.replicas if replica.process is not None]
-        if lag_seconds:
-            assert _ask(sentinel_set.primary.port, "CONFIG", "SET", "repl-timeout", "2")
-            for replica in replicas:
-                replica.send_signal(signal.SIGSTOP)
-            time.sleep(lag_seconds)
-        sentinel_set.primary.process.send_signal(signal.SIGKILL)
-        for replica in replicas:
-            replica.send_signal(signal.SIGCONT)
+        stall_then_kill(sentinel_set.primary.port, sentinel_set.primary.process,
+                        [replica.process for replica in sentinel_set.replicas if replica.process is not None],
+                        lag_seconds)
 
     winners, repeated = run_with_kill(options, tmp_path, kill)
     assert sentinel_set.primary_port() in {r.port for r in sentinel_set.replicas}, "no replica was promoted"
     judge(winners, durability, repeated, record_property)
 
 
+def stall_then_kill(port: int, primary: subprocess.Popen, replicas: List[subprocess.Popen], seconds: float) -> None:
+    """SIGKILL the primary on ``port``; with ``seconds``, its replicas stall (SIGSTOP) that long
+    first, past the primary's ``repl-timeout`` (2 s), and resume (SIGCONT) as it dies."""
+    if seconds:
+        assert _ask(port, "CONFIG", "SET", "repl-timeout", "2")
+        for replica in replicas:
+            replica.send_signal(signal.SIGSTOP)
+        time.sleep(seconds)
+    primary.send_signal(signal.SIGKILL)
+    for replica in replicas:
+        replica.send_signal(signal.SIGCONT)
+
+
 def _masters(cluster: RedisClusterServers) -> List[int]:
     return [i for i, port in enumerate(cluster.ports) if _replication(port).get("role") == "master"]
 
 
-@pytest.mark.parametrize("durability", ["replicated", "primary"])
-def test_cluster_failover(durability, replicated_cluster: RedisClusterServers, tmp_path, record_property):
+#: The cluster cases, as SENTINEL_CASES: a stalled replica only with CRAWLDEDUP_FAILOVER_CASES=all.
+CLUSTER_CASES = [("replicated", 0), ("primary", 0)]
+if os.environ.get("CRAWLDEDUP_FAILOVER_CASES") == "all":
+    CLUSTER_CASES += [("replicated", 4), ("primary", 4)]
+
+
+@pytest.mark.parametrize("durability, lag_seconds", CLUSTER_CASES,
+                         ids=[f"{d}-killed{'-lagging' if lag else ''}" for d, lag in CLUSTER_CASES])
+def test_cluster_failover(durability, lag_seconds, replicated_cluster: RedisClusterServers, tmp_path, record_property):
     import redis
 
     # The victim: the master of the first hash-tag group's slot (every batch touches it).
@@ -125,8 +140,12 @@ def test_cluster_failover(durability, replicated_cluster: RedisClusterServers, t
     options = {"strategy": "set", "redis_url": f"redis://127.0.0.1:{entry}/0", "namespace": "failover",
                "durability": durability}
 
+    replica = next(i for i, port in enumerate(replicated_cluster.ports)
+                   if _replication(port).get("master_port") == owner)
+
     def kill() -> None:
-        replicated_cluster.processes[victim].send_signal(signal.SIGKILL)
+        stall_then_kill(owner, replicated_cluster.processes[victim], [replicated_cluster.processes[replica]],
+                        lag_seconds)
         # Its replica takes over; the node then comes back as that replica's replica, so that
         # WAIT has a replica to count again on those slots.
         _wait_for("the replica taking over", lambda: len(_masters(replicated_cluster)) == 3
