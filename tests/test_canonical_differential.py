@@ -63,7 +63,7 @@ HOSTS = st.one_of(
         "", ".", "a b", "a\\b", "a<b", "a~b", "\u3002",
         # Policy 2: WHATWG's IPv4 forms and failures, escaped hosts.
         "0x7f.1", "3279880203", "0300.0250.0.01", "1.2.3.4.", "1.2.3.4.5", "256.256.256.256", "foo.09", "0x100000000",
-        "0x", "1.0x", "09.1", "example.1a", "exa%2Emple", "b%C3%BCcher.example", "%FF.example", "%41.1",
+        "0x", "1.0x", "09.1", "example.1a", "axn--.example", "a.xn--", "XN--bcher-kva.example", "exa%2Emple", "b%C3%BCcher.example", "%FF.example", "%41.1",
     ]),
 )
 PORTS = st.sampled_from(["", ":", ":80", ":443", ":080", ":0443", ":8080", ":0", ":00", ":65535", ":65536",

@@ -92,6 +92,7 @@ ROWS = [
     row("http://a%2E%2Eb/", REFUSED, REFUSED, "r4-decoded-empty-label-refused"),
     row("http://%31%32%37.0.0.1/", "http://127.0.0.1/", REFUSED, "r4-decoded-then-ipv4"),
     row("http://xn--/", REFUSED, "http://xn--/", "r4-invalid-a-label-refused"),
+    row("http://axn--b.example/", "http://axn--b.example/", "http://axn--b.example/", "r4-xn-inside-a-label-is-no-a-label"),
     row("http://XN--bcher-kva.example/", "http://xn--bcher-kva.example/", "http://xn--bcher-kva.example/",
         "r4-valid-a-label-kept"),
     # Rule 5: IPv4.

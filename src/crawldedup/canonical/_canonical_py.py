@@ -61,6 +61,8 @@ _PLAIN_SPECIAL_RE = re.compile(r"(?:[Hh][Tt][Tt][Pp][Ss]?|[Ww][Ss][Ss]?|[Ff][Tt]
 _DEFAULT_PORTS: Dict[str, int] = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
 
 _HOST_CHARS_RE = re.compile(r"[a-z0-9_.\-]+\Z")
+# Policy 2: a label that starts with "xn--" (an A-label), which UTS #46 checks.
+_A_LABEL_RE = re.compile(r"(?:\A|\.)[Xx][Nn]--")
 _HOST_BAD_CHAR_RE = re.compile(r"[^a-z0-9_.\-]")
 _MAX_LABEL = 63
 
@@ -329,7 +331,7 @@ def _canonical_name(host: str, strip_www: bool, whatwg: bool) -> str:
             host = _whatwg.special_host(host)
         except UnicodeDecodeError:
             raise InvalidURL(f"host {_show(host)} percent-decodes to bytes that are not UTF-8") from None
-    if host.isascii() and not (whatwg and "xn--" in host.lower()):
+    if host.isascii() and not (whatwg and _A_LABEL_RE.search(host) is not None):
         name = host.lower()
     else:
         # Policy 2 reads an ASCII host with an A-label through UTS #46 too, as WHATWG does, so
