@@ -40,7 +40,8 @@ EXIT_CODES: Tuple[Tuple[int, str], ...] = (
     (EXIT_USAGE, "usage: an unknown option, a bad option value or a bad environment variable"),
     (EXIT_STATE, "a state or filter file is missing, corrupt or incompatible, merge would overwrite a file, "
                  "or the store's namespace was made by another store kind or canonical policy, does not exist "
-                 "(stats, migrate), or is half way through a migration elsewhere"),
+                 "(stats, migrate), is half way through a migration elsewhere, or holds a seed that is incomplete, of "
+                 "another file or of another window"),
     (EXIT_IO, "an input could not be read, or an output could not be written"),
     (EXIT_STORE, "the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out, locked"),
     (EXIT_STORE_REFUSED, "the claim store refused, not retried: a misconfiguration the message names (no "

@@ -1,10 +1,13 @@
 """``crawldedup migrate``: move a ``set`` namespace's claims to another store, so that a running
-crawl changes strategy without re-crawling what it visited (``stores/migration.py`` copies).
+crawl changes strategy without re-crawling what it visited (``stores/migration.py`` copies);
+or seed a store's namespace with a local state file (``--from-state``, ``stores/seed.py``), so
+that a single-host crawl grows into a fleet without re-crawling.
 
 The cutover, in order (docs/cli.md): run ``migrate`` while the workers run (the long copy);
 stop the workers; run the same command again (a last pass: it copies what was claimed during
 the first); start the workers on the new strategy. Each run is one pass, and a pass killed at
-any point resumes where it stopped.
+any point resumes where it stopped. With ``--from-state``: stop the single-host crawl, run
+``migrate`` (a killed run resumes), start the workers on the store.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ import sys
 from typing import Any, Optional
 
 from .._wording import counted
+from ..bloom import FilterFileError, WindowedBloomFilter, open_filter
 from ..config import SETTINGS, DedupConfig
+from ..dedup.seed import window_text
+from ..dedup.state import state_policy
 from ..stores.admin import namespace_record
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable, window_of_stamp
-from ..stores.factory import STRATEGIES, STRATEGY_OF_KIND, open_store
+from ..stores.factory import REDIS_STRATEGIES, STRATEGIES, STRATEGY_OF_KIND, open_store
 from ..stores.migration import BATCH, Migration, MigrationConflict
+from ..stores.seed import SEED_CHUNK_BYTES, SeedConflict, upload_seed
 from ..stores.redis_keys import RedisKeyStore
 from ..windows import Window
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
@@ -26,7 +33,7 @@ from ._store_options import DEFAULT_SQLITE, store_config
 
 #: Option -> the DedupConfig field it sets (the source's Redis and namespace, the target's sizes).
 OPTIONS = {"redis_url": "redis_url", "namespace": "namespace", "sqlite": "sqlite_path", "capacity": "capacity",
-           "error_rate": "error_rate", "ttl_days": "ttl_days"}
+           "error_rate": "error_rate", "ttl_days": "ttl_days", "generations": "generations"}
 
 
 def add_command(commands: Any, epilog: str, formatter: Any) -> None:
@@ -37,8 +44,11 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
                     "the cursor so that a killed run resumes. Cutover: run it while the workers run, stop them, "
                     "run it again, start them on the new strategy (docs/cli.md).",
         epilog=epilog, formatter_class=formatter)
-    migrate.add_argument("--from", dest="source", required=True, choices=[RedisKeyStore.strategy],
-                         help="the store the claims are in")
+    source = migrate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--from", dest="source", choices=[RedisKeyStore.strategy], help="the store the claims are in")
+    source.add_argument("--from-state", metavar="FILE",
+                        help="a local state file (crawldedup filter --state) to seed the target namespace with: "
+                             "every Deduplicator on it treats the file's pages as seen")
     migrate.add_argument("--to", dest="target", required=True,
                          choices=[name for name, store in STRATEGIES.items() if store is not None],
                          help="the store to copy them into")
@@ -51,11 +61,19 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
                          help=f"the target database of --to sqlite (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
     migrate.add_argument("--capacity", metavar="N", help="URLs a new target namespace is sized for ($BLOOM_CAPACITY)")
     migrate.add_argument("--error-rate", metavar="P", help="false-positive rate of a RedisBloom target ($BLOOM_ERROR_RATE)")
-    migrate.add_argument("--ttl-days", metavar="DAYS", help="lifetime of the copies in a set target ($VISITED_TTL_DAYS)")
+    migrate.add_argument("--ttl-days", metavar="DAYS",
+                         help="lifetime of the copies in a set target; with --from-state, the workers' recrawl "
+                              "window, which must be the file's ($VISITED_TTL_DAYS)")
+    migrate.add_argument("--generations", metavar="G",
+                         help="with --from-state: the workers' generations, which must be the file's "
+                              "($CRAWLDEDUP_GENERATIONS)")
+    migrate.add_argument("--chunk-kib", type=int, default=SEED_CHUNK_BYTES >> 10, metavar="KIB",
+                         help=f"with --from-state: KiB per stored chunk of the file (default {SEED_CHUNK_BYTES >> 10:,})")
     migrate.add_argument("--batch-size", type=int, default=BATCH, metavar="N",
                          help=f"keys per SCAN step and per claim of the target (default {BATCH:,})")
     migrate.add_argument("--restart", action="store_true",
-                         help="start over when a pass to another target was left half way (an abandoned migration)")
+                         help="start over when a pass to another target was left half way (an abandoned migration); "
+                              "with --from-state, replace the namespace's seed of another file")
     migrate.set_defaults(run=run_migrate)
 
 
@@ -66,6 +84,8 @@ def _usage(message: str) -> CLIError:
 def run_migrate(args: argparse.Namespace) -> int:
     """Run one pass; see :func:`add_command` for the options."""
     config = store_config(args, "migrate", OPTIONS)
+    if args.from_state is not None:
+        return _run_seed(args, config)
     if args.batch_size < 1:
         raise _usage(f"--batch-size must be a positive integer, got {args.batch_size}")
     if config.redis_url is None:
@@ -117,4 +137,51 @@ def _run(args: argparse.Namespace, config: DedupConfig, policy: str, window: Opt
             print(f"crawldedup migrate: next, stop the workers, run the same command again (a last pass), then "
                   f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}",
                   file=sys.stderr)
+    return EXIT_OK
+
+
+def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
+    """Seed the target namespace with the state file of ``--from-state`` (resuming a stopped upload)."""
+    if args.chunk_kib < 1:
+        raise _usage(f"--chunk-kib must be a positive integer, got {args.chunk_kib}")
+    target_url = args.to_redis_url or config.redis_url
+    namespace = args.to_namespace or config.namespace
+    if args.target in REDIS_STRATEGIES and target_url is None:
+        raise _usage(f"the {args.target} target needs --redis-url or --to-redis-url (or $REDIS_URL)")
+    try:
+        SETTINGS["namespace"].check(namespace)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+    path = args.from_state
+    try:
+        with open_filter(path, "r") as seed:
+            policy = state_policy(seed, path)
+            window = seed.window if isinstance(seed, WindowedBloomFilter) else None
+            pages = seed.approx_items
+    except FilterFileError as exc:
+        raise CLIError(EXIT_STATE, str(exc)) from None
+    if window != config.window:
+        raise CLIError(EXIT_STATE, f"{path}: made for a recrawl window of {window_text(window)}, the workers would "
+                                   f"use {window_text(config.window)}: give the file's --ttl-days and --generations "
+                                   f"(and start the workers with them)")
+    try:
+        with open_store(args.target, namespace=namespace, policy_digest=policy, redis_url=target_url,
+                        sqlite_path=config.sqlite_path or DEFAULT_SQLITE, capacity=config.capacity,
+                        error_rate=config.error_rate, ttl_seconds=config.ttl_seconds, window=config.window) as target:
+            done = upload_seed(target, path, policy=policy, window=window_text(window), chunk_bytes=args.chunk_kib << 10,
+                               restart=args.restart)
+            where = target.description
+    except StoreRefused as exc:
+        raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
+    except StoreUnavailable as exc:
+        raise CLIError(EXIT_STORE, f"{exc} (run the same command again: the upload resumes)") from None
+    except (NamespaceConflict, SeedConflict) as exc:
+        raise CLIError(EXIT_STATE, str(exc)) from None
+    if not done.sent:
+        sent = "already there"
+    else:
+        sent = f"{done.sent:,} sent" + (f", resumed at chunk {done.resumed_at + 1}" if done.resumed_at else "")
+    print(f"crawldedup migrate: seeded {where} with {path} ({done.record.size:,} bytes, about {pages:,} pages, "
+          f"{counted(done.record.chunks, 'chunk')}, {sent}): start the workers with "
+          f"DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={namespace}", file=sys.stderr)
     return EXIT_OK

@@ -107,8 +107,10 @@ class Deduplicator(DedupCore[ClaimStore]):
 
     def _made(self) -> None:
         try:
+            drive(self._seed_plan(), self._ask)
             self._open_state()
         except BaseException:
+            self._close_seed()
             if self._owns_store and self.store is not None:
                 self.store.close()
             raise
@@ -376,6 +378,7 @@ class Deduplicator(DedupCore[ClaimStore]):
                 if self.store is not None:
                     self.store.close()
             finally:
+                self._close_seed()
                 self.local_filter.close()
                 if self._local_aliases is not None:
                     self._local_aliases.close()

@@ -78,8 +78,10 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
             if self.store is not None:
                 await self.store.open()
             try:
+                await adrive(self._seed_plan(), self._ask, self._worker)  # a seed is written to a file
                 await asyncio.get_running_loop().run_in_executor(None, self._open_state)  # a new file reserves its blocks
             except BaseException:
+                self._close_seed()
                 if self._owns_store and self.store is not None:
                     await self.store.aclose()
                 raise
@@ -186,6 +188,7 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
                 if self.store is not None:
                     await self.store.aclose()
             finally:
+                self._close_seed()
                 if self._opened:
                     await loop.run_in_executor(None, self.local_filter.close)  # flushes the file
                     if self._local_aliases is not None:

@@ -31,9 +31,11 @@ from ..fingerprints import Fingerprints
 from ..stores.aio import AsyncClaimStore
 from ..stores.aliases import DEFAULT_MAX_ALIASES, Aliases, check_max_aliases, unsupported
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
+from ..stores.seed import seed_layout
 from ..stores.factory import LOCAL
 from .aliases import LocalAliases, aliases_path
 from .content import ContentChecks
+from .seed import Seed, load_seed
 from .leases import URL, Leases, lease_store
 from .pipeline import ClaimPipeline, StoreAsk
 from .state import open_state
@@ -165,6 +167,8 @@ class DedupCore(Generic[S]):
                                canonical_digest=self.policy.digest, capacity=self.config.capacity),
             content_distance, lambda urls: canonicalize_many(urls, policy=self.policy),
         )
+        #: The namespace's seed filter (``crawldedup migrate --from-state``), once the store is open.
+        self._seed: Optional[Seed] = None
         self._made()
 
     def _claims(self) -> Optional[ClaimStore]:
@@ -179,6 +183,19 @@ class DedupCore(Generic[S]):
         """Make (and, blocking, open) the store of ``strategy``."""
         raise NotImplementedError
 
+    def _seed_plan(self) -> Plan[None]:
+        """Download the namespace's seed, if it has one (once the store is open)."""
+        claims = self._claims()
+        layout = seed_layout(claims) if claims is not None else None
+        if layout is not None:
+            self._seed = yield from load_seed(layout, policy_digest=self.policy.digest, window=self.config.window,
+                                              clock=self._clock)
+
+    def _close_seed(self) -> None:
+        if self._seed is not None:
+            self._seed.close()
+            self._seed = None
+
     def _open_state(self) -> None:
         """Open the local filter (after the store was reached: an unreachable store leaves no
         state file behind) and the steps that use it."""
@@ -187,7 +204,8 @@ class DedupCore(Generic[S]):
             namespace=self.namespace, window=self.config.window, clock=self._clock,
         )
         self._pipeline = ClaimPipeline(self.local_filter, self.store is not None, verify_hits=self.verify_hits,
-                                       sample_rate=self.sample_rate, owner=self.worker_id, counter=self._counter)
+                                       sample_rate=self.sample_rate, owner=self.worker_id, counter=self._counter,
+                                       seed=self._seed.filter if self._seed is not None else None)
         self._leases = Leases(self.store, self.config.strategy, self.local_filter, self.worker_id, self.policy,
                               self._counter)
         #: The alias map of the ``local`` strategy (a store keeps its own).
@@ -309,6 +327,10 @@ class DedupCore(Generic[S]):
         for its misses (for every row with ``verify_hits``). Nothing is claimed, learnt or counted."""
         seen = self.local_filter.contains_hashes(hashes)
         ask = np.arange(len(hashes)) if self.verify_hits else np.flatnonzero(~seen)
+        if self._seed is not None and len(ask):
+            in_seed = self._seed.filter.contains_hashes(hashes[ask])
+            seen[ask[in_seed]] = True
+            ask = ask[~in_seed]
         if self.store is not None and len(ask):
             present = yield StoreAsk("contains_many", (Fingerprints(hashes[ask]),))
             seen[ask] = np.asarray(present, dtype=bool)

@@ -85,6 +85,8 @@ class ClaimPipeline:
 
     :param local_filter: the local filter (only read here).
     :param shared: whether a store answers the misses (False: the local filter decides alone).
+    :param seed: the namespace's seed filter (:mod:`crawldedup.dedup.seed`): its hits are
+        seen, never claimed (not even with ``verify_hits``), and never learnt locally.
     :param verify_hits: claim the local hits in the store too.
     :param sample_rate: share of local hits read from the store to measure the filter's loss.
     :param owner: the owner of this caller's leases.
@@ -92,8 +94,9 @@ class ClaimPipeline:
     """
 
     def __init__(self, local_filter: LocalFilter, shared: bool, *, verify_hits: bool,
-                 sample_rate: float, owner: str, counter: StatsCounter) -> None:
+                 sample_rate: float, owner: str, counter: StatsCounter, seed: Optional[LocalFilter] = None) -> None:
         self.local_filter = local_filter
+        self.seed = seed
         self.shared = shared
         self.verify_hits = verify_hits
         self.owner = owner
@@ -112,6 +115,11 @@ class ClaimPipeline:
         hit = self.local_filter.contains_hashes(hashes)
         hits = int(hit.sum())
         candidates = np.arange(len(hashes)) if self.verify_hits else np.flatnonzero(~hit)
+        seeded = 0
+        if self.seed is not None and len(candidates):
+            in_seed = self.seed.contains_hashes(hashes[candidates])
+            seeded = int(in_seed.sum())
+            candidates = candidates[~in_seed]
         claims = first_rows(hashes, candidates)
         if not self.shared:
             self.counter.add(local_hits=hits, answered_locally=len(hashes))
@@ -127,8 +135,10 @@ class ClaimPipeline:
         else:
             checked, false_hits, local = len(reads), answers.present.count(False), hits
         self.counter.add(
-            local_hits=hits, answered_locally=local, store_claims=len(claims.rows), store_reads=len(reads),
-            round_trips=1 if len(claims.rows) or len(reads) or aliases is not None else 0, sampled_hits=checked, false_hits=false_hits,
+            local_hits=hits, seed_hits=seeded, answered_locally=local + seeded, store_claims=len(claims.rows),
+            store_reads=len(reads),
+            round_trips=1 if len(claims.rows) or len(reads) or aliases is not None else 0, sampled_hits=checked,
+            false_hits=false_hits,
             leased=len(won) if lease is not None else 0, held=len(held),
         )
         return Claimed(won, learn)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional
 
 from .._checks import PathArg
 from ..bloom import BloomFilter, FilterFileError, GrowingFilter, WindowedBloomFilter, open_filter_file
@@ -20,11 +20,27 @@ def _stamp(policy_digest: str, namespace: Optional[str]) -> bytes:
     return b" ".join(words)
 
 
+<<<<<<< HEAD
 def _check_stamp(bloom: GrowingFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
+=======
+def _read_stamp(bloom: LocalFilter, path: PathArg) -> Dict[str, str]:
+>>>>>>> 437eec9 (crawldedup migrate --from-state FILE: a local state file seeds a store's namespace (its bytes in chunks beside the claims, resumable after SIGKILL), and every Deduplicator and AsyncDeduplicator that opens the namespace downloads it and takes the pages it holds for seen; policy and window checked on both sides, a half-uploaded seed refused; stats.seed_hits; docs/cli.md, docs/stores.md)
     words = bloom.metadata.split(b" ")
     if words[0] != STATE_STAMP:
         raise FilterFileError(f"{path}: not a crawldedup state file (its metadata has no {STATE_STAMP.decode()} stamp)")
-    stamp = dict(word.decode("ascii", "replace").partition("=")[::2] for word in words[1:])
+    return dict(word.decode("ascii", "replace").partition("=")[::2] for word in words[1:])
+
+
+def state_policy(bloom: LocalFilter, path: PathArg) -> str:
+    """The canonical policy digest a state file is stamped with.
+
+    :raises FilterFileError: for a file without a crawldedup stamp.
+    """
+    return _read_stamp(bloom, path).get("policy", "")
+
+
+def _check_stamp(bloom: LocalFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
+    stamp = _read_stamp(bloom, path)
     if stamp.get("policy") != policy_digest:
         raise FilterFileError(f"{path}: made with {policy_conflict(stamp.get('policy', '?'), policy_digest)}")
     if namespace is not None and stamp.get("namespace", namespace) != namespace:

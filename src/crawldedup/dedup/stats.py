@@ -16,8 +16,10 @@ class DedupStats:
     :ivar urls: URLs given to claim.
     :ivar invalid: URLs refused by canonicalization (never won).
     :ivar local_hits: valid URLs the local filter called seen.
-    :ivar answered_locally: valid URLs answered without the store (the local hits, unless
-        ``verify_hits``; every URL with the ``local`` strategy).
+    :ivar seed_hits: valid URLs the namespace's seed (a state file migrated into the store by
+        ``crawldedup migrate --from-state``) called seen; never sent to the store.
+    :ivar answered_locally: valid URLs answered without the store (the local and seed hits,
+        unless ``verify_hits``; every URL with the ``local`` strategy).
     :ivar store_claims: fingerprints sent to the store to claim (duplicates within a batch once).
     :ivar store_reads: local hits sent to the store as reads by the sampled check.
     :ivar round_trips: store round trips made for claims (one per batch that needed the store).
@@ -49,6 +51,7 @@ class DedupStats:
     urls: int = 0
     invalid: int = 0
     local_hits: int = 0
+    seed_hits: int = 0
     answered_locally: int = 0
     store_claims: int = 0
     store_reads: int = 0

@@ -114,17 +114,18 @@ class AsyncClaimStore:
             return result
 
     async def _perform(self, call: Union[StoreCall[T], T], token: Optional[bytes] = None) -> T:
-        if not isinstance(call, StoreCall):
-            return call
+        return await self.perform(call, token) if isinstance(call, StoreCall) else call
+
+    async def perform(self, call: StoreCall[T], token: Optional[bytes] = None) -> T:
+        """See :meth:`ClaimStore.perform`: another layer's call over this store's channel, awaited.
+
+        :param token: as :meth:`claim_and_read`'s.
+        """
         await self.open()
         plan = call.plan
         resume = self.worker if call.size > INLINE_FINGERPRINTS else inline
         with self.store._call_token(call.resume_key, token) as used:
             return await self._with_retries(lambda: adrive(plan(used), self.store._asend, resume))
-
-    async def perform(self, call: Union[StoreCall[T], T]) -> T:
-        """See :meth:`ClaimStore.perform`: another layer's call over this store's channel, awaited."""
-        return await self._perform(call)
 
     async def claim_and_read(
         self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None,

@@ -504,16 +504,19 @@ class ClaimStore(abc.ABC):
         """Send one request of a plan and return its reply (the async channel)."""
         raise NotImplementedError
 
-    def perform(self, call: Union[StoreCall[T], T]) -> T:
-        """Run another layer's call (the page exchanges of content checks) over this store's
-        channel, under its retries, error messages and tokens (a call with a ``resume_key``
-        that raised :class:`StoreUnavailable` is resumed when made again); an answer that
-        needed no I/O is returned as it is.
+    def perform(self, call: StoreCall[T]) -> T:
+        """Run another layer's call (the page exchanges of content checks, a namespace's seed)
+        over this store's channel, under its retries, error messages and tokens (a call with a
+        ``resume_key`` that raised :class:`StoreUnavailable` is resumed when made again).
 
         :raises StoreRefused: at the first permanent error.
         :raises StoreUnavailable: when every attempt failed with a transient error.
         """
-        return self._perform(call)
+        if self.asynchronous:
+            raise TypeError(f"{self.description} was opened for asyncio: use it through AsyncClaimStore")
+        plan = call.plan
+        with self._call_token(call.resume_key) as token:
+            return self._with_retries(lambda: drive(plan(token), self._send))
 
     def _with_retries(self, call: Callable[[], T]) -> T:
         """Run ``call`` under the retry policy; count round trips and failures.
@@ -534,13 +537,7 @@ class ClaimStore(abc.ABC):
 
     def _perform(self, call: Union[StoreCall[T], T]) -> T:
         """Run a call to its answer with blocking I/O (an answer that needs none is returned)."""
-        if not isinstance(call, StoreCall):
-            return call
-        if self.asynchronous:
-            raise TypeError(f"{self.description} was opened for asyncio: use it through AsyncClaimStore")
-        plan = call.plan
-        with self._call_token(call.resume_key) as token:
-            return self._with_retries(lambda: drive(plan(token), self._send))
+        return self.perform(call) if isinstance(call, StoreCall) else call
 
     # -- the public sync API -------------------------------------------------------------------
 
