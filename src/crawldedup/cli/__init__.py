@@ -9,7 +9,8 @@ Exit codes (``EXIT_CODES``, also in ``--help`` and docs/cli.md)::
     2    usage: an unknown option, a bad option value or a bad environment variable
     3    a state or filter file is missing, corrupt or incompatible, merge would overwrite a file,
          or the store's namespace was made by another store kind or canonical policy, does not
-         exist (stats, migrate), or is half way through a migration elsewhere
+         exist (stats, migrate), is half way through a migration elsewhere, or holds a seed that
+         is incomplete, of another file or of another window
     4    an input could not be read, or an output could not be written
     5    the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out,
          locked

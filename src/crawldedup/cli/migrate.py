@@ -17,7 +17,7 @@ import sys
 from typing import Any, Optional
 
 from .._wording import counted
-from ..bloom import FilterFileError, WindowedBloomFilter, open_filter
+from ..bloom import FilterFileError, GrowingFilter, open_filter_file
 from ..config import SETTINGS, DedupConfig
 from ..dedup.seed import window_text
 from ..dedup.state import state_policy
@@ -154,10 +154,11 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
         raise _usage(str(exc)) from None
     path = args.from_state
     try:
-        with open_filter(path, "r") as seed:
+        with GrowingFilter(open_filter_file(path, "r")) as seed:
             policy = state_policy(seed, path)
-            window = seed.window if isinstance(seed, WindowedBloomFilter) else None
+            window = seed.window
             pages = seed.approx_items
+            files = [str(stage.path) for stage in seed.stages()]
     except FilterFileError as exc:
         raise CLIError(EXIT_STATE, str(exc)) from None
     if window != config.window:
@@ -168,7 +169,7 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
         with open_store(args.target, namespace=namespace, policy_digest=policy, redis_url=target_url,
                         sqlite_path=config.sqlite_path or DEFAULT_SQLITE, capacity=config.capacity,
                         error_rate=config.error_rate, ttl_seconds=config.ttl_seconds, window=config.window) as target:
-            done = upload_seed(target, path, policy=policy, window=window_text(window), chunk_bytes=args.chunk_kib << 10,
+            done = upload_seed(target, files, policy=policy, window=window_text(window), chunk_bytes=args.chunk_kib << 10,
                                restart=args.restart)
             where = target.description
     except StoreRefused as exc:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from typing import Optional
+from typing import List, Optional
 
 from .._plans import Plan
-from ..bloom import LocalFilter, WindowedBloomFilter, open_filter
+from ..bloom import GrowingFilter, open_filter_file
+from ..bloom.growing import stage_path
 from ..stores.base import NamespaceConflict
 from ..stores.seed import SeedLayout
 from ..windows import Clock, Window
@@ -36,25 +37,31 @@ def window_text(window: Optional[Window]) -> str:
 
 
 class Seed:
-    """A downloaded seed filter (read-only) and its temporary file.
+    """A downloaded seed filter (read-only) and its temporary files.
 
-    :ivar filter: the seed's filter: plain, or windowed (its pages age with the clock).
+    :ivar filter: the seed's filter, with the stages it grew; a windowed one ages with the clock.
     """
 
-    def __init__(self, bloom: LocalFilter, path: str) -> None:
+    def __init__(self, bloom: GrowingFilter, paths: List[str]) -> None:
         self.filter = bloom
-        self._path: Optional[str] = path
-        try:
-            os.unlink(path)  # POSIX: the mapping stays; the file goes with the process
-            self._path = None
-        except OSError:  # pragma: no cover  (Windows: a mapped file is removed on close)
-            pass
+        self._paths = _removed(paths)  # POSIX: the mappings stay; the files go with the process
 
     def close(self) -> None:
         self.filter.close()
-        if self._path is not None:  # pragma: no cover  (Windows)
-            os.unlink(self._path)
-            self._path = None
+        self._paths = _removed(self._paths)
+
+
+def _removed(paths: List[str]) -> List[str]:
+    """Remove the files at ``paths``; those that cannot be removed yet (Windows: mapped)."""
+    kept = []
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:  # pragma: no cover  (Windows: a mapped file is removed once closed)
+            kept.append(path)
+    return kept
 
 
 def load_seed(layout: SeedLayout, *, policy_digest: str, window: Optional[Window], clock: Clock) -> Plan[Optional[Seed]]:
@@ -75,22 +82,35 @@ def load_seed(layout: SeedLayout, *, policy_digest: str, window: Optional[Window
         raise NamespaceConflict(f"{where} follows canonical policy {record.policy}, this Deduplicator uses "
                                 f"policy {policy_digest}")
     digest = hashlib.blake2b(digest_size=32)
-    descriptor, path = tempfile.mkstemp(prefix="crawldedup-seed-", suffix=".bloom")
+    descriptor, base = tempfile.mkstemp(prefix="crawldedup-seed-", suffix=".bloom")
+    os.close(descriptor)
+    sizes = [int(size) for size in record.parts.split(",")]
+    paths = [base] + [stage_path(base, index) for index in range(1, len(sizes))]
     try:
-        with os.fdopen(descriptor, "wb") as out:
+        files = iter(zip(paths, sizes))
+        path, left = next(files)
+        out = open(path, "wb")
+        try:
             for index in range(record.chunks):
-                data = yield StoreAsk("perform", (layout.get(index),))
+                data = memoryview((yield StoreAsk("perform", (layout.get(index),))))
                 digest.update(data)
-                out.write(data)
+                while len(data):
+                    while not left:
+                        out.close()
+                        path, left = next(files)
+                        out = open(path, "wb")
+                    out.write(data[:left])
+                    left, data = left - len(data[:left]), data[left:]
+        finally:
+            out.close()
         if digest.hexdigest() != record.digest:
             raise NamespaceConflict(f"{where} is damaged (its bytes do not match its digest): seed the namespace "
                                     f"again with crawldedup migrate --from-state --restart")
-        seed = Seed(open_filter(path, "r", clock=clock), path)
+        seed = Seed(GrowingFilter(open_filter_file(base, "r", clock=clock)), paths)
     except BaseException:
-        if os.path.exists(path):
-            os.unlink(path)
+        _removed(paths)
         raise
-    has = seed.filter.window if isinstance(seed.filter, WindowedBloomFilter) else None
+    has = seed.filter.window
     if has != window:
         seed.close()
         raise NamespaceConflict(f"{where} was made for a recrawl window of {window_text(has)}, this Deduplicator "

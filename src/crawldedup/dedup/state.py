@@ -20,18 +20,14 @@ def _stamp(policy_digest: str, namespace: Optional[str]) -> bytes:
     return b" ".join(words)
 
 
-<<<<<<< HEAD
-def _check_stamp(bloom: GrowingFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
-=======
-def _read_stamp(bloom: LocalFilter, path: PathArg) -> Dict[str, str]:
->>>>>>> 437eec9 (crawldedup migrate --from-state FILE: a local state file seeds a store's namespace (its bytes in chunks beside the claims, resumable after SIGKILL), and every Deduplicator and AsyncDeduplicator that opens the namespace downloads it and takes the pages it holds for seen; policy and window checked on both sides, a half-uploaded seed refused; stats.seed_hits; docs/cli.md, docs/stores.md)
+def _read_stamp(bloom: GrowingFilter, path: PathArg) -> Dict[str, str]:
     words = bloom.metadata.split(b" ")
     if words[0] != STATE_STAMP:
         raise FilterFileError(f"{path}: not a crawldedup state file (its metadata has no {STATE_STAMP.decode()} stamp)")
     return dict(word.decode("ascii", "replace").partition("=")[::2] for word in words[1:])
 
 
-def state_policy(bloom: LocalFilter, path: PathArg) -> str:
+def state_policy(bloom: GrowingFilter, path: PathArg) -> str:
     """The canonical policy digest a state file is stamped with.
 
     :raises FilterFileError: for a file without a crawldedup stamp.
@@ -39,7 +35,7 @@ def state_policy(bloom: LocalFilter, path: PathArg) -> str:
     return _read_stamp(bloom, path).get("policy", "")
 
 
-def _check_stamp(bloom: LocalFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
+def _check_stamp(bloom: GrowingFilter, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
     stamp = _read_stamp(bloom, path)
     if stamp.get("policy") != policy_digest:
         raise FilterFileError(f"{path}: made with {policy_conflict(stamp.get('policy', '?'), policy_digest)}")

@@ -26,22 +26,23 @@ import hashlib
 import math
 import os
 import sqlite3
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from .._plans import Plan
 from ._redis import RedisStore
 from .base import ClaimStore, StoreCall
 from .sqlite import SQLiteStore, Work
 
-__all__ = ["SEED_CHUNK_BYTES", "SeedConflict", "SeedLayout", "SeedRecord", "Uploaded", "file_digest", "seed_layout", "upload_seed"]
+__all__ = ["SEED_CHUNK_BYTES", "SeedConflict", "SeedLayout", "SeedRecord", "Uploaded", "parts_digest", "read_parts", "seed_layout",
+           "upload_seed"]
 
 #: Default bytes per chunk: 8 MiB keeps each request short for the server (about 10 ms).
 SEED_CHUNK_BYTES = 8 << 20
 
 _SEED_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS crawldedup_seeds (namespace TEXT PRIMARY KEY, digest TEXT NOT NULL, "
-    "size INTEGER NOT NULL, chunk_bytes INTEGER NOT NULL, chunks INTEGER NOT NULL, uploaded INTEGER NOT NULL, "
-    "policy TEXT NOT NULL, "
+    "size INTEGER NOT NULL, parts TEXT NOT NULL, chunk_bytes INTEGER NOT NULL, chunks INTEGER NOT NULL, "
+    "uploaded INTEGER NOT NULL, policy TEXT NOT NULL, "
     "window TEXT NOT NULL, source TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS crawldedup_seed_chunks (namespace TEXT NOT NULL, chunk INTEGER NOT NULL, "
     "data BLOB NOT NULL, PRIMARY KEY (namespace, chunk)) WITHOUT ROWID",
@@ -49,12 +50,14 @@ _SEED_SCHEMA = (
 
 
 class SeedRecord(NamedTuple):
-    """What a namespace's seed is: the file's digest and size, its chunks (their size, how many,
-    and how many are uploaded), the canonical policy and recrawl window it was made with (the
+    """What a namespace's seed is: the digest and size of its bytes, the sizes of the files they
+    join (``parts``, comma-separated: a state file, then the stage files it grew, in order), its
+    chunks (their size, how many, and how many are uploaded), the canonical policy and recrawl window it was made with (the
     window's :meth:`~crawldedup.windows.Window.describe`, or ``none``), and where it came from."""
 
     digest: str
     size: int
+    parts: str
     chunk_bytes: int
     chunks: int
     uploaded: int
@@ -69,7 +72,7 @@ class SeedRecord(NamedTuple):
 
 
 def _record(fields: Dict[str, str]) -> SeedRecord:
-    return SeedRecord(fields["digest"], int(fields["size"]), int(fields["chunk_bytes"]), int(fields["chunks"]),
+    return SeedRecord(fields["digest"], int(fields["size"]), fields["parts"], int(fields["chunk_bytes"]), int(fields["chunks"]),
                       int(fields["uploaded"]), fields["policy"], fields["window"], fields["source"])
 
 
@@ -150,7 +153,8 @@ class SQLiteSeeds(SeedLayout):
     def record(self) -> StoreCall[Optional[SeedRecord]]:
         def read(db: sqlite3.Connection) -> Optional[SeedRecord]:
             self._schema(db)
-            row = db.execute("SELECT digest, size, chunk_bytes, chunks, uploaded, policy, window, source FROM crawldedup_seeds "
+            row = db.execute("SELECT digest, size, parts, chunk_bytes, chunks, uploaded, policy, window, source "
+                             "FROM crawldedup_seeds "
                              "WHERE namespace = ?", (self.namespace,)).fetchone()
             return None if row is None else SeedRecord(*row)
 
@@ -163,8 +167,8 @@ class SQLiteSeeds(SeedLayout):
         def write(db: sqlite3.Connection) -> None:
             self._schema(db)
             db.execute("DELETE FROM crawldedup_seed_chunks WHERE namespace = ?", (self.namespace,))
-            db.execute("INSERT OR REPLACE INTO crawldedup_seeds (namespace, digest, size, chunk_bytes, chunks, uploaded, "
-                       "policy, window, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (self.namespace, *record))
+            db.execute("INSERT OR REPLACE INTO crawldedup_seeds (namespace, digest, size, parts, chunk_bytes, chunks, "
+                       "uploaded, policy, window, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (self.namespace, *record))
 
         def plan(_token: bytes) -> Plan[None]:
             yield Work(write)
@@ -219,37 +223,54 @@ class Uploaded(NamedTuple):
     record: SeedRecord
 
 
-def file_digest(path: str) -> str:
-    """BLAKE2b-256 of a file's bytes, hex."""
+def read_parts(paths: Sequence[str], offset: int, length: int) -> bytes:
+    """``length`` bytes from ``offset`` of the files at ``paths`` joined end to end."""
+    out = bytearray()
+    for path in paths:
+        size = os.path.getsize(path)
+        if offset < size and len(out) < length:
+            with open(path, "rb") as source:
+                source.seek(offset)
+                out += source.read(length - len(out))
+        offset = max(0, offset - size)
+    return bytes(out)
+
+
+def parts_digest(paths: Sequence[str]) -> str:
+    """BLAKE2b-256 of the files at ``paths`` joined end to end, hex."""
     digest = hashlib.blake2b(digest_size=32)
-    with open(path, "rb") as source:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            digest.update(block)
+    for path in paths:
+        with open(path, "rb") as source:
+            for block in iter(lambda: source.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
-def upload_seed(store: ClaimStore, path: str, *, policy: str, window: str, chunk_bytes: int = SEED_CHUNK_BYTES,
-                restart: bool = False, progress: Callable[[int, int], None] = lambda done, chunks: None) -> Uploaded:
-    """Store the file at ``path`` as the seed of ``store``'s namespace, resuming an upload of
-    the same file that was stopped (its record says how many chunks arrived).
+def upload_seed(store: ClaimStore, paths: Sequence[str], *, policy: str, window: str,
+                chunk_bytes: int = SEED_CHUNK_BYTES, restart: bool = False,
+                progress: Callable[[int, int], None] = lambda done, chunks: None) -> Uploaded:
+    """Store the files at ``paths`` (a state file, then its stage files) as the seed of
+    ``store``'s namespace, resuming an upload of the same bytes that was stopped (its record
+    says how many chunks arrived).
 
     :param policy: the canonical policy digest the file is stamped with.
     :param window: :func:`crawldedup.dedup.seed.window_text` of its recrawl window.
-    :param restart: replace a seed of another file (complete or not) instead of refusing.
+    :param restart: replace a seed of other bytes (complete or not) instead of refusing.
     :param progress: called after each chunk with the chunks uploaded and their number.
-    :raises SeedConflict: for another seed without ``restart``, or a file that changed meanwhile.
+    :raises SeedConflict: for another seed without ``restart``, or files that changed meanwhile.
     :raises ValueError: for a store that keeps no seed.
     :raises StoreUnavailable: when the store stays unreachable (what arrived is kept).
     """
     layout = seed_layout(store)
     if layout is None:
         raise ValueError(f"the {store.strategy} store keeps no seed")
-    size, digest = os.path.getsize(path), file_digest(path)
-    wanted = SeedRecord(digest, size, chunk_bytes, max(1, math.ceil(size / chunk_bytes)), 0, policy, window,
-                        os.path.abspath(path))
+    sizes = [os.path.getsize(path) for path in paths]
+    size, digest = sum(sizes), parts_digest(paths)
+    wanted = SeedRecord(digest, size, ",".join(map(str, sizes)), chunk_bytes, max(1, math.ceil(size / chunk_bytes)), 0,
+                        policy, window, os.path.abspath(paths[0]))
     record = store.perform(layout.record())
-    if record is not None and record.digest == digest and record.size == size:
-        wanted, start = record, record.uploaded  # the same file: resume (or nothing left to do)
+    if record is not None and record.digest == digest and record.parts == wanted.parts:
+        wanted, start = record, record.uploaded  # the same bytes: resume (or nothing left to do)
     elif record is not None and not restart:
         state = "a seed" if record.complete else f"a half-uploaded seed ({record.uploaded} of {record.chunks} chunks)"
         raise SeedConflict(f"namespace {layout.namespace!r} already holds {state} of another file, {record.source} "
@@ -257,12 +278,10 @@ def upload_seed(store: ClaimStore, path: str, *, policy: str, window: str, chunk
     else:
         store.perform(layout.begin(wanted))
         start = 0
-    with open(path, "rb") as source:
-        source.seek(start * wanted.chunk_bytes)
-        for index in range(start, wanted.chunks):
-            store.perform(layout.put(index, source.read(wanted.chunk_bytes)))
-            progress(index + 1, wanted.chunks)
-    if file_digest(path) != digest:
-        raise SeedConflict(f"{path} changed during the upload (a crawl still writes it): stop that crawl, then "
+    for index in range(start, wanted.chunks):
+        store.perform(layout.put(index, read_parts(paths, index * wanted.chunk_bytes, wanted.chunk_bytes)))
+        progress(index + 1, wanted.chunks)
+    if parts_digest(paths) != digest:
+        raise SeedConflict(f"{paths[0]} changed during the upload (a crawl still writes it): stop that crawl, then "
                            f"run again with --restart")
     return Uploaded(wanted.chunks - start, start, wanted._replace(uploaded=wanted.chunks))
