@@ -11,6 +11,7 @@ import pytest
 
 from crawldedup import DEFAULT_POLICY, StoreUnavailable, canonicalize
 from crawldedup.bloom import hash_many
+from crawldedup.config import DedupConfig
 from crawldedup.dedup import Deduplicator, HoldState
 from crawldedup.stores import RetryPolicy, SQLiteStore
 
@@ -159,7 +160,7 @@ def test_a_store_failing_during_abandon_strands_the_pages(workers, store_locatio
 
     path = store_location["sqlite_path"]
     store = SQLiteStore(path, namespace="held", policy_digest=DEFAULT_POLICY.digest, busy_timeout_seconds=0.05,
-                        retry=RetryPolicy(retries=0))
+                        retry=RetryPolicy(retries=0), window=DedupConfig().window)  # the workers' window
     a = workers(store=store)
     urls = pages(100)
     held = a.hold_batch(urls)
