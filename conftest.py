@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 from typing import Callable, Dict, Iterator, List, NoReturn, Optional, Sequence
 
 import pytest
@@ -210,11 +211,11 @@ def find_sentinel() -> Optional[List[str]]:
     return [server, "--sentinel"] if server else None
 
 
-def _ask(port: int, *command: str, timeout: float = 2.0):
+def _ask(port: int, *command: str, timeout: float = 2.0, password: Optional[str] = None):
     """One command to the server on ``port`` of loopback; None when it does not answer."""
     import redis
 
-    client = redis.Redis(port=port, socket_timeout=timeout, socket_connect_timeout=timeout)
+    client = redis.Redis(port=port, socket_timeout=timeout, socket_connect_timeout=timeout, password=password)
     try:
         return client.execute_command(*command)
     except (redis.RedisError, OSError):
@@ -255,7 +256,9 @@ class SentinelSet:
     SERVICE = "crawl"
 
     def __init__(self, binary: str, sentinel: Sequence[str], module: Optional[str] = None, replicas: int = 2,
-                 sentinels: int = 3, down_after_ms: int = 1000) -> None:
+                 sentinels: int = 3, down_after_ms: int = 1000, sentinel_password: Optional[str] = None) -> None:
+        #: The Sentinels' own password (``requirepass`` in their configuration), or None.
+        self.sentinel_password = sentinel_password
         self.primary = RedisServer(binary, module)
         self.replicas = [RedisServer(binary, module, extra_args=("--replicaof", "127.0.0.1", str(self.primary.port)))
                          for _ in range(replicas)]
@@ -269,7 +272,8 @@ class SentinelSet:
     def url(self) -> str:
         """``redis+sentinel://`` naming every Sentinel and the service."""
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
-        return f"redis+sentinel://{hosts}/{self.SERVICE}/0"
+        auth = f"?sentinel_password={quote(self.sentinel_password, safe='')}" if self.sentinel_password else ""
+        return f"redis+sentinel://{hosts}/{self.SERVICE}/0{auth}"
 
     @property
     def servers(self) -> List[RedisServer]:
@@ -287,14 +291,15 @@ class SentinelSet:
                 f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 2\n"
                 f"sentinel down-after-milliseconds {self.SERVICE} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {self.SERVICE} 10000\n"
-                f"sentinel parallel-syncs {self.SERVICE} 2\n")
+                f"sentinel parallel-syncs {self.SERVICE} 2\n"
+                + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else ""))
             self.sentinels.append(subprocess.Popen([*self.sentinel_command, str(config)],
                                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         # Each Sentinel has found the replicas and the other Sentinels (through the primary).
         _wait_for("sentinels ready", lambda: all(self._sentinel_sees(port) for port in self.sentinel_ports), timeout)
 
     def _sentinel_sees(self, port: int) -> bool:
-        info = _ask(port, "SENTINEL", "MASTER", self.SERVICE)
+        info = _ask(port, "SENTINEL", "MASTER", self.SERVICE, password=self.sentinel_password)
         if not info:
             return False
         return (int(info.get(b"num-slaves", 0)) == len(self.replicas)
@@ -303,7 +308,7 @@ class SentinelSet:
     def primary_port(self) -> Optional[int]:
         """The primary's port as the first Sentinel that answers names it."""
         for port in self.sentinel_ports:
-            address = _ask(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.SERVICE)
+            address = _ask(port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.SERVICE, password=self.sentinel_password)
             if address:  # (host, port)
                 return int(address[1])
         return None

@@ -24,7 +24,14 @@ from typing import List
 import pytest
 import redis
 
-from conftest import RedisClusterServers, SentinelSet, _replication, required_redis_server, serve_redis
+from conftest import (
+    RedisClusterServers,
+    SentinelSet,
+    _replication,
+    required_redis_server,
+    required_sentinel,
+    serve_redis,
+)
 from crawldedup import DEFAULT_POLICY, Deduplicator, StoreRefused, StoreUnavailable
 from crawldedup._checks import SENTINEL_PORT, parse_sentinel_url, redis_url_refusal
 from crawldedup.config import DedupConfig
@@ -82,11 +89,12 @@ def test_replicated_is_refused_outside_redis(tmp_path):
 
 @pytest.mark.parametrize("url, sentinels, service, db", [
     ("redis+sentinel://10.0.0.1:26380,10.0.0.2/crawl", [("10.0.0.1", 26380), ("10.0.0.2", SENTINEL_PORT)], "crawl", 0),
-    ("redis+sentinel://:pw@s1:1/mymaster/3", [("s1", 1)], "mymaster", 3),
+    ("redis+sentinel://:pw@s1:1/mymaster/3?sentinel_password=s%40p", [("s1", 1)], "mymaster", 3),
 ])
 def test_sentinel_url_form(url, sentinels, service, db):
     where = parse_sentinel_url(url)
     assert (where.sentinels, where.service, where.db) == (sentinels, service, db)
+    assert where.sentinel_password == ("s@p" if "sentinel_password" in url else None)
     assert redis_url_refusal(url) is None
 
 
@@ -94,7 +102,7 @@ def test_sentinel_url_form(url, sentinels, service, db):
     ("redis+sentinel://s1:26379", "service name"),
     ("redis+sentinel://s1:26379/crawl/zero", "database must be a number"),
     ("redis+sentinel://s1:26379,s2:port/crawl", "host\\[:port\\]"),
-    ("redis+sentinel://s1:26379/crawl?db=1", "no query"),
+    ("redis+sentinel://s1:26379/crawl?db=1", "no query arguments but sentinel_username and sentinel_password, got db"),
 ])
 def test_bad_sentinel_urls_say_what_is_wrong(url, words):
     with pytest.raises(ValueError, match=words):
@@ -158,6 +166,27 @@ def test_cli_refuses_replicated_outside_redis(tmp_path):
     assert served.returncode == 2
     (line,) = served.stderr.strip().splitlines()  # one line, no traceback
     assert "durability (CRAWLDEDUP_DURABILITY) 'replicated' needs a Redis strategy" in line and "not sqlite" in line
+
+
+@pytest.mark.slow
+def test_sentinels_with_a_password():
+    """Sentinels that ask for a password (``requirepass``) get ``?sentinel_password=``; without
+    it the store cannot find the primary; the password shows nowhere."""
+    secret = "s3nt:inel@pass"
+    deployment = SentinelSet(required_redis_server(), required_sentinel(), replicas=0, sentinels=1,
+                             sentinel_password=secret)
+    try:
+        deployment.start()
+        with open_store("set", namespace="p", policy_digest=POLICY, redis_url=deployment.url, capacity=10,
+                        error_rate=0.01) as store:
+            assert store.claim_many(fingerprints(5)) == [True] * 5
+            assert "sentinel_password=***" in repr(store) and secret not in repr(store)
+        with pytest.raises(StoreUnavailable, match="No master found") as raised:
+            open_store("set", namespace="p", policy_digest=POLICY, redis_url=deployment.url.split("?")[0],
+                       capacity=10, error_rate=0.01, retry=RETRY)
+        assert "uthentication" in str(raised.value)
+    finally:
+        deployment.stop()
 
 
 @pytest.mark.slow

@@ -122,7 +122,8 @@ def test_the_command_follows_the_umask(mask, tmp_path):
     f"redis://crawler@127.0.0.1:{{port}}/0?password={ENCODED}",
     f"rediss://crawler:{ENCODED}@127.0.0.1:{{port}}/0?ssl_cert_reqs=none",
     f"redis+sentinel://crawler:{ENCODED}@127.0.0.1:{{port}},localhost:{{port}}/crawl/0",
-], ids=["user-password", "password-only", "password-in-query", "tls", "sentinel"])
+    f"redis+sentinel://127.0.0.1:{{port}}/crawl/0?sentinel_password={ENCODED}",
+], ids=["user-password", "password-only", "password-in-query", "tls", "sentinel", "sentinel-password"])
 @pytest.mark.parametrize("strategy", ["set", "sharded-set", "bloom"])
 def test_unreachable_store_errors_and_logs_hide_the_password(url, strategy, caplog):
     url = url.format(port=closed_port())

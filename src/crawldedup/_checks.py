@@ -13,7 +13,7 @@ import math
 import os
 import re
 from typing import List, NamedTuple, Optional, Tuple, Union
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from redis.connection import parse_url
 
@@ -26,7 +26,7 @@ MAX_CAPACITY = 1 << 48
 #: plain (no braces, which delimit hash tags).
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/@+=-]{1,200}")
 NAME_RULE = "1 to 200 characters from [A-Za-z0-9_.:/@+=-]"
-_QUERY_PASSWORD = re.compile(r"((?:^|&)password=)[^&]*")
+_QUERY_PASSWORD = re.compile(r"((?:^|&)(?:sentinel_)?password=)[^&]*")
 #: The scheme of a Redis whose primary Sentinels name (see :func:`parse_sentinel_url`).
 SENTINEL_SCHEME = "redis+sentinel://"
 #: The schemes redis-py connects with, and Sentinel's.
@@ -158,21 +158,30 @@ class SentinelURL(NamedTuple):
     db: int
     username: Optional[str]
     password: Optional[str]
+    #: The Sentinels' own credentials (``?sentinel_username=...&sentinel_password=...``).
+    sentinel_username: Optional[str] = None
+    sentinel_password: Optional[str] = None
 
 
 def parse_sentinel_url(url: str) -> SentinelURL:
-    """Read ``redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service[/db]``.
+    """Read ``redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service[/db]
+    [?sentinel_username=USER&sentinel_password=PASSWORD]``.
 
     The convention of the Redis-Sentinel-Url package, kept by LangChain, RedisVL and Prefect:
     comma-separated Sentinels (port 26379 when omitted), then the service name the Sentinels
     monitor, then the database (default 0). The user and password are the primary's (and its
-    replicas'); the Sentinels are asked without one.
+    replicas'); the Sentinels' own, when they ask for one (``requirepass`` in their
+    configuration), are the query arguments ``sentinel_username`` and ``sentinel_password``
+    (Prefect's names), the only ones taken.
 
     :raises ValueError: naming what is wrong (the password never shown).
     """
     parts = urlsplit(url)
-    if parts.query or parts.fragment:
-        raise ValueError("a redis+sentinel URL takes no query arguments")
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(options) - {"sentinel_username", "sentinel_password"})
+    if unknown or parts.fragment:
+        raise ValueError(f"a redis+sentinel URL takes no query arguments but sentinel_username and "
+                         f"sentinel_password, got {', '.join(unknown) or 'a #fragment'}")
     hosts = parts.netloc.rpartition("@")[2]
     sentinels = []
     for host in hosts.split(","):
@@ -188,7 +197,8 @@ def parse_sentinel_url(url: str) -> SentinelURL:
         raise ValueError(f"the database must be a number, got {path[1]!r}")
     return SentinelURL(sentinels, unquote(path[0]), int(path[1]) if len(path) == 2 else 0,
                        unquote(parts.username) if parts.username else None,
-                       unquote(parts.password) if parts.password is not None else None)
+                       unquote(parts.password) if parts.password is not None else None,
+                       options.get("sentinel_username") or None, options.get("sentinel_password"))
 
 
 def redis_url_refusal(url: object) -> Optional[str]:

@@ -15,7 +15,7 @@ import math
 import random
 import re
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import redis
@@ -185,6 +185,7 @@ def _sentinel_master(url: str, sentinel_class: Any, redis_class: Any, options: D
     reaches the promoted replica."""
     where = parse_sentinel_url(url)
     sentinel_options = {name: value for name, value in options.items() if name.startswith("socket_")}
+    sentinel_options.update(username=where.sentinel_username, password=where.sentinel_password)
     manager = sentinel_class(where.sentinels, sentinel_kwargs=sentinel_options, **options)
     return manager.master_for(where.service, redis_class=redis_class, db=where.db,
                               username=where.username, password=where.password)
@@ -351,6 +352,11 @@ class RedisStore(ClaimStore):
         if url is not None:
             check_redis_url("url", url)
         self._password = urlsplit(url).password if url is not None else None
+        #: What an error text must not show: the URL's password, and its Sentinels' own.
+        self._secrets = [secret for secret in (
+            self._password, unquote(self._password) if self._password else None,
+            parse_sentinel_url(url).sentinel_password if url is not None and url.startswith(SENTINEL_SCHEME) else None,
+        ) if secret]
         self._username = urlsplit(url).username if url is not None else None
         self._description = redact_url(url) if url is not None else repr(client)
         self._url = url
@@ -503,7 +509,9 @@ class RedisStore(ClaimStore):
         return isinstance(getattr(self, "client", None), (RedisCluster, redis.asyncio.cluster.RedisCluster))
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._password, "***") if self._password else text
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _reason(self, error: BaseException) -> str:
         return self._redact(f"{type(error).__name__}: {server_text(error)}")
