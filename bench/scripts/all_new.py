@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--urls", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--ttl-days", type=float, default=30.0, help="the stores' recrawl window (0: lasting claims)")
+    parser.add_argument("--stores", default=",".join(STORES), help="the stores to run beside the plain design")
     args = parser.parse_args()
     binary = find_redis_server()
     if binary is None:
@@ -87,7 +88,7 @@ def main() -> None:
     directory = tempfile.mkdtemp(prefix="crawldedup-all-new-")
     results: Dict[str, List[Tuple[float, float, float]]] = {}
     try:
-        names = ("plain", *STORES)
+        names = ("plain", *args.stores.split(","))
         for r in range(args.rounds):
             urls = [f"https://round{r}.example/item/{i}?ref=x" for i in range(args.urls)]
             for name in (names if r % 2 == 0 else names[::-1]):

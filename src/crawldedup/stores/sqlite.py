@@ -43,7 +43,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple, Union
 
 from .._checks import check_name
 from .._plans import Plan, drive
@@ -84,12 +84,33 @@ CREATE TABLE IF NOT EXISTS crawldedup_alias_counts (namespace INTEGER PRIMARY KE
 """
 
 
-_CLAIM_FOR_EVER = "INSERT OR IGNORE INTO crawldedup_claims (namespace, fingerprint) VALUES (?, ?)"
-_LOOKUP_FOR_EVER = "SELECT 1 FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?"
-# A row is changed (rowcount 1) when inserted or when its claim was forgotten: won either way.
-_CLAIM_IN_WINDOW = """INSERT INTO crawldedup_claims (namespace, fingerprint, claimed_at) VALUES (?, ?, ?)
-    ON CONFLICT (namespace, fingerprint) DO UPDATE SET claimed_at = excluded.claimed_at WHERE claimed_at < ?"""
-_LOOKUP_IN_WINDOW = _LOOKUP_FOR_EVER + " AND (claimed_at IS NULL OR claimed_at >= ?)"
+# A batch is one statement: its fingerprints travel as one blob of 16-byte records (:fps, :count
+# of them), which the statement cuts (substr of a blob counts bytes), so the per-fingerprint work
+# stays in SQLite's C, not in one Python call of execute() per fingerprint. RETURNING names the
+# rows the statement inserted (or, with a window, re-won: updated): the batch's wins.
+_RECORDS = """WITH RECURSIVE batch(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM batch WHERE n + 1 < :count)
+"""
+_FINGERPRINT = "substr(:fps, 16 * n + 1, 16)"
+_CLAIM_FOR_EVER = _RECORDS + f"""INSERT INTO crawldedup_claims (namespace, fingerprint)
+    SELECT :ns, {_FINGERPRINT} FROM batch WHERE true
+    ON CONFLICT (namespace, fingerprint) DO NOTHING RETURNING fingerprint"""
+_LOOKUP_FOR_EVER = _RECORDS + f"""SELECT fingerprint FROM crawldedup_claims
+    WHERE namespace = :ns AND fingerprint IN (SELECT {_FINGERPRINT} FROM batch)"""
+# A row is won when inserted, or when its claim was forgotten (claimed before :live): updated.
+_CLAIM_IN_WINDOW = _RECORDS + f"""INSERT INTO crawldedup_claims (namespace, fingerprint, claimed_at)
+    SELECT :ns, {_FINGERPRINT}, :now FROM batch WHERE true
+    ON CONFLICT (namespace, fingerprint) DO UPDATE SET claimed_at = excluded.claimed_at WHERE claimed_at < :live
+    RETURNING fingerprint"""
+_LOOKUP_IN_WINDOW = _LOOKUP_FOR_EVER + " AND (claimed_at IS NULL OR claimed_at >= :live)"
+
+
+def _firsts_in(fingerprints: List[bytes], found: Set[bytes]) -> List[bool]:
+    """Per fingerprint, whether ``found`` holds it, once: a repeat in the batch is lost to the first."""
+    answers = []
+    for fp in fingerprints:
+        answers.append(fp in found)
+        found.discard(fp)
+    return answers
 
 
 def _add_column(db: sqlite3.Connection, table: str, column: str, kind: str) -> None:
@@ -289,17 +310,24 @@ class SQLiteStore(ClaimStore):
     ) -> Plan[ClaimAnswers]:
         # No token needed: the batch is one transaction in this process, and a failed COMMIT
         # leaves nothing (rolled back below), so every attempt starts from the same state.
-        ns = self._namespace_id
+        terms: Dict[str, Any] = {"ns": self._namespace_id}
         if self.window is None:
-            insert, lookup, after = _CLAIM_FOR_EVER, _LOOKUP_FOR_EVER, cast(Tuple[float, ...], ())
+            insert, lookup = _CLAIM_FOR_EVER, _LOOKUP_FOR_EVER
         else:
             now = self.clock()
-            insert, lookup, after = _CLAIM_IN_WINDOW, _LOOKUP_IN_WINDOW, (now, self.window.live_since(now))
+            insert, lookup = _CLAIM_IN_WINDOW, _LOOKUP_IN_WINDOW
+            terms.update(now=now, live=self.window.live_since(now))
+
+        def found(db: sqlite3.Connection, statement: str, fingerprints: Fingerprints) -> Set[bytes]:
+            if not len(fingerprints):
+                return set()
+            rows = db.execute(statement, {**terms, "fps": fingerprints.tobytes(), "count": len(fingerprints)})
+            return {row[0] for row in rows}
 
         def claim(db: sqlite3.Connection) -> ClaimAnswers:
-            won = [db.execute(insert, (ns, fp, *after)).rowcount == 1 for fp in claims.as_bytes()]
-            present = [db.execute(lookup, (ns, fp, *after[1:])).fetchone() is not None for fp in reads.as_bytes()]
-            return ClaimAnswers(won, present)
+            won = _firsts_in(claims.as_bytes(), found(db, insert, claims))
+            present = found(db, lookup, reads)
+            return ClaimAnswers(won, [fp in present for fp in reads.as_bytes()])
 
         return (yield Work(claim))
 
