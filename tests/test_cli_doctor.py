@@ -87,6 +87,12 @@ def test_it_keeps_the_other_namespaces(redis_url, tmp_path):
     client.close()
 
 
+def test_policy_v1_checks_a_crawl_begun_before_policy_2(redis_url, tmp_path):
+    result = doctor("--strategy", "set", "--redis-url", redis_url, "--policy", "v1", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert "PASS  canonical   2 spellings, one page: https://shop.example/item/7?a=1&b=2" in result.stdout
+
+
 def test_a_server_without_redisbloom_fails_the_store_check(plain_redis, tmp_path):
     result = doctor("--strategy", "redisbloom", "--redis-url", plain_redis.url, cwd=tmp_path)
     lines = verdicts(result)
@@ -139,6 +145,7 @@ def test_a_maxmemory_the_sample_itself_overflows_fails_with_the_servers_reason(s
     (["--strategy", "local"], "doctor checks a claim store"),
     (["--strategy", "set", "--capacity", "many"], "capacity (BLOOM_CAPACITY) must be"),
     (["--strategy", "set", "--redis-url", "redis://h/0", "--samples", "0"], "--samples must be a positive integer"),
+    (["--strategy", "set", "--policy", "v3"], "canonical policy must be one of v1, v2"),
 ])
 def test_usage_errors_are_one_line(args: Sequence[str], message, tmp_path):
     result = subprocess.run([*COMMAND, *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional
 
-from ..canonical import DEFAULT_POLICY, canonicalize
+from ..canonical import CanonicalPolicy, canonicalize
 from ..config import DedupConfig
 from ..stores.admin import ServerFacts, delete_namespace, server_facts
 from ..stores.base import ClaimStore, StoreUnavailable
@@ -35,6 +35,7 @@ from ._store_options import (
     DURABILITY_OPTIONS,
     STORE_OPTIONS,
     add_durability_options,
+    add_policy_option,
     add_store_options,
     store_config,
 )
@@ -66,6 +67,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         epilog=epilog, formatter_class=formatter)
     add_store_options(doctor, namespace=False)
     add_durability_options(doctor)
+    add_policy_option(doctor)
     doctor.add_argument("--samples", type=int, default=SAMPLE_CLAIMS, metavar="N",
                         help=f"claims the memory check makes (default {SAMPLE_CLAIMS:,})")
     doctor.add_argument("--max-round-trip-ms", type=float, default=MAX_ROUND_TRIP_MS, metavar="MS",
@@ -87,14 +89,14 @@ class Report:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Run the checks; see :func:`add_command` for the options."""
-    config = store_config(args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS})
+    config = store_config(args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS, "policy": "policy"})
     if config.strategy == "local":
         raise CLIError(EXIT_USAGE, "doctor checks a claim store: give --strategy (or $DEDUP_STRATEGY) other than "
                                    "local; see crawldedup doctor --help")
     if args.samples < 1:
         raise CLIError(EXIT_USAGE, f"--samples must be a positive integer, got {args.samples}; see crawldedup doctor --help")
     report = Report()
-    _check_canonical(report)
+    _check_canonical(report, config.canonical_policy)
     namespace = f"crawldedup-doctor-{secrets.token_hex(6)}"
     opener = _opener(config, namespace, args.samples)
     try:
@@ -133,7 +135,7 @@ def _opener(config: DedupConfig, namespace: str, samples: int) -> Callable[[], C
 
     def open_one() -> ClaimStore:
         return open_store(
-            config.strategy, namespace=namespace, policy_digest=DEFAULT_POLICY.digest, redis_url=config.redis_url,
+            config.strategy, namespace=namespace, policy_digest=config.canonical_policy.digest, redis_url=config.redis_url,
             sqlite_path=config.sqlite_path or (DEFAULT_SQLITE if config.strategy == "sqlite" else None),
             capacity=capacity, error_rate=config.error_rate, ttl_seconds=config.ttl_seconds,
             durability=config.store_durability,
@@ -141,8 +143,8 @@ def _opener(config: DedupConfig, namespace: str, samples: int) -> Callable[[], C
     return open_one
 
 
-def _check_canonical(report: Report) -> None:
-    forms = {canonicalize(url) for url in SPELLINGS}
+def _check_canonical(report: Report, policy: CanonicalPolicy) -> None:
+    forms = {canonicalize(url, policy=policy) for url in SPELLINGS}
     if len(forms) == 1:
         report.line(PASS, "canonical", f"{len(SPELLINGS)} spellings, one page: {forms.pop()}")
     else:
