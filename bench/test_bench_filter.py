@@ -8,6 +8,13 @@ All three read the same file in the same run:
 - a short Python script keeping a ``set`` of ``w3lib.url.canonicalize_url`` results (what a
   Scrapy user would write; relative ``BASE<TAB>LINK`` lines joined with ``urljoin`` first).
 
+``test_filter_jobs`` runs ``--jobs 1`` and ``--jobs 2`` in alternating rounds on one frontier
+(``CRAWLDEDUP_BENCH_LINKS`` lines, default 1,000,000) and prints the lines/s of each, their
+medians, ranges and ratio, after checking that both print the same bytes. The figure of
+docs/performance.md is the 10,000,000-line frontier (not in CI)::
+
+    CRAWLDEDUP_BENCH_LINKS=10000000 pytest bench/test_bench_filter.py -k jobs --benchmark-only -s
+
 Each benchmark prints, and records in ``extra_info``, the distinct pages it found next to the
 true number the generator reports. Run::
 
@@ -23,6 +30,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+import statistics
+import time
 from typing import Dict, List, NamedTuple
 
 import pytest
@@ -31,6 +40,9 @@ from crawldedup import bloom
 
 FRONTIER_SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "frontier.py"
 LINKS = 1_000_000
+#: Lines of the frontier of the --jobs comparison.
+JOBS_LINKS = int(os.environ.get("CRAWLDEDUP_BENCH_LINKS", str(LINKS)))
+JOBS_ROUNDS = 5
 PAGES = 5000
 SEED = 1
 # Whole-command timings of seconds each: three rounds give a median; the w3lib script takes
@@ -63,17 +75,21 @@ class Frontier(NamedTuple):
     invalid: int
 
 
-@pytest.fixture(scope="module")
-def frontier(tmp_path_factory: pytest.TempPathFactory) -> Frontier:
-    path = tmp_path_factory.mktemp("frontier") / "frontier.txt"
+def _make_frontier(directory: Path, links: int) -> Frontier:
+    path = directory / "frontier.txt"
     with path.open("wb") as out:
         done = subprocess.run(
-            [sys.executable, str(FRONTIER_SCRIPT), "--links", str(LINKS), "--pages", str(PAGES), "--seed", str(SEED)],
+            [sys.executable, str(FRONTIER_SCRIPT), "--links", str(links), "--pages", str(PAGES), "--seed", str(SEED)],
             stdout=out, stderr=subprocess.PIPE, check=True,
         )
     match = re.search(rb"(\d+) links, (\d+) distinct pages, (\d+) not web pages", done.stderr)
     assert match, done.stderr
     return Frontier(path, *(int(group) for group in match.groups()))
+
+
+@pytest.fixture(scope="module")
+def frontier(tmp_path_factory: pytest.TempPathFactory) -> Frontier:
+    return _make_frontier(tmp_path_factory.mktemp("frontier"), LINKS)
 
 
 def _run(args: List[str], stdin_path: Path = None, env: Dict[str, str] = None) -> bytes:
@@ -107,7 +123,8 @@ def test_crawldedup_filter(benchmark, frontier: Frontier, impl: str, tmp_path: P
     env.pop("CRAWLDEDUP_NO_EXTENSIONS", None)
     if impl == "py":
         env["CRAWLDEDUP_NO_EXTENSIONS"] = "1"
-    command = [sys.executable, "-m", "crawldedup", "filter", str(frontier.path), "--state", str(state), "--quiet"]
+    command = [sys.executable, "-m", "crawldedup", "filter", str(frontier.path), "--state", str(state), "--quiet",
+               "--jobs", "1"]
 
     def fresh_state() -> None:
         state.unlink(missing_ok=True)
@@ -137,3 +154,34 @@ def test_python_set_of_w3lib_canonicalize_url(benchmark, frontier: Frontier) -> 
     out = benchmark.pedantic(_run, args=([sys.executable, "-c", W3LIB_SCRIPT],), kwargs={"stdin_path": frontier.path},
                              rounds=SLOW_ROUNDS, iterations=1)
     _record(benchmark, frontier, "Python set of w3lib canonicalize_url", out.count(b"\n"))
+
+
+@pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="the figure is the compiled extension's")
+def test_filter_jobs(benchmark, tmp_path: Path) -> None:
+    """``--jobs 2`` against ``--jobs 1`` on one frontier, rounds alternating, same bytes out."""
+    source = _make_frontier(tmp_path, JOBS_LINKS)
+    rates: Dict[int, List[float]] = {1: [], 2: []}
+    outputs: Dict[int, bytes] = {}
+    env = {key: value for key, value in os.environ.items() if key != "CRAWLDEDUP_NO_EXTENSIONS"}
+
+    def one_round() -> None:
+        for jobs in (1, 2):
+            state = tmp_path / f"jobs{jobs}.bloom"
+            state.unlink(missing_ok=True)
+            started = time.perf_counter()
+            outputs[jobs] = _run([sys.executable, "-m", "crawldedup", "filter", str(source.path), "--state", str(state),
+                                  "--quiet", "--jobs", str(jobs), "--capacity", str(max(10_000_000, JOBS_LINKS))],
+                                 env=env)
+            rates[jobs].append(source.links / (time.perf_counter() - started))
+
+    benchmark.group = f"filter --jobs, {JOBS_LINKS:,}-line frontier"
+    benchmark.pedantic(one_round, rounds=JOBS_ROUNDS, iterations=1)
+    assert outputs[1] == outputs[2]
+    medians = {jobs: statistics.median(values) for jobs, values in rates.items()}
+    ratio = medians[2] / medians[1]
+    benchmark.extra_info.update(lines=source.links, ratio=ratio, load=os.getloadavg()[0],
+                                **{f"jobs{jobs}_lines_per_s": values for jobs, values in rates.items()})
+    for jobs, values in rates.items():
+        print(f"\n--jobs {jobs}: median {medians[jobs]:,.0f} lines/s, range {min(values):,.0f} to {max(values):,.0f}")
+    print(f"--jobs 2 / --jobs 1: {ratio:.2f}x ({source.links:,} lines, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f})")

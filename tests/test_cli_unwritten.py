@@ -63,7 +63,8 @@ def workdir(tmp_path: Path, strategy: str, request: pytest.FixtureRequest) -> Pa
     (tmp_path / "frontier.txt").write_text("".join(line + "\n" for line in LINES))
     # Capacity 10,000: a 68 KB state file (the five slots of the default window), under the
     # file size limit below.
-    options = ["--strategy", strategy, "--batch-size", str(BATCH), "--capacity", "10000", "--state", "s.bloom"]
+    options = ["--strategy", strategy, "--batch-size", str(BATCH), "--capacity", "10000", "--state", "s.bloom",
+               "--jobs", "2"]  # worker processes prepare the batches, whatever the machine's cores
     if strategy == "sqlite":
         options += ["--sqlite", "claims.sqlite"]
     elif strategy != "local":

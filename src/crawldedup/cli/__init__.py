@@ -34,7 +34,9 @@ import signal
 import sys
 import textwrap
 import time
-from typing import IO, List, NoReturn, Optional, Sequence, Tuple, Union, cast
+from functools import partial
+from itertools import compress
+from typing import IO, List, NamedTuple, NoReturn, Optional, Sequence, Tuple, Union, cast
 
 from .. import __version__
 from ._io import (
@@ -53,12 +55,14 @@ from ._io import (
     Progress,
     UnwrittenPages,
     as_read,
+    decode_lines,
+    line_batches,
 )
 from .._checks import check_error_rate, check_name, redis_url_refusal
 from ..config import SETTINGS, DedupConfig
 from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
-from ..canonical import InvalidURL, canonicalize, canonicalize_each, canonicalize_many
-from ..dedup import Deduplicator, HeldBatch
+from ..canonical import CanonicalPolicy, InvalidURL, canonicalize, canonicalize_each, canonicalize_many
+from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_batch
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
 from .._wording import counted
@@ -69,6 +73,7 @@ from .doctor import add_command as add_doctor_command
 from .migrate import add_command as add_migrate_command
 from .stats import add_command as add_stats_command
 from ._store_options import DEFAULT_SQLITE, add_policy_option, chosen_policy
+from ._jobs import OrderedWork, available_cores
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -117,6 +122,37 @@ def _reason(error: Exception) -> str:
 # --------------------------------------------------------------------------- filter
 
 
+class LineBatch(NamedTuple):
+    """One batch of ``filter``'s input: its lines as read (bytes, joined by newlines), and how to
+    read them. What a ``--jobs`` worker receives: one bytes object costs next to nothing to send."""
+
+    data: bytes
+    base: Optional[str]
+    #: Whether the main process needs the lines back (``--output raw`` prints them).
+    keep_lines: bool
+
+
+class PreparedLines(NamedTuple):
+    """A batch of lines canonicalized and fingerprinted (:func:`prepare_lines`)."""
+
+    prepared: Prepared
+    #: The lines (with ``keep_lines``), else None.
+    lines: Optional[List[str]]
+    #: ``LINE<TAB>REASON`` of each invalid line, in order (the ``--rejects`` file's lines).
+    rejects: List[str]
+
+
+def prepare_lines(batch: LineBatch, policy: CanonicalPolicy) -> PreparedLines:
+    """Decode a batch of lines and canonicalize and fingerprint them (``BASE<TAB>LINK`` lines
+    against their own base) with the run's canonical policy: the work of a ``--jobs`` worker."""
+    lines, undecodable = decode_lines(batch.data)
+    links, bases = _split_bases(lines, batch.base, undecodable)
+    prepared = prepare_batch(links, batch.base if bases is None else None, bases, policy)
+    errors = prepared.errors
+    rejects = [f"{lines[i]}\t{_reason(errors[i])}" for i in sorted(errors)]
+    return PreparedLines(prepared, lines if batch.keep_lines else None, rejects)
+
+
 class FilterRun:
     """One ``filter`` run: reads lines, claims them in batches, writes the winners and the rejects.
 
@@ -145,43 +181,35 @@ class FilterRun:
         self.stranded = 0
 
     def run(self) -> None:
-        """Claim every line of the inputs, a batch at a time."""
-        size = self.args.batch_size
-        pending: List[str] = []
-        for _, _, lines in self.reader.blocks():
-            pending.extend(lines)
-            while len(pending) >= size:
-                self._claim(pending[:size])
-                del pending[:size]
-            self.progress.update(self.lines, self.reader.bytes_read)
-        if pending:
-            self._claim(pending)
+        """Claim every line of the inputs, a batch at a time, in input order; with ``--jobs``
+        above 1, worker processes prepare the batches ahead (:mod:`._jobs`)."""
+        keep_lines = self.args.output == "raw"
+        batches = (LineBatch(data, self.args.base, keep_lines)
+                   for data in line_batches(self.reader.raw_blocks(), self.args.batch_size))
+        with OrderedWork(partial(prepare_lines, policy=self.dedup.policy), self.args.jobs) as work:
+            for _, prepared in work.map(batches, self.reader.may_wait):
+                self._claim(prepared)
+                self.progress.update(self.lines, self.reader.bytes_read)
 
-    def _claim(self, lines: List[str]) -> None:
+    def _claim(self, batch_lines: PreparedLines) -> None:
         # Held, printed, committed and counted as one step: a signal waits for its end, so no
         # page is seen without being printed.
         with self.interruptions.deferred():
-            # BASE<TAB>LINK lines carry their own base; the Deduplicator canonicalizes each link once.
-            links, bases = _split_bases(lines, self.args.base, self.reader.undecodable)
-            if bases is None:
-                batch = self.dedup.hold_batch(links, base=self.args.base)
+            batch = self.dedup.hold_prepared(batch_lines.prepared)
+            if batch_lines.lines is None:
+                winners = list(compress(batch.canonical, batch.won))  # invalid lines are never won
             else:
-                batch = self.dedup.hold_batch(links, bases=bases)
-            errors = batch.errors
-            if self.args.output == "canonical":
-                winners = [url for url, won in zip(batch.canonical, batch.won) if won and url is not None]
-            else:
-                winners = [lines[position] for position, won in enumerate(batch.won) if won]
+                winners = list(compress(batch_lines.lines, batch.won))
             try:
-                self.out.write_lines(winners)
+                self.out.write_lines(cast(List[str], winners))
             except BaseException:
-                self._give_back(batch, len(lines))
+                self._give_back(batch, len(batch.won))
                 raise
             batch.commit()
-            if self.rejects is not None and errors:
-                self.rejects.write_lines([f"{lines[i]}\t{_reason(errors[i])}" for i in sorted(errors)])
-            self.lines += len(lines)
-            self.invalid += len(errors)
+            if self.rejects is not None and batch_lines.rejects:
+                self.rejects.write_lines(batch_lines.rejects)
+            self.lines += len(batch.won)
+            self.invalid += len(batch.errors)
             self.new += len(winners)
 
     def _give_back(self, batch: HeldBatch, lines: int) -> None:
@@ -295,6 +323,8 @@ def run_filter(args: argparse.Namespace) -> int:
     """Print the first occurrence of each page; see :func:`build_parser` for the options."""
     reader = InputReader(args.inputs)
     reader.check_readable()
+    if args.jobs is None:
+        args.jobs = available_cores()
     rejects = None
     if args.rejects:
         try:
@@ -653,6 +683,10 @@ def build_parser() -> argparse.ArgumentParser:
                            f"(redisbloom: it cannot take a claim back; default ./{DEFAULT_UNWRITTEN}, created when needed)")
     filt.add_argument("--batch-size", type=_positive_int, default=BATCH_LINES, metavar="N",
                       help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time")
+    filt.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                      help="processes that canonicalize and fingerprint batches while the main one claims and "
+                           "writes them, in input order (default: the cores available, "
+                           f"here {available_cores()}; 1: all in one process)")
     filt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="progress bar on stderr (default: when stderr is a terminal)")
     filt.add_argument("-q", "--quiet", action="store_true", help="no summary")

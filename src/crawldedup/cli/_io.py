@@ -15,6 +15,8 @@ import zlib
 from contextlib import contextmanager
 from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
+import numpy as np
+
 from .._wording import counted
 
 try:
@@ -53,6 +55,7 @@ EXIT_CODES: Tuple[Tuple[int, str], ...] = (
 )
 
 GZIP_MAGIC = b"\x1f\x8b"
+NEWLINE = 0x0A
 #: One read takes up to 1 MiB: about 13,000 frontier lines of 80 bytes, so one read feeds one batch.
 READ_BYTES = 1 << 20
 #: A "line" longer than this without a newline is cut here, so a binary file cannot grow memory
@@ -87,6 +90,7 @@ class InputReader:
         self.total_bytes = self._total_size()
         #: True once a line held bytes that are not UTF-8 (see :func:`as_read`).
         self.undecodable = False
+        self._current: Optional[IO[bytes]] = None
 
     def _total_size(self) -> Optional[int]:
         total = 0
@@ -161,7 +165,41 @@ class InputReader:
             return
         yield from _gunzip(name, head, chunks)
 
+    def raw_blocks(self) -> Iterator[bytes]:
+        """Yield the inputs as blocks of whole lines, still bytes: the lines of a block joined by
+        newlines, without the last one (:func:`decode_lines` makes them lines)."""
+        for name in self.names:
+            stream = self._open(name)
+            self._current = stream
+            try:
+                yield from self._raw_lines(name, stream)
+            finally:
+                self._current = None
+                if stream is not _stdin():
+                    stream.close()
+
+    def may_wait(self) -> bool:
+        """Whether the next read may wait for input to arrive: a pipe or terminal with nothing to
+        read yet (a crawler still writing its links). A regular file never waits."""
+        stream = self._current
+        if stream is None:
+            return False
+        try:
+            fd = stream.fileno()
+            if _is_regular(os.fstat(fd).st_mode):
+                return False
+            readable, _, _ = select.select([fd], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
     def _lines(self, name: str, stream: IO[bytes]) -> Iterator[List[str]]:
+        for block in self._raw_lines(name, stream):
+            lines, undecodable = decode_lines(block)
+            self.undecodable |= undecodable
+            yield lines
+
+    def _raw_lines(self, name: str, stream: IO[bytes]) -> Iterator[bytes]:
         rest = b""
         for chunk in self._decoded(name, stream):
             data = rest + chunk if rest else chunk
@@ -169,22 +207,48 @@ class InputReader:
             if cut < 0:
                 rest = data
                 if len(rest) > MAX_LINE_BYTES:
-                    yield _split(self._decode(rest))
+                    yield rest
                     rest = b""
                 continue
             rest = data[cut + 1:]
-            yield _split(self._decode(data[:cut]))
+            yield data[:cut]
         if rest:
-            yield _split(self._decode(rest))
+            yield rest
 
-    def _decode(self, block: bytes) -> str:
-        try:
-            return block.decode("utf-8")  # as fast as the fallback on valid input
-        except UnicodeDecodeError:
-            # surrogateescape keeps the bytes that are not UTF-8: --output raw and --rejects
-            # write them back unchanged, and as_read() gives them back to the canonicalizer.
-            self.undecodable = True
-            return block.decode("utf-8", "surrogateescape")
+
+def decode_lines(block: bytes) -> Tuple[List[str], bool]:
+    """The lines of a block of :meth:`InputReader.raw_blocks`, and whether some held bytes that
+    are not UTF-8 (then :func:`as_read` gives them back as bytes)."""
+    try:
+        return _split(block.decode("utf-8")), False  # as fast as the fallback on valid input
+    except UnicodeDecodeError:
+        # surrogateescape keeps the bytes that are not UTF-8: --output raw and --rejects
+        # write them back unchanged, and as_read() gives them back to the canonicalizer.
+        return _split(block.decode("utf-8", "surrogateescape")), True
+
+
+def line_batches(blocks: Iterator[bytes], size: int) -> Iterator[bytes]:
+    """Regroup blocks of :meth:`InputReader.raw_blocks` into blocks of ``size`` lines each (the
+    last one may hold fewer), cut at the newlines that one vectorized scan per block finds."""
+    pending: List[bytes] = []
+    count = 0  # lines in pending
+    for block in blocks:
+        ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == NEWLINE)
+        start, first_end = 0, 0  # where the block's lines not yet batched begin, and their first newline
+        while count + len(ends) - first_end + 1 >= size:
+            last = first_end + size - count - 1  # the newline after the batch's last line, if any
+            stop = int(ends[last]) if last < len(ends) else len(block)
+            pending.append(block[start:stop])
+            yield b"\n".join(pending)
+            pending, count = [], 0
+            start, first_end = stop + 1, last + 1
+            if stop == len(block):
+                break
+        else:
+            pending.append(block[start:])
+            count += len(ends) - first_end + 1
+    if pending:
+        yield b"\n".join(pending)
 
 
 def _stdin() -> IO[bytes]:

@@ -37,7 +37,7 @@ from ..pages import PageCheck
 from ..stores.base import ClaimStore, check_lease_seconds
 from ..stores.factory import open_store
 from .aio import AsyncDeduplicator
-from .core import DEFAULT_SAMPLE_RATE, KEY_DOMAIN, ClaimBatch, DedupCore
+from .core import DEFAULT_SAMPLE_RATE, KEY_DOMAIN, ClaimBatch, DedupCore, Prepared, prepare_batch
 from .held import HOLD_SECONDS, HeldBatch, HoldState
 from .leases import URL
 from .pipeline import StoreAsk
@@ -46,7 +46,7 @@ from .stats import DedupStats, StatsListener
 
 __all__ = [
     "DEFAULT_SAMPLE_RATE", "KEY_DOMAIN", "AsyncDeduplicator", "ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch",
-    "HoldState", "StatsListener", "open_state",
+    "HoldState", "Prepared", "StatsListener", "open_state", "prepare_batch",
 ]
 
 
@@ -190,10 +190,18 @@ class Deduplicator(DedupCore[ClaimStore]):
             ``urls``, or both ``base`` and ``bases``.
         :raises StoreUnavailable: when the store stayed unreachable (nothing is held).
         """
-        leased = self.store is not None and self.store.supports_leases
-        if leased:
-            check_lease_seconds(hold_seconds)
-        batch = self._prepare(urls, base, bases)
+        self._check_hold(hold_seconds)
+        return self.hold_prepared(prepare_batch(urls, base, bases, self.policy), hold_seconds=hold_seconds)
+
+    def hold_prepared(self, batch: Prepared, *, hold_seconds: float = HOLD_SECONDS) -> HeldBatch:
+        """:meth:`hold_batch` of a batch that :func:`prepare_batch` canonicalized and
+        fingerprinted elsewhere (another thread or process) with this Deduplicator's policy.
+
+        :raises ValueError: for ``hold_seconds`` out of range.
+        :raises StoreUnavailable: when the store stayed unreachable (nothing is held).
+        """
+        leased = self._check_hold(hold_seconds)
+        batch = self._counted(batch)
         won = np.zeros(len(batch.canonical), dtype=bool)
         claimed = drive(self._pipeline.claim(batch.hashes, batch.valid, hold_seconds if leased else None), self._ask)
         won[batch.positions[claimed.won]] = True
@@ -203,6 +211,13 @@ class Deduplicator(DedupCore[ClaimStore]):
             local_filter=self.local_filter, store=self.store, leased=leased, owner=self.worker_id,
             counter=self._counter,
         )
+
+    def _check_hold(self, hold_seconds: float) -> bool:
+        """Whether held pages are leased (then ``hold_seconds`` is checked)."""
+        leased = self.store is not None and self.store.supports_leases
+        if leased:
+            check_lease_seconds(hold_seconds)
+        return leased
 
     def claim_keys(self, keys: Sequence[URL]) -> List[bool]:
         """Claim precomputed keys (a request fingerprint, a digest of a POST body...) as they are.

@@ -13,7 +13,7 @@ import os
 import time
 import secrets
 from dataclasses import replace
-from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Type, TypeVar, Union, cast
+from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
 import numpy as np
 
@@ -65,6 +65,25 @@ class Prepared(NamedTuple):
     positions: np.ndarray
     valid: List[str]
     hashes: np.ndarray
+
+    def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
+        # Sent to or from another process as one string: a canonical URL holds no newline, and
+        # one string is pickled (and rebuilt) several times faster than a list of them.
+        return _unpack_prepared, (len(self.canonical), self.errors, self.positions, "\n".join(self.valid), self.hashes)
+
+
+def _unpack_prepared(count: int, errors: Dict[int, InvalidURL], positions: np.ndarray, joined: str,
+                     hashes: np.ndarray) -> Prepared:
+    valid = joined.split("\n") if len(positions) else []
+    canonical: List[Optional[str]] = []
+    taken = 0  # valid rows in canonical
+    for position in sorted(errors):  # the rows between two invalid ones in one slice
+        rows = position - len(canonical)
+        canonical += valid[taken:taken + rows]
+        canonical.append(None)
+        taken += rows
+    canonical += valid[taken:]
+    return Prepared(canonical, errors, positions, valid, hashes)
 
 
 class ClaimBatch(NamedTuple):
@@ -338,40 +357,12 @@ class DedupCore(Generic[S]):
 
     def _prepare(self, urls: Sequence[URL], base: Optional[URL], bases: Optional[Sequence[Optional[URL]]]) -> Prepared:
         """Canonicalize and fingerprint a batch; count its URLs."""
-        if bases is None:
-            canonical, errors = self._canonicalize_in_pieces(urls, base)
-        else:
-            if base is not None:
-                raise ValueError("give base or bases, not both")
-            canonical, errors = canonicalize_each(urls, bases, policy=self.policy)
-        positions = [i for i, c in enumerate(canonical) if c is not None]
-        valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
-        self._counter.add(urls=len(canonical), invalid=len(errors))
-        return Prepared(canonical, errors, np.asarray(positions, dtype=np.intp), valid, hash_many(valid))
+        return self._counted(prepare_batch(urls, base, bases, self.policy))
 
-    def _canonicalize_in_pieces(self, urls: Sequence[URL], base: Optional[URL]) -> Canonicalized:
-        """:func:`canonicalize_many` in pieces of :data:`CANONICAL_PIECE` URLs, letting another
-        thread take the GIL between two pieces.
-
-        The compiled canonicalization holds the GIL for a whole call (about 0.2 us per URL), and
-        a thread waiting for the GIL gets it only after the 5 ms switch interval unless the
-        holder lets go: ``time.sleep(0)`` lets go, so the event loop of an AsyncDeduplicator
-        whose worker canonicalizes waits at most one piece. 16 tasks claiming 10,000-URL batches
-        lagged a ticker's loop 12 to 24 ms with whole calls, 4 to 8 ms with pieces (about the
-        idle loop's own jitter on this machine: bench/test_bench_async.py).
-        """
-        check_batch("urls", urls, "URLs")
-        urls = urls if isinstance(urls, Sequence) else list(urls)
-        if len(urls) <= CANONICAL_PIECE:
-            return canonicalize_many(urls, base=base, policy=self.policy)
-        canonical: List[Optional[str]] = []
-        errors: Dict[int, InvalidURL] = {}
-        for start in range(0, len(urls), CANONICAL_PIECE):
-            found, refused = canonicalize_many(urls[start:start + CANONICAL_PIECE], base=base, policy=self.policy)
-            canonical.extend(found)
-            errors.update((start + i, error) for i, error in refused.items())
-            time.sleep(0)
-        return Canonicalized(canonical, errors)
+    def _counted(self, batch: Prepared) -> Prepared:
+        """Count a prepared batch's URLs, as the Deduplicator's own preparation does."""
+        self._counter.add(urls=len(batch.canonical), invalid=len(batch.errors))
+        return batch
 
     def _claim_and_learn(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float],
                          aliases: Optional[Aliases] = None) -> Plan[np.ndarray]:
@@ -399,6 +390,55 @@ class DedupCore(Generic[S]):
     def __repr__(self) -> str:
         where = self.store.description if self.store is not None else "local filter only"
         return f"<{type(self).__name__} strategy={self.config.strategy!r} namespace={self.namespace!r} {where}>"
+
+
+def prepare_batch(urls: Sequence[URL], base: Optional[URL] = None,
+                  bases: Optional[Sequence[Optional[URL]]] = None,
+                  policy: CanonicalPolicy = DEFAULT_POLICY) -> Prepared:
+    """Canonicalize and fingerprint a batch, as :meth:`Deduplicator.claim_batch` does first.
+
+    It needs no Deduplicator: another thread or process may prepare the batches that one
+    Deduplicator then claims (:meth:`Deduplicator.hold_prepared`), as ``crawldedup filter
+    --jobs`` does. Arguments as :meth:`Deduplicator.claim_batch`.
+
+    :raises TypeError: when ``urls`` is a single string.
+    :raises InvalidURL: when ``base`` itself is refused.
+    :raises ValueError: for ``bases`` of another length than ``urls``, or both ``base`` and ``bases``.
+    """
+    if bases is None:
+        canonical, errors = _canonicalize_in_pieces(urls, base, policy)
+    else:
+        if base is not None:
+            raise ValueError("give base or bases, not both")
+        canonical, errors = canonicalize_each(urls, bases, policy=policy)
+    positions = [i for i, c in enumerate(canonical) if c is not None]
+    valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
+    return Prepared(canonical, errors, np.asarray(positions, dtype=np.intp), valid, hash_many(valid))
+
+
+def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: CanonicalPolicy) -> Canonicalized:
+    """:func:`canonicalize_many` in pieces of :data:`CANONICAL_PIECE` URLs, letting another
+    thread take the GIL between two pieces.
+
+    The compiled canonicalization holds the GIL for a whole call (about 0.2 us per URL), and
+    a thread waiting for the GIL gets it only after the 5 ms switch interval unless the
+    holder lets go: ``time.sleep(0)`` lets go, so the event loop of an AsyncDeduplicator
+    whose worker canonicalizes waits at most one piece. 16 tasks claiming 10,000-URL batches
+    lagged a ticker's loop 12 to 24 ms with whole calls, 4 to 8 ms with pieces (about the
+    idle loop's own jitter on this machine: bench/test_bench_async.py).
+    """
+    check_batch("urls", urls, "URLs")
+    urls = urls if isinstance(urls, Sequence) else list(urls)
+    if len(urls) <= CANONICAL_PIECE:
+        return canonicalize_many(urls, base=base, policy=policy)
+    canonical: List[Optional[str]] = []
+    errors: Dict[int, InvalidURL] = {}
+    for start in range(0, len(urls), CANONICAL_PIECE):
+        found, refused = canonicalize_many(urls[start:start + CANONICAL_PIECE], base=base, policy=policy)
+        canonical.extend(found)
+        errors.update((start + i, error) for i, error in refused.items())
+        time.sleep(0)
+    return Canonicalized(canonical, errors)
 
 
 def _domained(keys: Sequence[URL]) -> List[URL]:

@@ -1,0 +1,201 @@
+"""Worker processes that prepare batches while the main process claims and writes, in input order.
+
+``crawldedup filter --jobs N`` canonicalizes and fingerprints its batches (the per-line work,
+nearly nine tenths of a run) in N worker processes, and claims, writes and commits them on the
+main thread, one at a time and in input order, as ``--jobs 1`` does. A worker only ever
+computes: it holds no claim, writes no output and never touches the state file or the store,
+so a batch that was prepared but not claimed (the run stopped first) leaves no trace.
+
+Processes rather than threads: the compiled canonicalizer holds the GIL while it builds Python
+strings, so threads would take turns. Each worker has a pipe of its own and one batch in hand,
+and the batches go round the workers in order, so the results come back in order with no
+helper thread in the main process (a thread there would compete with it for the GIL). The
+workers are forked on the second batch (a run of one batch has nothing to share out) and ignore
+SIGINT, so a Ctrl-C in a terminal, which reaches the whole process group, stops the run between
+two batches as with ``--jobs 1``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections import deque
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any, Callable, Deque, Generic, Iterator, List, Optional, Tuple, TypeVar
+
+from ._io import EXIT_IO, CLIError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover  (Windows)
+    fcntl = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Bytes a pipe to or from a worker holds: a batch of 10,000 frontier lines is about 600 KB.
+PIPE_BYTES = 1 << 20
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which ``taskset`` and containers set)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover  (no affinity outside Linux)
+        return os.cpu_count() or 1
+
+
+class _Failed(Exception):
+    """What a worker sends back when the function raised: the exception, to raise again."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _serve(function: Callable[[Any], Any], tasks: Connection, results: Connection) -> None:
+    """A worker: prepare each task that arrives until the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process stops the run between two batches
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the main process's handler: stop() may terminate
+    while True:
+        task = tasks.recv()  # until the main process terminates it
+        try:
+            result = function(task)
+        except Exception as exc:  # raised again in the main process, as with --jobs 1
+            result = _Failed(exc)
+        results.send(result)
+
+
+class _Worker:
+    def __init__(self, function: Callable[[Any], Any], context: Any) -> None:
+        task_reader, self.tasks = context.Pipe(duplex=False)
+        self.results, result_writer = context.Pipe(duplex=False)
+        self.process: BaseProcess = context.Process(target=_serve, args=(function, task_reader, result_writer),
+                                                    daemon=True, name="crawldedup-job")
+        for connection in (self.tasks, self.results):
+            _widen(connection)
+        self.process.start()
+        task_reader.close()
+        result_writer.close()
+
+    def receive(self) -> Any:
+        try:
+            result = self.results.recv()
+        except (EOFError, OSError):
+            raise CLIError(EXIT_IO, "a worker process of --jobs died (killed, or out of memory)") from None
+        if isinstance(result, _Failed):
+            raise result.error
+        return result
+
+    def stop(self) -> None:
+        """Terminate the worker: it holds nothing but a batch nobody waits for any more."""
+        self.process.terminate()
+        self.process.join()
+        self.tasks.close()
+        self.results.close()
+
+
+def _widen(connection: Connection) -> None:
+    """Let a pipe hold a whole batch (Linux: up to ``/proc/sys/fs/pipe-max-size``, 1 MiB by
+    default), so that sending one costs a copy, not a handful of waits for the other side."""
+    try:
+        fcntl.fcntl(connection.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    except (AttributeError, OSError):  # pragma: no cover  (not Linux, or a lower limit: still correct)
+        pass
+
+
+class OrderedWork(Generic[T, R]):
+    """Runs ``function`` on items in ``jobs`` worker processes and yields the results in the
+    items' order, at most ``jobs`` items ahead of the consumer.
+
+    With ``jobs == 1`` the function runs in this process, item by item, as it is consumed.
+
+    :param function: what each worker runs on an item (forked with it, never pickled).
+    :raises CLIError: (``EXIT_IO``) when a worker process died (killed, out of memory).
+    """
+
+    def __init__(self, function: Callable[[T], R], jobs: int) -> None:
+        self.function = function
+        self.jobs = jobs
+        self._workers: List[_Worker] = []
+        self._sent = self._received = 0
+
+    def map(self, items: Iterator[T], may_wait: Callable[[], bool] = lambda: False) -> Iterator[Tuple[T, R]]:
+        """Yield ``(item, function(item))`` for each item, in order.
+
+        An item that cannot be made (an input that cannot be read) raises only once the items
+        before it were yielded, as it would with ``jobs == 1``.
+
+        :param may_wait: says whether the next item may take a while to come (input still being
+            written): the items in flight are yielded first, so they wait for nothing.
+        """
+        first = next(items, None)
+        if first is None:
+            return
+        if self.jobs == 1:
+            yield first, self.function(first)
+            for item in items:
+                yield item, self.function(item)
+            return
+        # In flight, oldest first: the n-th item sent is with worker n % jobs.
+        ahead: Deque[T] = deque()
+        self._sent = self._received = 0
+        pending: Optional[T] = first
+        while True:
+            if (ahead or pending is not None) and may_wait():
+                yield from self._drain(ahead, pending)
+                pending = None
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            except CLIError:
+                yield from self._drain(ahead, pending)
+                raise
+            if not self._workers:  # a second item: the workers are worth starting
+                self._start()
+            if pending is not None:
+                self._send(pending, ahead)
+                pending = None
+            if len(ahead) == self.jobs:  # every worker has an item: take the oldest back
+                yield self._receive(ahead)
+            self._send(item, ahead)
+        yield from self._drain(ahead, pending)
+
+    def _drain(self, ahead: Deque[T], pending: Optional[T]) -> Iterator[Tuple[T, R]]:
+        while ahead:
+            yield self._receive(ahead)
+        if pending is not None:  # the first item, not sent to a worker
+            yield pending, self.function(pending)
+
+    def _receive(self, ahead: Deque[T]) -> Tuple[T, R]:
+        result = self._workers[self._received % self.jobs].receive()
+        self._received += 1
+        return ahead.popleft(), result
+
+    def _send(self, item: T, ahead: Deque[T]) -> None:
+        try:
+            self._workers[self._sent % self.jobs].tasks.send(item)
+        except OSError:
+            raise CLIError(EXIT_IO, "a worker process of --jobs died (killed, or out of memory)") from None
+        self._sent += 1
+        ahead.append(item)
+
+    def _start(self) -> None:
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else None)
+        self._workers = [_Worker(self.function, context) for _ in range(self.jobs)]
+
+    def close(self) -> None:
+        """Stop the workers; a batch one of them is still preparing is dropped."""
+        for worker in self._workers:
+            worker.stop()
+        self._workers = []
+
+    def __enter__(self) -> "OrderedWork[T, R]":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

@@ -1,0 +1,267 @@
+"""``crawldedup filter --jobs N``: worker processes prepare the batches, the output is the same.
+
+The same frontier through ``--jobs 1`` and ``--jobs 2`` or 3 gives the same bytes on stdout, the
+same rejects file, the same summary counts and the same state file, whatever the batch size;
+and the fault paths (Ctrl-C, a closed pipe, a full disk, a worker killed) lose no page.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+import pytest
+
+from crawldedup.bloom import open_filter
+from crawldedup.cli._io import line_batches
+from crawldedup.cli._jobs import OrderedWork, available_cores
+
+COMMAND = [sys.executable, "-m", "crawldedup", "filter"]
+
+
+def frontier_bytes(lines: int, seed: int = 7) -> bytes:
+    """Links of 400 pages in many spellings, relative links (``BASE<TAB>LINK``), invalid lines,
+    empty lines, CRLF line ends and bytes that are not UTF-8."""
+    rng = random.Random(seed)
+    out: List[bytes] = []
+    for _ in range(lines):
+        page = rng.randrange(400)
+        kind = rng.randrange(9)
+        if kind == 0:
+            line = f"HTTPS://Shop.Example:443/item/{page}/?b=2&a=1&utm_source=x#top".encode()
+        elif kind == 1:
+            line = f"https://shop.example/list/{page % 7}\t../item/{page}?a=1&b=2".encode()
+        elif kind == 2:
+            line = f"https://bücher.example/buch/{page}".encode()
+        elif kind == 3:
+            line = b"mailto:sales@shop.example" if page % 2 else b""
+        elif kind == 4:
+            line = f"https://shop.example/item/{page}?a=1&b=2\r".encode()  # a CRLF line end
+        elif kind == 5 and page % 5 == 0:
+            line = b"https://shop.example/caf\xe9/" + str(page).encode()  # Latin-1, not UTF-8
+        else:
+            line = f"https://shop.example/item/{page}?a=1&b=2".encode()
+        out.append(line)
+    return b"\n".join(out) + b"\n"
+
+
+def summary(stderr: bytes) -> Dict[str, int]:
+    return {label: int(value.replace(",", ""))
+            for label, value in re.findall(r"^  ([a-z -]+?)\s{2,}([\d,]+)\b", stderr.decode(), re.MULTILINE)}
+
+
+def run_filter(cwd: Path, jobs: int, args: Sequence[str], state: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([*COMMAND, *args, "--state", state, "--jobs", str(jobs), "--capacity", "100000"],
+                            cwd=cwd, capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()
+    assert "Traceback" not in result.stderr.decode()
+    return result
+
+
+@pytest.mark.parametrize("output", ["canonical", "raw"])
+@pytest.mark.parametrize("batch", [7, 1_000, 50_000])
+def test_jobs_print_the_same_bytes_in_input_order(tmp_path: Path, output: str, batch: int) -> None:
+    (tmp_path / "a.txt").write_bytes(frontier_bytes(6_000, seed=1))
+    (tmp_path / "b.txt.gz").write_bytes(gzip.compress(frontier_bytes(6_000, seed=2)))
+    args = ["a.txt", "b.txt.gz", "--output", output, "--batch-size", str(batch)]
+    runs = {jobs: run_filter(tmp_path, jobs, [*args, "--rejects", f"rejects{jobs}.txt"], f"s{jobs}.bloom")
+            for jobs in (1, 2, 3)}
+    first = runs[1]
+    assert first.stdout and summary(first.stderr)["invalid"] > 0
+    for jobs in (2, 3):
+        assert runs[jobs].stdout == first.stdout
+        assert summary(runs[jobs].stderr) == summary(first.stderr)
+        assert (tmp_path / f"rejects{jobs}.txt").read_bytes() == (tmp_path / "rejects1.txt").read_bytes()
+        with open_filter(tmp_path / "s1.bloom") as one, open_filter(tmp_path / f"s{jobs}.bloom") as many:
+            assert many.approx_items == one.approx_items
+            assert all(url in many for url in first.stdout.decode("utf-8", "surrogateescape").splitlines()
+                       if output == "canonical")
+
+
+def test_jobs_read_stdin(tmp_path: Path) -> None:
+    data = frontier_bytes(5_000)
+    outputs = [subprocess.run([*COMMAND, "--jobs", str(jobs), "--batch-size", "300", "--state", f"s{jobs}.bloom"],
+                              cwd=tmp_path, input=data, capture_output=True, timeout=120).stdout
+               for jobs in (1, 2)]
+    assert outputs[0] and outputs[0] == outputs[1]
+
+
+def test_a_batch_is_printed_before_more_input_arrives(tmp_path: Path) -> None:
+    """A crawler that writes its links as it finds them gets each batch's pages without waiting
+    for the batches after it."""
+    worker = subprocess.Popen([*COMMAND, "--jobs", "2", "--batch-size", "100", "--state", "s.bloom"], cwd=tmp_path,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    assert worker.stdin is not None and worker.stdout is not None
+    try:
+        worker.stdin.write("".join(f"https://shop.example/item/{page}\n" for page in range(300)).encode())
+        printed = [worker.stdout.readline() for _ in range(300)]  # three batches, stdin still open
+        assert printed[-1] == b"https://shop.example/item/299\n"
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=60)
+        worker.stdout.close()
+        assert worker.stderr is not None
+        worker.stderr.close()
+    assert worker.returncode == 0
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 10, 64])
+def test_line_batches_cut_every_size_lines(size: int) -> None:
+    rng = random.Random(size)
+    lines = [b"x" * rng.randrange(4) for _ in range(500)]
+    text = b"\n".join(lines)
+    cuts = sorted(rng.sample(range(len(text)), 40))
+    blocks, start = [], 0
+    for cut in cuts:  # blocks of whole lines, as the reader yields them
+        cut = text.find(b"\n", cut)
+        if cut < 0:
+            break
+        if cut >= start:
+            blocks.append(text[start:cut])
+            start = cut + 1
+    blocks.append(text[start:])
+    batches = list(line_batches(iter(blocks), size))
+    assert [batch.split(b"\n") for batch in batches] == [lines[i:i + size] for i in range(0, len(lines), size)]
+
+
+def _square(value: int) -> int:
+    if value < 0:
+        raise ValueError(f"negative: {value}")
+    return value * value
+
+
+def test_ordered_work_keeps_order_and_raises_as_one_process_would() -> None:
+    with OrderedWork(_square, 3) as work:
+        assert [result for _, result in work.map(iter(range(50)))] == [n * n for n in range(50)]
+    with OrderedWork(_square, 2) as work:
+        results = []
+        with pytest.raises(ValueError, match="negative: -1"):
+            for _, result in work.map(iter([1, 2, 3, -1, 5])):
+                results.append(result)
+        assert results == [1, 4, 9]
+
+
+def test_available_cores_is_the_affinity() -> None:
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert available_cores() == expected
+
+
+# ---------------------------------------------------------------------------- fault paths
+
+
+def _long_run(tmp_path: Path, pages: int) -> subprocess.Popen:
+    """A run of ``2 * pages`` lines in batches of 200 with two workers, in a session of its own
+    (its process group can be signalled as a terminal's Ctrl-C signals it)."""
+    lines = [f"https://shop.example/item/{page}?v={variant}" for variant in ("a", "b") for page in range(pages)]
+    (tmp_path / "long.txt").write_text("".join(f"{line}\n" for line in lines))
+    return subprocess.Popen([*COMMAND, "long.txt", "--state", "s.bloom", "--batch-size", "200", "--jobs", "2"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                            start_new_session=True)
+
+
+def _every_page_once(tmp_path: Path, printed: List[str], pages: int) -> None:
+    again = subprocess.run([*COMMAND, "long.txt", "--state", "s.bloom", "--jobs", "2"], cwd=tmp_path,
+                           capture_output=True, timeout=120)
+    assert again.returncode == 0, again.stderr.decode()
+    rest = again.stdout.decode().splitlines()
+    assert not set(printed) & set(rest)
+    assert sorted(printed + rest) == sorted(f"https://shop.example/item/{p}?v={v}" for v in "ab" for p in range(pages))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals and process groups")
+@pytest.mark.parametrize("to_group", [False, True], ids=["process", "process-group"])
+def test_sigint_with_jobs_prints_the_summary_and_loses_no_page(tmp_path: Path, to_group: bool) -> None:
+    """Ctrl-C in a terminal reaches the workers too (the process group): they ignore it, and the
+    main process stops between two batches."""
+    worker = _long_run(tmp_path, 25_000)
+    assert worker.stdout is not None
+    printed = [worker.stdout.readline().decode().strip()]
+    if to_group:
+        os.killpg(worker.pid, signal.SIGINT)
+    else:
+        worker.send_signal(signal.SIGINT)
+    try:
+        rest, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    printed += rest.decode().split()
+    assert worker.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode() and "interrupted by SIGINT" in err.decode()
+    assert summary(err)["new"] == len(printed) < 50_000
+    with open_filter(tmp_path / "s.bloom") as bf:
+        assert all(url in bf for url in printed)
+    _every_page_once(tmp_path, printed, 25_000)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="exit code of a closed pipe on POSIX")
+def test_closed_stdout_with_jobs_stops_quietly(tmp_path: Path) -> None:
+    worker = _long_run(tmp_path, 25_000)
+    assert worker.stdout is not None
+    assert worker.stdout.readline().startswith(b"https://")
+    worker.stdout.close()
+    try:
+        _, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 141, err.decode()
+    assert "Traceback" not in err.decode() and "error" not in err.decode()
+    # The batch its reader left unread was handed back: a rerun prints every page once.
+    _every_page_once(tmp_path, [], 25_000)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_dev_full_with_jobs_is_one_line_and_loses_no_page(tmp_path: Path) -> None:
+    (tmp_path / "long.txt").write_text("".join(f"https://shop.example/item/{p}?v={v}\n" for v in "ab" for p in range(5_000)))
+    with open("/dev/full", "wb") as full:
+        failed = subprocess.run([*COMMAND, "long.txt", "--state", "s.bloom", "--batch-size", "200", "--jobs", "2"],
+                                cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, timeout=120)
+    err = failed.stderr.decode()
+    assert failed.returncode == 4, err
+    assert err.splitlines() == ["crawldedup: error: cannot write stdout: No space left on device"]
+    _every_page_once(tmp_path, [], 5_000)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="kills a worker process")
+def test_a_worker_killed_is_one_line_and_loses_no_page(tmp_path: Path) -> None:
+    worker = _long_run(tmp_path, 25_000)
+    assert worker.stdout is not None
+    printed = [worker.stdout.readline().decode().strip()]
+    children = _children(worker.pid)
+    assert children, "no worker process"
+    os.kill(children[0], signal.SIGKILL)
+    try:
+        rest, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    printed += rest.decode().split()
+    if worker.returncode == 0:  # the run was over before the kill reached the worker
+        pytest.skip("the run ended before the worker was killed")
+    assert worker.returncode == 4, err.decode()
+    lines = [line for line in err.decode().splitlines() if line.strip()]
+    assert lines == ["crawldedup: error: a worker process of --jobs died (killed, or out of memory)"]
+    with open_filter(tmp_path / "s.bloom") as bf:
+        assert all(url in bf for url in printed)
+    _every_page_once(tmp_path, printed, 25_000)
+
+
+def _children(pid: int) -> List[int]:
+    """The child processes of ``pid`` (Linux /proc), waiting up to 10 s for the first."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as listing:
+                found = [int(child) for child in listing.read().split()]
+        except OSError:
+            pytest.skip("no /proc/PID/task/PID/children here")
+        if found:
+            return found
+        time.sleep(0.01)
+    return []
