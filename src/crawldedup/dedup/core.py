@@ -24,7 +24,8 @@ from ..pages import PAGES_SUFFIX, open_pages
 from .._plans import Plan
 from ..bloom import GrowingFilter, hash_many
 from ..canonical import (
-    CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many, policy_conflict, policy_named,
+    DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many, policy_conflict,
+    policy_named,
 )
 from ..config import DedupConfig
 from ..fingerprints import Fingerprints
@@ -302,7 +303,7 @@ class DedupCore(Generic[S]):
             lease_store(self.store, self.config.strategy)
             check_lease_seconds(lease)
         batch = self._prepare(finals, None, None)
-        wanted, _ = self._canonicalize_in_pieces(requested, None)
+        wanted, _ = _canonicalize_in_pieces(requested, None, self.policy)
         pairs = [row for row, i in enumerate(batch.positions.tolist())
                  if wanted[i] is not None and wanted[i] != batch.canonical[i]]
         aliases = Aliases(Fingerprints(hash_many([wanted[batch.positions[row]] for row in pairs])),
@@ -320,7 +321,7 @@ class DedupCore(Generic[S]):
         """:meth:`Deduplicator.seen_through_redirects`, as a plan: the URLs' aliases (one round
         trip), then the claims of the final pages found (the local filter's misses: one more)."""
         check_batch("urls", urls, "URLs")
-        canonical, _ = self._canonicalize_in_pieces(urls, None)
+        canonical, _ = _canonicalize_in_pieces(urls, None, self.policy)
         positions = [i for i, c in enumerate(canonical) if c is not None]
         seen = np.zeros(len(canonical), dtype=bool)
         if positions:
