@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
-from typing import Callable, Dict, Iterator, List, NoReturn, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Union
 
 import pytest
 
@@ -192,7 +192,12 @@ def required_redis_server() -> str:
 
 def serve_redis(binary: str, module: Optional[str], extra_args: Sequence[str] = ()) -> Iterator[RedisServer]:
     """A started RedisServer for a fixture to yield; stopped and its files removed afterwards."""
-    server = RedisServer(binary, module, extra_args=extra_args)
+    yield from serving(RedisServer(binary, module, extra_args=extra_args))
+
+
+def serving(server: Union["RedisServer", "PostgresServer"]) -> Iterator[Any]:
+    """Start ``server`` (a RedisServer or PostgresServer) for a fixture to yield; stop it and
+    remove its files afterwards."""
     server.start()
     try:
         yield server
@@ -528,6 +533,7 @@ def redis_cluster_url(redis_cluster: RedisClusterServers) -> str:
     pytest.param("sharded-set", marks=pytest.mark.redis),
     pytest.param("bloom", marks=pytest.mark.redis),
     "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
 ])
 def store_strategy(request: pytest.FixtureRequest) -> str:
     """Each claim store in turn, by its ``DEDUP_STRATEGY`` name."""
@@ -536,11 +542,129 @@ def store_strategy(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store_location(store_strategy: str, server_kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict:
-    """Where a store of ``store_strategy`` lives for one test: a flushed Redis or a fresh SQLite file."""
+    """Where a store of ``store_strategy`` lives for one test: a flushed Redis, a fresh SQLite
+    file, or a PostgreSQL database without claims."""
     if store_strategy == "sqlite":
         return {"sqlite_path": tmp_path / "claims.sqlite"}
+    if store_strategy == "postgres":
+        return {"postgres_url": request.getfixturevalue("postgres_url")}
     fixture = "redisbloom_url" if store_strategy == "bloom" else "redis_url"
     return {"redis_url": request.getfixturevalue(fixture)}
+
+
+def find_postgres_bin() -> Optional[Path]:
+    """The directory of ``initdb`` and ``postgres`` (Debian's /usr/lib/postgresql/<version>/bin, the
+    newest first, else ``pg_config --bindir`` or PATH), or None when PostgreSQL is not installed."""
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name)
+                        if p.parent.name.isdigit() else 0, reverse=True)
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
+        candidates.append(Path(found.stdout.strip()))
+    if shutil.which("initdb"):
+        candidates.append(Path(shutil.which("initdb")).parent)  # type: ignore[arg-type]
+    for directory in candidates:
+        if (directory / "initdb").exists() and (directory / "postgres").exists():
+            return directory
+    return None
+
+
+class PostgresServer:
+    """A real PostgreSQL cluster, ``initdb`` into a temporary directory, on a free loopback port.
+
+    PostgreSQL refuses to run as root: as root (CI containers), the cluster belongs to the
+    unprivileged ``postgres`` user that Debian's package creates, and its commands run through
+    ``runuser``. The superuser ``postgres`` logs in with :attr:`PASSWORD` over TCP (scram), so
+    tests can also give a wrong one. ``fsync=off`` unless ``durable``: the tests lose nothing by it;
+    bench/ measures with PostgreSQL's defaults.
+    """
+
+    PASSWORD = "crawldedup-test-secret"
+
+    def __init__(self, bindir: Path, durable: bool = False) -> None:
+        self.bindir = bindir
+        self.durable = durable
+        self.port = _free_port()
+        self.workdir = Path(tempfile.mkdtemp(prefix="crawldedup-pg-"))
+        self.data = self.workdir / "data"
+        self.process: Optional[subprocess.Popen] = None
+        self._as_user: List[str] = []
+        if os.geteuid() == 0:
+            self._as_user = ["runuser", "-u", "postgres", "--"]
+            shutil.chown(self.workdir, "postgres", "postgres")
+        password_file = self.workdir / "password"
+        password_file.write_text(self.PASSWORD + "\n")
+        if self._as_user:
+            shutil.chown(password_file, "postgres", "postgres")
+        subprocess.run([*self._as_user, str(bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
+                        "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={password_file}",
+                        "-E", "UTF8", "--no-sync"], check=True, capture_output=True)
+
+    def url(self, user: str = "postgres", password: Optional[str] = None, database: str = "postgres") -> str:
+        return f"postgresql://{user}:{password or self.PASSWORD}@127.0.0.1:{self.port}/{database}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        args = [*self._as_user, str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port),
+                "-k", str(self.workdir), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"]
+        if not self.durable:
+            args += ["-c", "fsync=off", "-c", "full_page_writes=off"]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                raise RuntimeError(f"postgres exited with {self.process.returncode}: {err}")
+            ready = subprocess.run([str(self.bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)],
+                                   capture_output=True)
+            if ready.returncode == 0:
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"postgres did not answer on port {self.port} within {timeout}s")
+
+    def stop(self, sig: int = signal.SIGINT) -> None:
+        """Stop the server (SIGINT: fast shutdown; SIGKILL: a crash, for fault tests)."""
+        if self.process is not None and self.process.poll() is None:
+            # runuser passes the signal on; the whole session holds postgres and its children.
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=30)
+        if self.process is not None and self.process.stderr:
+            self.process.stderr.close()
+        self.process = None
+
+    def sql(self, statement: str, database: str = "postgres") -> None:
+        """Run ``statement`` as the superuser (autocommit)."""
+        import psycopg
+
+        with psycopg.connect(self.url(database=database), autocommit=True) as connection:
+            connection.execute(statement)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL. Missing binaries (or psycopg) skip locally and fail under ``CI=true``."""
+    bindir = find_postgres_bin()
+    problem = None
+    if bindir is None:
+        problem = "PostgreSQL not found: apt-get install postgresql"
+    elif importlib.util.find_spec("psycopg") is None:
+        problem = "psycopg not installed: pip install 'crawldedup[postgres]' (in the test extra)"
+    if problem is not None:
+        if IN_CI:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    assert bindir is not None
+    yield from serving(PostgresServer(bindir))
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """The session's PostgreSQL without any crawldedup schema (restarted if a test stopped it)."""
+    if postgres_server.process is None or postgres_server.process.poll() is not None:
+        postgres_server.start()
+    postgres_server.sql("DROP SCHEMA IF EXISTS crawldedup CASCADE")
+    return postgres_server.url()
 
 
 #: The tmpfs of ``small_fs``: room for a few small filters, so "almost full" is set up with a filler file.
@@ -599,12 +723,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 #: Strategies that exist on Redis 7 alone (RedisBloom is a Redis module; Valkey builds load
 #: none), or on no server at all.
-_NOT_ON_VALKEY = {"bloom", "redisbloom", "sqlite"}
+_NOT_ON_VALKEY = {"bloom", "redisbloom", "sqlite", "postgres"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marks ``redis`` every test that uses a real server (or cluster), so ``-m "not redis"``
-    deselects them, and leaves out the Valkey runs of tests that need RedisBloom or no server.
+    """Marks ``redis`` every test that uses a real Redis server (or cluster), and ``postgres`` every
+    one that uses PostgreSQL, so ``-m "not redis and not postgres"`` deselects them, and leaves out the Valkey runs of tests that need RedisBloom or no server.
 
     The wheel builds (cibuildwheel) run where no redis-server exists and deselect these.
     """
@@ -621,6 +745,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if {"redis_server", "redis_cluster", "sentinel_set", "replicated_cluster"} & names:
             item.add_marker(pytest.mark.redis)
+        if "postgres_server" in names:
+            item.add_marker(pytest.mark.postgres)
         kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -696,13 +822,14 @@ SERVE_START_SECONDS = 30
 
 
 class LosingProxy:
-    """Forwards loopback TCP connections to a server (Redis, or ``crawldedup serve``); on
-    command, loses one reply.
+    """Forwards loopback TCP connections to a server (Redis, PostgreSQL, or ``crawldedup
+    serve``); on command, loses one reply.
 
     :meth:`lose_next_reply` arms it: the next reply bytes the server sends, on any connection,
     are dropped and that connection is cut (both sides). Redis writes nothing before a command
-    has run, and a script runs whole (the service answers a request once its store did), so the
-    request was executed. ``refuse`` closes new connections at once (the server unreachable)
+    has run, and a script runs whole (the service answers a request once its store did;
+    PostgreSQL sends a small reply once the statement's transaction committed), so the request
+    was executed. ``refuse`` closes new connections at once (the server unreachable)
     while the server itself keeps running.
     """
 

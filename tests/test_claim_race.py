@@ -103,13 +103,14 @@ needs_compiled = pytest.mark.skipif(not HAS_EXTENSION, reason="the same race run
     pytest.param(("set", "redis_url"), id="set", marks=pytest.mark.redis),
     pytest.param(("sharded-set", "redis_url"), id="sharded-set", marks=pytest.mark.redis),
     pytest.param(("sqlite", None), id="sqlite"),
+    pytest.param(("postgres", "postgres_url"), id="postgres", marks=pytest.mark.postgres),
     pytest.param(("set", "redis_cluster_url"), id="set-cluster", marks=pytest.mark.redis),
     pytest.param(("sharded-set", "redis_cluster_url"), id="sharded-set-cluster", marks=pytest.mark.redis),
 ])
 def test_async_tasks_of_two_processes_one_winner_per_page(where, request, tmp_path):
     strategy, fixture = where
     location = {"sqlite_path": str(tmp_path / "claims.sqlite")} if fixture is None else {
-        "redis_url": request.getfixturevalue(fixture)}
+        fixture.replace("_cluster", ""): request.getfixturevalue(fixture)}
     options = {"strategy": strategy, "namespace": "async-race", "capacity": 1_000_000, "error_rate": 0.001, **location}
     winners = run_race(options, tmp_path, ASYNC_PAGES, ASYNC_WORKER, (ASYNC_TASKS,), ASYNC_PROCESSES)
     assert set(winners) == {f"https://site.example/p/{i}?a=1&b=2" for i in range(ASYNC_PAGES)}

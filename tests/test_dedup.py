@@ -285,7 +285,7 @@ def test_constructor_does_not_read_the_environment(monkeypatch):
 
 
 @pytest.mark.parametrize("variable, value, message", [
-    ("DEDUP_STRATEGY", "redis", "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite, service \\(bloom: redisbloom\\), got 'redis'"),
+    ("DEDUP_STRATEGY", "redis", "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service \\(bloom: redisbloom\\), got 'redis'"),
     ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),
     ("BLOOM_CAPACITY", "0", "capacity \\(BLOOM_CAPACITY\\) must be an integer"),
     ("BLOOM_ERROR_RATE", "1", "error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\)"),

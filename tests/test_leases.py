@@ -237,10 +237,10 @@ def test_bad_worker_id_is_refused():
         Deduplicator("local", capacity=100, error_rate=0.01, worker_id="has space")
 
 
-def test_stores_without_leases_say_so(redisbloom_url, tmp_path):
+def test_stores_without_leases_say_so(redisbloom_url, postgres_url, tmp_path):
     options = {"capacity": 1_000, "error_rate": 0.01}
     for strategy, where in [("redisbloom", {"redis_url": redisbloom_url}), ("sqlite", {"sqlite_path": tmp_path / "c.sqlite"}),
-                            ("local", {})]:
+                            ("postgres", {"postgres_url": postgres_url}), ("local", {})]:
         with Deduplicator(strategy, namespace="lease", **where, **options) as d:
             with pytest.raises(LeasesUnsupported, match=f"leases need the set or sharded-set store.*'{strategy}'"):
                 d.claim_many(["https://ok.example/"], lease=30)

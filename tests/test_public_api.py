@@ -20,6 +20,7 @@ PUBLIC = {
     "InvalidURL",
     "LeasesUnsupported",
     "NamespaceConflict",
+    "PostgresStore",
     "RedisBloomStore",
     "RedisKeyStore",
     "RedisShardedSetStore",

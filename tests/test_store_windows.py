@@ -32,7 +32,7 @@ DAY = 86_400.0
 WINDOW = Window(30 * DAY, 4)
 START = WINDOW.generation(1_800_000_000.0) * WINDOW.span + 0.3 * WINDOW.span
 PAGES = [f"https://shop.example/item/{i}?a=1" for i in range(300)]
-STRATEGIES = ["set", "sharded-set", "redisbloom", "sqlite"]
+STRATEGIES = ["set", "sharded-set", "redisbloom", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 LEASE_STRATEGIES = {"set", "sharded-set"}
 compiled_only = pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="the twin cannot change a store's answers")
 
@@ -40,6 +40,8 @@ compiled_only = pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="the twin can
 def options(strategy: str, request: pytest.FixtureRequest, tmp_path: Path) -> Dict[str, Any]:
     if strategy == "sqlite":
         return {"sqlite_path": str(tmp_path / "claims.sqlite")}
+    if strategy == "postgres":
+        return {"postgres_url": request.getfixturevalue("postgres_url")}
     return {"redis_url": request.getfixturevalue("redisbloom_url" if strategy == "redisbloom" else "redis_url")}
 
 

@@ -459,12 +459,14 @@ def test_not_a_database_is_a_clear_error(tmp_path):
 
 
 def test_unknown_strategy_and_missing_location(tmp_path):
-    with pytest.raises(ValueError, match=re.escape("strategy must be one of local, set, sharded-set, redisbloom, sqlite, service (bloom: redisbloom), got 'redis'")):
+    with pytest.raises(ValueError, match=re.escape("strategy must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service (bloom: redisbloom), got 'redis'")):
         make("redis", {"redis_url": "redis://127.0.0.1:1/0"})
     with pytest.raises(ValueError, match="needs redis_url"):
         make("set", {})
     with pytest.raises(ValueError, match="needs sqlite_path"):
         make("sqlite", {})
+    with pytest.raises(ValueError, match="needs postgres_url"):
+        make("postgres", {})
 
 
 @pytest.mark.parametrize("capacity", [0, -1, 1.5, True, 1 << 49])

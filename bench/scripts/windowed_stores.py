@@ -3,14 +3,16 @@
 ``"replicated"``), in alternating A/B rounds (the machine is shared): a Deduplicator with no
 state file claims N distinct URLs in calls of 10,000, in a fresh namespace each round.
 
-    nice python bench/scripts/windowed_stores.py --urls 200000 --rounds 3   # starts its own redis-server
+    nice python bench/scripts/windowed_stores.py --urls 200000 --rounds 3   # starts its own redis-server and PostgreSQL
     nice python bench/scripts/windowed_stores.py --compare durability --urls 200000 --rounds 3
 
 ``--compare durability`` starts a primary with one replica; ``replicated`` waits for it
 (``WAIT 1``) after every batch, without a window.
 
-Bytes per URL are the store's own measure (``store_bytes_per_url``; the ``set`` store cannot
-say, see bench/scripts/redis_memory.py). With a window, one generation holds every claim here.
+Bytes per URL are the store's own measure (``store_bytes_per_url``; postgres: the namespace's
+table, index and free space, ``pg_total_relation_size``). With a window, one generation holds
+every claim here. PostgreSQL runs with its defaults (fsync on: each batch's commit waits for the
+WAL's flush).
 """
 
 from __future__ import annotations
@@ -22,18 +24,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # conftest.py: the RedisServer the tests use
 
-from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402
+from conftest import PostgresServer, RedisServer, find_postgres_bin, find_redis_server, find_redisbloom  # noqa: E402
 
 from crawldedup import Deduplicator  # noqa: E402
 from crawldedup.config import DedupConfig  # noqa: E402
 
 BATCH = 10_000
-STRATEGIES = ("set", "sharded-set", "redisbloom", "sqlite")
+STRATEGIES = ("set", "sharded-set", "redisbloom", "sqlite", "postgres")
 #: What each comparison varies: label -> the settings of its Deduplicators.
 COMPARISONS = {
     "window": {"plain": {"ttl_days": 0.0}, "windowed": {"ttl_days": 30.0}},
@@ -41,9 +43,13 @@ COMPARISONS = {
 }
 
 
-def run(strategy: str, settings: Dict[str, object], urls: List[str], url: str, directory: str,
+def run(strategy: str, settings: Dict[str, object], urls: List[str], locations: Dict[str, str], directory: str,
         name: str) -> Tuple[float, Optional[float]]:
-    where = {"sqlite_path": f"{directory}/{name}.sqlite"} if strategy == "sqlite" else {"redis_url": url}
+    where: Dict[str, str] = {"redis_url": locations["redis"]}
+    if strategy == "sqlite":
+        where = {"sqlite_path": f"{directory}/{name}.sqlite"}
+    elif strategy == "postgres":
+        where = {"postgres_url": locations["postgres"]}
     config = DedupConfig(strategy=strategy, namespace=name, capacity=len(urls), **where, **settings)  # type: ignore[arg-type]
     with Deduplicator(config=config) as d:
         began = time.perf_counter()
@@ -64,8 +70,17 @@ def main() -> None:
         sys.exit("redis-server not found")
     server = RedisServer(binary, find_redisbloom())
     server.start()
-    servers = [server]
+    servers: List[Union[RedisServer, PostgresServer]] = [server]
+    locations = {"redis": server.url}
     strategies = STRATEGIES
+    if args.compare == "window":
+        bindir = find_postgres_bin()
+        if bindir is None:
+            sys.exit("PostgreSQL not found: apt-get install postgresql")
+        postgres = PostgresServer(bindir, durable=True)
+        postgres.start()
+        servers.append(postgres)
+        locations["postgres"] = postgres.url()
     if args.compare == "durability":
         servers.append(RedisServer(binary, server.module, extra_args=("--replicaof", "127.0.0.1", str(server.port))))
         servers[-1].start()
@@ -79,7 +94,7 @@ def main() -> None:
             urls = [f"https://round{r}.example/item/{i}?ref=x" for i in range(args.urls)]
             for strategy, label, settings in (variants if r % 2 == 0 else variants[::-1]):
                 results.setdefault((strategy, label), []).append(
-                    run(strategy, settings, urls, server.url, directory, f"r{r}-{strategy}-{label}"))
+                    run(strategy, settings, urls, locations, directory, f"r{r}-{strategy}-{label}"))
     finally:
         for one in servers:
             one.stop()

@@ -222,6 +222,27 @@ def check_redis_url(name: str, url: str) -> str:
     return url
 
 
+#: The schemes of libpq's connection URLs.
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+POSTGRES_URL_RULE = f"a URL starting with {' or '.join(POSTGRES_SCHEMES)}"
+
+
+def check_postgres_url(name: str, url: str) -> str:
+    """A PostgreSQL connection URL (``postgresql://user:password@host:port/database``).
+
+    :raises ValueError: ``<name> must be ..., got ...``, the password hidden.
+    """
+    if not isinstance(url, str):
+        raise WrongType(complaint(name, POSTGRES_URL_RULE, url))
+    if not url.startswith(POSTGRES_SCHEMES):
+        raise ValueError(complaint(name, POSTGRES_URL_RULE, redact_url(url)))
+    try:
+        urlsplit(url).port
+    except ValueError:
+        raise ValueError(complaint(name, POSTGRES_URL_RULE + " and a port in [1, 65535]", redact_url(url))) from None
+    return url
+
+
 def _redis_url_problem(url: str) -> Optional[str]:
     """What makes ``url`` unusable, in a few words, or None."""
     parts = urlsplit(url)

@@ -13,7 +13,10 @@ from ._checks import (
     check_error_rate,
     check_name,
     check_path,
+    POSTGRES_URL_RULE,
+    check_postgres_url,
     check_redis_url,
+    redact_url,
     complaint,
     integer_in,
     number_in,
@@ -55,6 +58,8 @@ class Setting(NamedTuple):
         refusal = redis_url_refusal(value) if field == "redis_url" else None
         if refusal:
             return f"{field} ({self.variable}) {refusal}"
+        if field == "postgres_url" and isinstance(value, str):
+            value = redact_url(value)
         return complaint(f"{field} ({self.variable})", self.allowed, value)
 
 
@@ -72,6 +77,8 @@ SETTINGS: Dict[str, Setting] = {
     "generations": Setting("CRAWLDEDUP_GENERATIONS", lambda text: int(text.strip()),
                            f"an integer in [1, {MAX_GENERATIONS}] (a page is won again at most W / generations late)",
                            lambda v: integer_in("generations", v, 1, MAX_GENERATIONS)),
+    "postgres_url": Setting("CRAWLDEDUP_POSTGRES_URL", str.strip, f"{POSTGRES_URL_RULE} or unset",
+                            lambda v: v is None or check_postgres_url("postgres_url", v)),
     "service_url": Setting("CRAWLDEDUP_SERVICE_URL", str.strip, "a URL starting with http:// or https:// or unset",
                            lambda v: v is None or check_service_url(v)),
     "durability": Setting("CRAWLDEDUP_DURABILITY", str.strip, f"one of {', '.join(LEVELS)}", check_level),
@@ -103,6 +110,8 @@ class DedupConfig:
     :param sqlite_path: ``CRAWLDEDUP_SQLITE``: the database file of the ``sqlite`` store.
     :param generations: ``CRAWLDEDUP_GENERATIONS``: the generations G the window is cut into
         (default 4: at most 25% late).
+    :param postgres_url: ``CRAWLDEDUP_POSTGRES_URL``: the database of the ``postgres`` store
+        (``postgresql://user:password@host:port/database``).
     :param service_url: ``CRAWLDEDUP_SERVICE_URL``: the ``crawldedup serve`` of the ``service``
         store (its bearer token as the URL's password: ``http://:TOKEN@host:8707``).
     :param durability: ``CRAWLDEDUP_DURABILITY``: ``primary`` (a claim is answered once the
@@ -125,6 +134,7 @@ class DedupConfig:
     namespace: str = "crawldedup"
     sqlite_path: Optional[str] = None
     generations: int = DEFAULT_GENERATIONS
+    postgres_url: Optional[str] = None
     service_url: Optional[str] = None
     durability: str = "primary"
     durable_replicas: int = 1

@@ -58,7 +58,7 @@ from ._io import (
     decode_lines,
     line_batches,
 )
-from .._checks import check_error_rate, check_name, redis_url_refusal
+from .._checks import check_error_rate, check_name, check_postgres_url, redis_url_refusal
 from ..config import SETTINGS, DedupConfig
 from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
 from ..canonical import CanonicalPolicy, InvalidURL, canonicalize, canonicalize_each, canonicalize_many
@@ -298,6 +298,7 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
             ttl_days=args.ttl_days, generations=args.generations,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
             policy=args.policy,
+            postgres_url=args.postgres_url,
         )
     except NamespaceConflict as exc:
         raise CLIError(EXIT_STATE, str(exc)) from None
@@ -591,6 +592,13 @@ def _redis_url(text: str) -> str:
     return text
 
 
+def _postgres_url(text: str) -> str:
+    try:
+        return check_postgres_url("the value", text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _base_url(text: str) -> str:
     try:
         canonicalize(text)
@@ -665,6 +673,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
     filt.add_argument("--sqlite", metavar="FILE",
                       help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
+    filt.add_argument("--postgres-url", type=_postgres_url, metavar="URL",
+                      help="database of the postgres strategy, postgresql://user:password@host/db "
+                           "($CRAWLDEDUP_POSTGRES_URL)")
     filt.add_argument("--ttl-days", type=_days, metavar="DAYS",
                       help="the recrawl window: a page is seen for DAYS, then won again; 0 = for ever "
                            "($VISITED_TTL_DAYS, default 30)")

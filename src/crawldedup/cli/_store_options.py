@@ -20,7 +20,8 @@ from ._io import EXIT_USAGE, CLIError
 DEFAULT_SQLITE = "crawldedup.sqlite"
 #: Option (as argparse names it) -> the DedupConfig field it sets.
 STORE_OPTIONS = {
-    "strategy": "strategy", "redis_url": "redis_url", "sqlite": "sqlite_path", "namespace": "namespace",
+    "strategy": "strategy", "redis_url": "redis_url", "sqlite": "sqlite_path", "postgres_url": "postgres_url",
+    "namespace": "namespace",
     "capacity": "capacity", "error_rate": "error_rate", "ttl_days": "ttl_days",
 }
 #: The options of :func:`add_durability_options` -> the DedupConfig fields they set.
@@ -36,6 +37,8 @@ def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -
     parser.add_argument("--redis-url", metavar="URL", help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
     parser.add_argument("--sqlite", metavar="FILE",
                         help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
+    parser.add_argument("--postgres-url", metavar="URL",
+                        help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)")
     if namespace:
         parser.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
     parser.add_argument("--capacity", metavar="N", help="URLs the store is sized for ($BLOOM_CAPACITY)")

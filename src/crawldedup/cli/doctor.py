@@ -137,7 +137,7 @@ def _opener(config: DedupConfig, namespace: str, samples: int) -> Callable[[], C
         return open_store(
             config.strategy, namespace=namespace, policy_digest=config.canonical_policy.digest, redis_url=config.redis_url,
             sqlite_path=config.sqlite_path or (DEFAULT_SQLITE if config.strategy == "sqlite" else None),
-            capacity=capacity, error_rate=config.error_rate, ttl_seconds=config.ttl_seconds,
+            postgres_url=config.postgres_url, capacity=capacity, error_rate=config.error_rate, ttl_seconds=config.ttl_seconds,
             durability=config.store_durability,
         )
     return open_one
@@ -231,8 +231,8 @@ def _check_memory(report: Report, store: ClaimStore, samples: int) -> Optional[f
 
 
 def _check_capacity(report: Report, config: DedupConfig, facts: Optional[ServerFacts], per_url: Optional[float]) -> None:
-    if facts is None or per_url is None:
-        report.line(SKIP, "capacity", "needs the server's room and the bytes per URL")
+    if facts is None or per_url is None or facts.limit_bytes is None:
+        report.line(SKIP, "capacity", f"needs the bytes per URL and {facts.limit if facts else 'the server'}")
         return
     needed = config.capacity * per_url
     room = facts.limit_bytes - facts.used_bytes
@@ -251,7 +251,7 @@ def _clean_up(report: Report, store: ClaimStore, namespace: str) -> None:
         report.line(FAIL, "cleanup", f"throwaway namespace {namespace} not deleted: {exc}")
     else:
         report.line(PASS, "cleanup", f"throwaway namespace {namespace} deleted "
-                                     f"({counted(deleted, 'key' if store.strategy != 'sqlite' else 'row')})")
+                                     f"({counted(deleted, 'key' if store.strategy not in ('sqlite', 'postgres') else 'row')})")
     finally:
         store.close()
 

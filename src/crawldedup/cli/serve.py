@@ -29,7 +29,7 @@ DEFAULT_PORT = 8707
 CONFIG_OPTIONS = {
     "strategy": "strategy", "redis_url": "redis_url", "namespace": "namespace", "state": "state_path",
     "capacity": "capacity", "error_rate": "error_rate", "sqlite": "sqlite_path", "ttl_days": "ttl_days",
-    "generations": "generations", "policy": "policy", **DURABILITY_OPTIONS,
+    "generations": "generations", "postgres_url": "postgres_url", "policy": "policy", **DURABILITY_OPTIONS,
 }
 
 
@@ -51,6 +51,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
                        help="the claim store ($DEDUP_STRATEGY; default local)")
     serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($REDIS_URL)")
     serve.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
+    serve.add_argument("--postgres-url", metavar="URL", help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)")
     serve.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
     add_policy_option(serve)
     serve.add_argument("--state", metavar="FILE",

@@ -20,6 +20,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..config import DedupConfig
 from ..bloom import GrowingFilter, Stage, WindowedBloomFilter, open_filter
 from ..bloom.sizing import expected_false_positive_rate
 from ..stores.admin import count_claims, lease_counts, namespace_record
@@ -62,7 +63,7 @@ def run_stats(args: argparse.Namespace) -> int:
     if config.strategy != "local":
         namespace = config.namespace if args.round is None else f"{config.namespace}:{args.round}"
         sqlite_path = config.sqlite_path or (DEFAULT_SQLITE if config.strategy == "sqlite" else None)
-        report["store"] = _store_report(config.strategy, namespace, config.redis_url, sqlite_path)
+        report["store"] = _store_report(config, namespace, sqlite_path)
     if state is not None:
         report["local_filter"] = _filter_report(state)
     text = json.dumps(report, indent=2) + "\n" if args.json else render(report)
@@ -70,11 +71,13 @@ def run_stats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _store_report(strategy: str, namespace: str, redis_url: Optional[str], sqlite_path: Optional[str]) -> Dict[str, Any]:
+def _store_report(config: DedupConfig, namespace: str, sqlite_path: Optional[str]) -> Dict[str, Any]:
+    strategy, redis_url, postgres_url = config.strategy, config.redis_url, config.postgres_url
     try:
-        record = namespace_record(strategy, namespace, redis_url=redis_url, sqlite_path=sqlite_path)
+        record = namespace_record(strategy, namespace, redis_url=redis_url, sqlite_path=sqlite_path,
+                                  postgres_url=postgres_url)
         if record is None:
-            where = sqlite_path if strategy == "sqlite" else redis_url
+            where = {"sqlite": sqlite_path, "postgres": postgres_url}.get(strategy, redis_url)
             raise CLIError(EXIT_STATE, f"namespace {namespace!r} does not exist in {_redacted(where)}: nothing to report")
         theirs = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
         if theirs != strategy:
@@ -82,7 +85,7 @@ def _store_report(strategy: str, namespace: str, redis_url: Optional[str], sqlit
                                        f"not {strategy}: give --strategy {theirs}")
         # The record's own layout (capacity, error rate) is adopted: these only fill the constructor.
         with open_store(strategy, namespace=namespace, policy_digest=record["policy"], redis_url=redis_url,
-                        sqlite_path=sqlite_path, capacity=int(record.get("capacity", 1)),
+                        sqlite_path=sqlite_path, postgres_url=postgres_url, capacity=int(record.get("capacity", 1)),
                         error_rate=float(record.get("error_rate", 0.01)),
                         window=window_of_stamp(record.get("window"))) as store:
             return _measure(store)

@@ -74,6 +74,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         t + W (1 + 1 / generations) at the latest; 0 = claims never expire.
     :param sqlite_path: database file of the ``sqlite`` store.
     :param service_url: the ``crawldedup serve`` of the ``service`` store (docs/service.md).
+    :param postgres_url: the database of the ``postgres`` store (``postgresql://user:password@host/db``).
     :param policy: the canonical policy (default :data:`~crawldedup.DEFAULT_POLICY`); recorded
         with the namespace and the state file, which refuse another one.
     :param verify_hits: also claim local hits in the store (same round trip), so that a local

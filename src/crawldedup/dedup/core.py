@@ -116,6 +116,7 @@ class DedupCore(Generic[S]):
         ttl_days: Optional[float] = None,
         sqlite_path: Optional[PathArg] = None,
         service_url: Optional[str] = None,
+        postgres_url: Optional[str] = None,
         policy: Optional[Union[CanonicalPolicy, str]] = None,
         verify_hits: bool = False,
         sample_rate: float = DEFAULT_SAMPLE_RATE,
@@ -138,7 +139,7 @@ class DedupCore(Generic[S]):
             "error_rate": error_rate, "ttl_days": ttl_days, "generations": generations,
             "state_path": os.fspath(state) if state is not None else None,
             "sqlite_path": os.fspath(sqlite_path) if sqlite_path is not None else None,
-            "service_url": service_url,
+            "service_url": service_url, "postgres_url": postgres_url,
         }
         self.config = replace(config or DedupConfig(), **{k: v for k, v in overrides.items() if v is not None})
         number_in("sample_rate", sample_rate, 0, 1)
@@ -166,7 +167,7 @@ class DedupCore(Generic[S]):
             store = self._make_store(
                 self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
                 redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
-                service_url=self.config.service_url,
+                service_url=self.config.service_url, postgres_url=self.config.postgres_url,
                 capacity=self.config.capacity, error_rate=self.config.error_rate,
                 ttl_seconds=self.config.ttl_seconds, retry=retry, window=self.config.window, clock=clock,
                 durability=self.config.store_durability,

@@ -9,6 +9,7 @@ from .aio import AsyncClaimStore
 from .aliases import Aliases, AliasesUnsupported
 from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreRefused, StoreUnavailable
 from .durability import Durability
+from .postgres import PostgresStore
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
@@ -24,6 +25,7 @@ __all__ = [
     "Lease",
     "LeasesUnsupported",
     "NamespaceConflict",
+    "PostgresStore",
     "RedisBloomStore",
     "RedisKeyStore",
     "RedisShardedSetStore",

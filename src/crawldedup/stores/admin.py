@@ -12,6 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, cast
+from urllib.parse import urlsplit
 
 import redis
 from redis.cluster import RedisCluster
@@ -22,6 +23,7 @@ from .base import ClaimStore, StoreRefused, StoreUnavailable
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
+from .postgres import CONNECT_TIMEOUT_SECONDS, SCHEMA, PostgresStore, connection_problem
 from .sqlite import SQLiteStore, file_problem
 
 #: Keys deleted per ``UNLINK``; shards counted per pipeline.
@@ -35,16 +37,18 @@ class ServerFacts:
 
     :ivar software: name and version, such as ``Redis 7.0.15`` or ``SQLite 3.40.1``.
     :ivar modules: the server's modules with their versions, such as ``bf 2.8.2``.
-    :ivar used_bytes: memory in use (Redis), or the database file's pages in use (SQLite).
+    :ivar used_bytes: memory in use (Redis), the database file's pages in use (SQLite), the
+        database's size (PostgreSQL).
     :ivar limit_bytes: the most the store can grow to: ``maxmemory``, the machine's memory when
-        no maxmemory is set (Redis); the file's size plus the free disk space (SQLite).
+        no maxmemory is set (Redis); the file's size plus the free disk space (SQLite); None
+        when the server does not say (PostgreSQL does not tell a client its free disk space).
     :ivar limit: what ``limit_bytes`` is, in words.
     """
 
     software: str
     modules: Tuple[str, ...]
     used_bytes: int
-    limit_bytes: int
+    limit_bytes: Optional[int]
     limit: str
 
 
@@ -58,6 +62,9 @@ def server_facts(store: ClaimStore) -> ServerFacts:
         return store._with_retries(lambda: _redis_facts(_one_node(store)))
     if isinstance(store, SQLiteStore):
         return store._with_retries(lambda: _sqlite_facts(store))
+    if isinstance(store, PostgresStore):
+        (version, used), = store.execute("SELECT current_setting('server_version'), pg_database_size(current_database())")
+        return ServerFacts(f"PostgreSQL {version}", (), int(used), None, "the server's free disk space (not known here)")
     raise ValueError(f"the {store.strategy} store has no server to describe")
 
 
@@ -109,6 +116,10 @@ def delete_namespace(store: ClaimStore) -> int:
         return store._with_retries(lambda: _delete_redis_namespace(store))
     if isinstance(store, SQLiteStore):
         return store._with_retries(lambda: _delete_sqlite_namespace(store))
+    if isinstance(store, PostgresStore):
+        rows = count_claims(store)
+        store.execute(f"DROP TABLE IF EXISTS {store.table}, {store.aliases_table}")
+        return rows + len(store.execute(f"DELETE FROM {SCHEMA}.namespaces WHERE name = %s RETURNING id", (store.namespace,)))
     raise ValueError(f"the {store.strategy} store cannot delete a namespace")
 
 
@@ -141,7 +152,7 @@ def _delete_sqlite_namespace(store: SQLiteStore) -> int:
 
 
 def namespace_record(strategy: str, namespace: str, *, redis_url: Optional[str] = None,
-                     sqlite_path: Optional[PathArg] = None) -> Optional[Dict[str, str]]:
+                     sqlite_path: Optional[PathArg] = None, postgres_url: Optional[str] = None) -> Optional[Dict[str, str]]:
     """The record of ``namespace`` (its layout, store kind, policy...), read without creating it;
     None when the namespace does not exist. Opening a store creates its namespace: ask this first.
 
@@ -163,6 +174,10 @@ def namespace_record(strategy: str, namespace: str, *, redis_url: Optional[str] 
             return None
         record = {"layout": str(row[0]), "store": "sqlite", "fingerprint": row[1], "policy": row[2]}
         return {**record, "window": row[3]} if row[3] is not None else record
+    if strategy == PostgresStore.strategy:
+        if postgres_url is None:
+            raise ValueError("the postgres strategy needs postgres_url (CRAWLDEDUP_POSTGRES_URL)")
+        return _postgres_record(postgres_url, namespace)
     if redis_url is None:
         raise ValueError(f"the {strategy} strategy needs redis_url (REDIS_URL)")
     try:
@@ -177,6 +192,27 @@ def namespace_record(strategy: str, namespace: str, *, redis_url: Optional[str] 
         raise StoreUnavailable(redact_url(redis_url), 1, f"{type(exc).__name__}: {exc}") from None
     fields = cast(Dict[bytes, bytes], stored)  # the client returns bytes (no decode_responses)
     return {key.decode(): value.decode() for key, value in fields.items()} or None
+
+
+def _postgres_record(url: str, namespace: str) -> Optional[Dict[str, str]]:
+    import psycopg  # the postgres extra: a store of this strategy was asked for
+
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS) as db:
+            if db.execute(f"SELECT to_regclass('{SCHEMA}.namespaces')").fetchone() == (None,):
+                return None
+            row = db.execute(f"SELECT layout, store, fingerprint, policy, recrawl_window FROM {SCHEMA}.namespaces "
+                             "WHERE name = %s",
+                             (namespace,)).fetchone()
+    except psycopg.Error as exc:
+        problem = connection_problem(exc, urlsplit(url).password is not None)
+        reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        if problem is not None:
+            raise StoreRefused(redact_url(url), 1, reason, problem) from None
+        raise StoreUnavailable(redact_url(url), 1, reason) from None
+    if row is None:
+        return None
+    return {"layout": str(row[0]), "store": row[1], "fingerprint": row[2], "policy": row[3], "window": row[4]}
 
 
 def count_claims(store: ClaimStore) -> int:
@@ -202,6 +238,8 @@ def count_claims(store: ClaimStore) -> int:
                 return int(store._connection().execute("SELECT count(*) FROM crawldedup_claims WHERE namespace = ?",
                                              (store._namespace_id,)).fetchone()[0])
         return store._with_retries(rows)
+    if isinstance(store, PostgresStore):
+        return int(store.execute(f"SELECT count(*) FROM {store.table}")[0][0])
     raise ValueError(f"the {store.strategy} store cannot count its claims")
 
 

@@ -49,7 +49,7 @@ def unsupported(strategy: str) -> AliasesUnsupported:
     """The error of a store without an alias map, naming the stores that keep one."""
     return AliasesUnsupported(
         f"the {strategy} store keeps no alias map of redirects: claim_final and seen_through_redirects need "
-        f"a store that does (local, set, sharded-set, redisbloom, sqlite, service)"
+        f"a store that does (local, set, sharded-set, redisbloom, sqlite, postgres, service)"
     )
 
 

@@ -19,11 +19,13 @@ from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
 from .service import ServiceStore
+from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 
 #: The strategy without a store: the local filter decides alone.
 LOCAL = "local"
-_STORES: Tuple[Type[ClaimStore], ...] = (RedisKeyStore, RedisShardedSetStore, RedisBloomStore, SQLiteStore, ServiceStore)
+_STORES: Tuple[Type[ClaimStore], ...] = (RedisKeyStore, RedisShardedSetStore, RedisBloomStore, SQLiteStore, PostgresStore,
+                                          ServiceStore)
 #: Strategy name -> its store class (None for ``local``), in the order documentation lists them.
 STRATEGIES: Dict[str, Optional[Type[ClaimStore]]] = {LOCAL: None, **{store.strategy: store for store in _STORES}}
 #: Store kind (as namespace records hold it) -> its strategy name, for messages about a record.
@@ -35,7 +37,7 @@ ALIASES: Dict[str, str] = {"bloom": RedisBloomStore.strategy}
 LEASE_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items()
                                           if store and store.supports_leases and store is not ServiceStore)
 #: Strategies whose store lives in Redis (``redis_url``).
-REDIS_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items() if store and store not in (SQLiteStore, ServiceStore))
+REDIS_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items() if store and store not in (SQLiteStore, PostgresStore, ServiceStore))
 #: How the strategies are listed in messages.
 STRATEGY_CHOICES = ", ".join(STRATEGIES) + "".join(f" ({alias}: {name})" for alias, name in ALIASES.items())
 
@@ -70,6 +72,7 @@ def open_store(
     redis_url: Optional[str] = None,
     sqlite_path: Optional[PathArg] = None,
     service_url: Optional[str] = None,
+    postgres_url: Optional[str] = None,
     capacity: int,
     error_rate: float,
     ttl_seconds: Optional[int] = None,
@@ -85,6 +88,7 @@ def open_store(
     :param redis_url: where the Redis stores live (required for them).
     :param sqlite_path: the SQLite file (required for ``sqlite``).
     :param service_url: the ``crawldedup serve`` of ``service`` (required for it).
+    :param postgres_url: the PostgreSQL database of ``postgres`` (required for it).
     :param capacity: URLs the namespace is sized for (sharded sets, RedisBloom).
     :param error_rate: RedisBloom's false-positive rate.
     :param ttl_seconds: how long a claim lasts in the ``set`` store without a window (None: forever).
@@ -111,6 +115,10 @@ def open_store(
         if sqlite_path is None:
             raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")
         return SQLiteStore(sqlite_path, **common)
+    if store is PostgresStore:
+        if postgres_url is None:
+            raise ValueError("the postgres strategy needs postgres_url (CRAWLDEDUP_POSTGRES_URL)")
+        return PostgresStore(postgres_url, **common)
     if store is ServiceStore:
         if service_url is None:
             raise ValueError("the service strategy needs service_url (CRAWLDEDUP_SERVICE_URL)")
