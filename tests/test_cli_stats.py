@@ -109,6 +109,17 @@ def test_a_state_file_is_described(kind, tmp_path):
         assert local["oldest_generation"] is None
 
 
+def test_a_grown_state_file_counts_the_pages_every_stage_skipped(tmp_path):
+    state = tmp_path / "crawl.bloom"
+    with Deduplicator("local", state=state, capacity=2_000, error_rate=0.02, ttl_days=0) as dedup:
+        won = sum(sum(dedup.claim_many(pages(30_000)[i:i + 1_000])) for i in range(0, 30_000, 1_000))
+        assert len(dedup.local_filter.stages()) == 3
+    local = stats_json("--state", state, cwd=tmp_path)["local_filter"]
+    with open_filter(state, "r") as bloom:
+        assert (local["capacity"], local["items"]) == (bloom.capacity, bloom.approx_items) == (42_000, won)
+    assert local["skipped_estimate"] == pytest.approx(30_000 - won, abs=5 * math.sqrt(local["skipped_estimate"]) + 3)
+
+
 def test_the_human_report_of_a_sqlite_namespace_and_its_state_file(tmp_path):
     database, state = tmp_path / "claims.sqlite", tmp_path / "crawl.bloom"
     with Deduplicator("sqlite", sqlite_path=database, state=state, namespace="crawl", crawl_round="r2",
