@@ -105,6 +105,25 @@ def test_both_twins_write_the_same_bytes_and_read_each_other(writer, reader, tmp
         assert (a.contains_many(probe) == b.contains_many(probe)).all()
 
 
+@pytest.mark.parametrize("writer", WINDOWED)
+@pytest.mark.parametrize("reader", WINDOWED)
+def test_both_windowed_twins_grow_into_the_same_bytes(writer, reader, tmp_path):
+    folders = []
+    for cls in (writer, reader):
+        folder = tmp_path / f"{cls.__name__}-{len(folders)}"
+        folder.mkdir()
+        clock = ManualClock(START)
+        with GrowingFilter(cls(1_000, 0.01, WINDOW, folder / "w.bloom", clock=clock)) as bf:
+            for start in range(0, 8_000, 1_000):
+                bf.add_many(keys("w", 1_000, start))
+                clock.advance(WINDOW.span * 0.6)
+        folders.append(folder)
+    names = sorted(p.name for p in folders[0].iterdir())
+    assert len(names) == 3 and names == sorted(p.name for p in folders[1].iterdir())
+    for name in names:
+        assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+
+
 def test_a_reader_follows_the_writers_growth(plain_cls, tmp_path):
     path = tmp_path / "g.bloom"
     with grown(plain_cls, path) as writer:
