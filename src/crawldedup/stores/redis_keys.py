@@ -37,12 +37,13 @@ OBJECT_BYTES = 16
 SHARED_REFCOUNT = 2**31 - 1
 
 # A record is the 16 fingerprint bytes, the key's name after the group's tag. A leased key has no
-# expiry until its lease is done; the claim id is the key's 16 fingerprint bytes.
-# With a window (GEN >= 0) a lasting claim's value is "g<generation>" and the key expires (EXAT)
-# when that generation is forgotten; a key whose generation is older than OLDEST is forgotten
+# expiry until its lease is done; the claim id is the key's 16 fingerprint bytes. With a window
+# (GEN >= 0) a lasting claim's value is "g<generation>" and the key expires (EXAT) when that
+# generation is forgotten; a key whose generation is older than OLDEST is forgotten
 # already (by the client's clock, which may run ahead of Redis's) and is claimed again. A leased
 # key holds "L" and no generation: its lease decides. "1" (claims without a window) never ages
-# here; its own EX, if any, ends it.
+# here; its own EX, if any, ends it. With a window a claim first tries SET NX (one call for a new
+# page, most of what reaches the store), and reads the key only when it exists.
 _PRIMITIVES = """
 local WIDTH = 16
 local function locate(r) return TAG .. r, nil end
@@ -51,8 +52,12 @@ local function live(v)
 end
 local function claim_key(k, m, ttl)
   if GEN >= 0 then
+    local value = ttl > 0 and 'g' .. GEN or 'L'
+    local added
+    if ttl > 0 then added = redis.call('SET', k, value, 'NX', 'EXAT', FORGET_AT) else added = redis.call('SET', k, value, 'NX') end
+    if added then return 1 end
     if live(redis.call('GET', k)) then return 0 end
-    if ttl > 0 then redis.call('SET', k, 'g' .. GEN, 'EXAT', FORGET_AT) else redis.call('SET', k, 'L') end
+    if ttl > 0 then redis.call('SET', k, value, 'EXAT', FORGET_AT) else redis.call('SET', k, value) end
     return 1
   end
   if ttl > 0 then return redis.call('SET', k, 1, 'NX', 'EX', ttl) and 1 or 0 end

@@ -72,10 +72,14 @@ local function in_window(k, m)
   end
   return 0
 end
+local expiring = {}
 local function remember(k, m)
   local current = k .. ':' .. GEN
   redis.call('SADD', current, m)
-  redis.call('EXPIREAT', current, FORGET_AT, 'NX')
+  if not expiring[current] then  -- once per set and call: a repeated EXPIREAT NX changes nothing
+    redis.call('EXPIREAT', current, FORGET_AT, 'NX')
+    expiring[current] = true
+  end
 end
 local function claim_key(k, m, ttl)
   if GEN < 0 then return redis.call('SADD', k, m) end
