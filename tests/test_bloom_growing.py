@@ -253,9 +253,13 @@ GROWER = textwrap.dedent("""
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
-def test_a_sigkill_during_growth_keeps_every_claim(tmp_path):
+@pytest.mark.parametrize("kind", ["plain", "windowed"])
+def test_a_sigkill_during_growth_keeps_every_claim(kind, tmp_path):
     path = tmp_path / "g.bloom"
-    bloom.BloomFilter(3_000, 0.01, path).close()
+    if kind == "plain":
+        bloom.BloomFilter(3_000, 0.01, path).close()
+    else:  # the system clock: a 30-day window forgets nothing during the test
+        bloom.WindowedBloomFilter(3_000, 0.01, WINDOW, path).close()
     runs = [("before-rename", None), ("before-count", None), ("random", 0.2), ("random", 0.5)]
     for run, (crash, delay) in enumerate(runs):
         child = subprocess.Popen([sys.executable, "-c", GROWER, str(path), f"r{run}", crash], stdout=subprocess.PIPE,
