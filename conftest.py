@@ -242,6 +242,14 @@ def _replication(port: int) -> Dict[str, object]:
         client.close()
 
 
+def kill_all(processes: Sequence[subprocess.Popen]) -> None:
+    """SIGKILL the processes still running, and reap them all."""
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
 def _wait_for(what: str, ready: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
@@ -319,10 +327,7 @@ class SentinelSet:
         return None
 
     def stop(self) -> None:
-        for process in self.sentinels:
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=10)
+        kill_all(self.sentinels)
         self.sentinels = []
         for server in self.servers:
             server.stop()
@@ -468,10 +473,7 @@ class RedisClusterServers:
             self._ask(port, "FLUSHALL")
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait(timeout=10)
+        kill_all(self.processes)
         self.processes = []
 
 

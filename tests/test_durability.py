@@ -39,8 +39,10 @@ from crawldedup.stores import Durability, RetryPolicy
 from crawldedup.stores.factory import open_async_store, open_store
 
 POLICY = DEFAULT_POLICY.digest
-#: Fails fast when replicas are gone: 2 attempts of a 0.2 s WAIT.
-QUICK = Durability("replicated", 1, 0.2)
+#: Fails fast when replicas are gone: 2 attempts of a 0.5 s WAIT.
+QUICK = Durability("replicated", 1, 0.5)
+#: Where replicas are up: time enough for a loaded machine's replicas to acknowledge.
+STEADY = Durability("replicated", 1, 2.0)
 RETRY = RetryPolicy(retries=1, backoff_seconds=0.01, max_backoff_seconds=0.02)
 STRATEGIES = ["set", "sharded-set", "redisbloom"]
 
@@ -126,9 +128,9 @@ def test_a_server_without_wait_is_refused_when_replicated(tmp_path):
 # ----- through Sentinel --------------------------------------------------------------------------
 
 
-def open_replicated(strategy: str, url: str, durability: Durability = QUICK, **extra):
+def open_replicated(strategy: str, url: str, durability: Durability = QUICK, retry: RetryPolicy = RETRY):
     return open_store(strategy, namespace=f"d-{strategy}", policy_digest=POLICY, redis_url=url, capacity=100_000,
-                      error_rate=0.001, durability=durability, retry=RETRY, **extra)
+                      error_rate=0.001, durability=durability, retry=retry)
 
 
 @pytest.mark.slow
@@ -153,7 +155,8 @@ def test_claims_through_sentinel_wait_for_a_replica(sentinel_set: SentinelSet):
     assert all(keys_on(replica.port) == primary_keys for replica in sentinel_set.replicas)
     # crawldedup doctor checks the store as a crawl with that setting uses it.
     doctor = subprocess.run([sys.executable, "-m", "crawldedup", "doctor", "--samples", "2000", "--strategy", "set",
-                             "--redis-url", sentinel_set.url, "--durability", "replicated", "--durable-replicas", "2"],
+                             "--redis-url", sentinel_set.url, "--durability", "replicated", "--durable-replicas", "2",
+                             "--durable-timeout", "5"],
                             capture_output=True, text=True, timeout=120)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "PASS  claim race" in doctor.stdout
@@ -214,7 +217,7 @@ def test_without_replicas_a_batch_is_an_error_then_resumed(sentinel_set: Sentine
         with pytest.raises(StoreUnavailable, match="WAIT"):
             dedup.renew(urls[25:], 60)
         sentinel_set.replicas[0].start()
-        for attempt in range(50):  # the replica resyncs; each try waits 0.2 s at most
+        for attempt in range(50):  # the replica resyncs; each try waits 1 s at most
             try:
                 assert store.claim_many(pages) == [True] * len(pages)
                 break
@@ -231,7 +234,7 @@ def test_without_replicas_a_batch_is_an_error_then_resumed(sentinel_set: Sentine
 def test_replicated_on_a_cluster_waits_on_every_master(replicated_cluster: RedisClusterServers):
     pages = fingerprints(3_000)
     for strategy in ("set", "sharded-set"):
-        with open_replicated(strategy, replicated_cluster.url) as store:
+        with open_replicated(strategy, replicated_cluster.url, STEADY, RetryPolicy()) as store:
             assert store.in_cluster
             assert sum(store.claim_many(pages)) == len(pages)
             assert not any(store.claim_many(pages))
@@ -239,7 +242,7 @@ def test_replicated_on_a_cluster_waits_on_every_master(replicated_cluster: Redis
         async def claim_async() -> List[bool]:
             async with open_async_store(strategy, namespace=f"a-{strategy}", policy_digest=POLICY,
                                         redis_url=replicated_cluster.url, capacity=100_000, error_rate=0.001,
-                                        durability=QUICK) as store:
+                                        durability=STEADY) as store:
                 return await store.claim_many(pages)
         assert all(asyncio.run(claim_async()))
     # Every master ran part of each batch, and its replica holds what it answered.
