@@ -7,9 +7,9 @@ computes: it holds no claim, writes no output and never touches the state file o
 so a batch that was prepared but not claimed (the run stopped first) leaves no trace.
 
 Processes rather than threads: the compiled canonicalizer holds the GIL while it builds Python
-strings, so threads would take turns. Each worker has a pipe of its own and one batch in hand,
-and the batches go round the workers in order, so the results come back in order with no
-helper thread in the main process (a thread there would compete with it for the GIL). The
+strings, so threads would take turns. Each worker has a pipe of its own and up to two batches
+in hand, and the batches go round the workers in order, so the results come back in order with
+no helper thread in the main process (a thread there would compete with it for the GIL). The
 workers are forked on the second batch (a run of one batch has nothing to share out) and ignore
 SIGINT, so a Ctrl-C in a terminal, which reaches the whole process group, stops the run between
 two batches as with ``--jobs 1``.
@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import signal
+import threading
 from collections import deque
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -35,6 +37,9 @@ except ImportError:  # pragma: no cover  (Windows)
 T = TypeVar("T")
 R = TypeVar("R")
 
+#: Items in flight per worker: one being prepared, one waiting, so that no worker waits for
+#: the main process to take a result and send the next item.
+AHEAD_PER_JOB = 2
 #: Bytes a pipe to or from a worker holds: a batch of 10,000 frontier lines is about 600 KB.
 PIPE_BYTES = 1 << 20
 
@@ -56,16 +61,26 @@ class _Failed(Exception):
 
 
 def _serve(function: Callable[[Any], Any], tasks: Connection, results: Connection) -> None:
-    """A worker: prepare each task that arrives until the pipe closes."""
+    """A worker: prepare each task that arrives, until the main process terminates it.
+
+    A thread takes the tasks out of the pipe as they come, so the main process never waits to
+    send one, whatever the size of a batch, even while this worker waits to send a result."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process stops the run between two batches
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the main process's handler: stop() may terminate
+    arrived: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+    threading.Thread(target=_take_tasks, args=(tasks, arrived), daemon=True).start()
     while True:
-        task = tasks.recv()  # until the main process terminates it
+        task = arrived.get()
         try:
             result = function(task)
         except Exception as exc:  # raised again in the main process, as with --jobs 1
             result = _Failed(exc)
         results.send(result)
+
+
+def _take_tasks(tasks: Connection, arrived: "queue.SimpleQueue[Any]") -> None:
+    while True:
+        arrived.put(tasks.recv())
 
 
 class _Worker:
@@ -108,7 +123,7 @@ def _widen(connection: Connection) -> None:
 
 class OrderedWork(Generic[T, R]):
     """Runs ``function`` on items in ``jobs`` worker processes and yields the results in the
-    items' order, at most ``jobs`` items ahead of the consumer.
+    items' order, at most ``jobs * AHEAD_PER_JOB`` items ahead of the consumer.
 
     With ``jobs == 1`` the function runs in this process, item by item, as it is consumed.
 
@@ -159,7 +174,7 @@ class OrderedWork(Generic[T, R]):
             if pending is not None:
                 self._send(pending, ahead)
                 pending = None
-            if len(ahead) == self.jobs:  # every worker has an item: take the oldest back
+            if len(ahead) == self.jobs * AHEAD_PER_JOB:  # every worker is busy: take the oldest back
                 yield self._receive(ahead)
             self._send(item, ahead)
         yield from self._drain(ahead, pending)
