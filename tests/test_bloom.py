@@ -487,3 +487,45 @@ def test_compiled_filter_carries_the_reference_documentation():
     page = pydoc.render_doc(compiled, renderer=pydoc.plaintext)
     assert "__pyx" not in page and "cython" not in page
     assert "add(self, item: 'Any') -> 'bool'" in page
+
+
+def _mapping_flags(path) -> set:
+    """The VmFlags of this process's mapping of ``path`` (Linux /proc/self/smaps)."""
+    flags: set = set()
+    found = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if not line[0].isupper() and " " in line and not line.startswith("VmFlags"):
+                found = line.rstrip().endswith(str(path))
+            elif found and line.startswith("VmFlags:"):
+                flags |= set(line.split()[1:])
+    return flags
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads /proc/self/smaps (Linux)")
+def test_a_bulk_load_asks_for_huge_pages_only_while_it_runs(bloom_cls, tmp_path):
+    """A batch that touches most of a file's pages is advised huge pages while it sets its bits,
+    and the advice is taken back after it: the bits are those of the same keys added in small
+    batches, whose mapping is never advised."""
+    keys = urls("bulk", 20_000)
+    with bloom_cls(2_000_000, 0.01, tmp_path / "bulk.bloom") as bulk, \
+            bloom_cls(2_000_000, 0.01, tmp_path / "small.bloom") as small:
+        pages = os.path.getsize(tmp_path / "bulk.bloom") // 4096
+        assert len(keys) * storage._BULK_PAGES_PER_KEY >= pages > 100 * storage._BULK_PAGES_PER_KEY
+        assert pages * 4096 >= storage._HUGEPAGE_MIN_BYTES
+        assert bulk.add_many(keys).all()
+        for start in range(0, len(keys), 100):
+            small.add_many(keys[start:start + 100])
+        if hasattr(storage.mmap, "MADV_NOHUGEPAGE"):
+            assert "nh" in _mapping_flags(tmp_path / "bulk.bloom")  # advised, then taken back
+            assert not {"hg", "nh"} & _mapping_flags(tmp_path / "small.bloom")
+        bulk.flush()
+        small.flush()
+    assert storage_blocks(tmp_path / "bulk.bloom") == storage_blocks(tmp_path / "small.bloom")
+
+
+def storage_blocks(path) -> bytes:
+    with bloom.open_filter(path) as bf:
+        size = bf.num_bits // 8
+    data = path.read_bytes()
+    return data[len(data) - size:]

@@ -557,7 +557,7 @@ cdef int set_bits(_CBloomCore core, file, const uint64_t* hashes, Py_ssize_t cou
     cdef int64_t added
     cdef bint plain
     ask = not core._private and count >= PLAIN_OR_MIN_KEYS
-    with (file.plain_or() if ask else nullcontext(core._private)) as plain:
+    with (file.plain_or() if ask else nullcontext(core._private)) as plain, file.bulk(count):
         with nogil:
             added = add_hashed(core._bits, core._num_blocks, core._num_hashes, hashes, count, out, not plain)
     core._count += added

@@ -223,7 +223,7 @@ class PyBloomFilter(FilterBase):
         :raises io.UnsupportedOperation: when the filter is read-only.
         """
         hashes = as_hash_array(hashes)
-        with self._exclusive():
+        with self._exclusive() as file, file.bulk(len(hashes)):
             bits = self._writable_array()
             new = np.concatenate([self._add_chunk(bits, hashes[start:start + _CHUNK])
                                   for start in range(0, len(hashes), _CHUNK)] or [np.zeros(0, bool)])

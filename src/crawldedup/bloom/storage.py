@@ -29,6 +29,12 @@ _SCAN_BLOCKS = 1 << 20
 #: Transparent huge pages cut TLB misses on large mappings where the kernel offers them
 #: (anonymous memory; see docs/performance.md for what it measured). Below 2 MiB they cannot apply.
 _HUGEPAGE_MIN_BYTES = 2 << 20
+#: A batch of at least one key per this many 4 KiB pages of a file mapping is a bulk load: it
+#: touches nearly every 2 MiB of the file anyway, so huge pages cost it no extra page cache or
+#: write-back, and they spare it most page faults and TLB misses (docs/performance.md). A
+#: crawler's batches stay below it and keep 4 KiB pages: with huge ones, each key it adds would
+#: dirty 2 MiB of page cache for the kernel to write back.
+_BULK_PAGES_PER_KEY = 2
 #: Anonymous mappings are private to the process where the platform can say so (not Windows,
 #: where no process forks).
 _PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
@@ -45,8 +51,8 @@ else:  # pragma: no cover  (numpy 1.x)
         return _BYTE_POPCOUNT[rows].sum(axis=1, dtype=np.int64)
 
 
-def _advise_hugepages(mm: mmap.mmap, size: int) -> None:
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+def _advise_hugepages(mm: mmap.mmap, size: int, name: str = "MADV_HUGEPAGE") -> None:
+    advice = getattr(mmap, name, None)
     if advice is not None and size >= _HUGEPAGE_MIN_BYTES:
         try:
             mm.madvise(advice)
@@ -269,6 +275,20 @@ class BloomFile:
         self.writers.check_writable()
         with self.writers.plain_or() as alone:
             yield alone or not self.atomic_or
+
+    @contextlib.contextmanager
+    def bulk(self, keys: int) -> Iterator[None]:
+        """Ask for huge pages in a file mapping while a batch of ``keys`` keys sets its bits, if
+        the batch is a bulk load (:data:`_BULK_PAGES_PER_KEY`); the mapping's pages already in
+        memory stay as they are. Only a hint: the bits and what survives a crash are the same."""
+        if self.path is None or keys * _BULK_PAGES_PER_KEY < self.header.file_bytes // 4096:
+            yield
+            return
+        _advise_hugepages(self.mm, self.header.file_bytes)
+        try:
+            yield
+        finally:
+            _advise_hugepages(self.mm, self.header.file_bytes, "MADV_NOHUGEPAGE")
 
     def write_state(self, approx_items: int, clean: bool) -> None:
         """Store the count and the clean-close flag in the header page (no-op when read-only)."""
