@@ -111,6 +111,18 @@ def test_cli_refuses_the_file_under_policy_2_in_one_line(state):
     assert_names_the_way_on(err)
 
 
+def test_cli_info_names_the_policy_a_state_file_was_made_with(state, tmp_path):
+    old = subprocess.run([*COMMAND, "info", str(state)], capture_output=True, timeout=60)
+    assert old.returncode == 0, old.stderr.decode()
+    assert b"\npolicy " in old.stdout and b"canonical policy 1 (716e8d2d2c1c1eae)" in old.stdout
+    new = tmp_path / "new.bloom"
+    made = subprocess.run([*COMMAND, "filter", "--state", str(new), "-q"], input=b"https://a.example/\n",
+                          capture_output=True, timeout=60, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr.decode()
+    info = subprocess.run([*COMMAND, "info", str(new)], capture_output=True, timeout=60).stdout
+    assert f"canonical policy 2 ({DEFAULT_POLICY.digest})".encode() in info
+
+
 def test_cli_canonicalize_policy_option(tmp_path):
     urls = b"http:/a.example/x\nhttp://0x7f.1/\n"
     v2 = subprocess.run([*COMMAND, "canonicalize"], input=urls, capture_output=True, timeout=60, cwd=tmp_path)

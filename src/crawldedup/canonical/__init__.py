@@ -23,6 +23,7 @@ from .policy import (
     CanonicalPolicy,
     Canonicalized,
     InvalidURL,
+    describe_policy,
     policy_conflict,
     policy_named,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "canonicalize",
     "canonicalize_each",
     "canonicalize_many",
+    "describe_policy",
     "policy_conflict",
     "policy_named",
 ]

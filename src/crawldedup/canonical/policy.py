@@ -24,6 +24,7 @@ __all__ = [
     "POLICY_FORMAT_VERSION",
     "POLICY_V1",
     "POLICY_V2",
+    "describe_policy",
     "policy_conflict",
     "policy_named",
 ]
@@ -217,7 +218,8 @@ def policy_named(name: str) -> CanonicalPolicy:
     return policy
 
 
-def _described(digest: str) -> str:
+def describe_policy(digest: str) -> str:
+    """A policy digest as people name it: ``canonical policy 1 (716e8d2d2c1c1eae)``, or a custom one."""
     name = _NAME_OF_DIGEST.get(digest)
     if name is None:
         return f"a custom canonical policy ({digest})"
@@ -233,4 +235,4 @@ def policy_conflict(stored: str, ours: str) -> str:
                f"in Python policy=POLICY_{name.upper()})")
     else:
         how = "to continue the crawl that made it, use the CanonicalPolicy it was made with"
-    return f"{_described(stored)}, this crawl uses {_described(ours)}: {how}"
+    return f"{describe_policy(stored)}, this crawl uses {describe_policy(ours)}: {how}"

@@ -61,8 +61,9 @@ from ._io import (
 from .._checks import check_error_rate, check_name, check_postgres_url, redis_url_refusal
 from ..config import SETTINGS, DedupConfig
 from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
-from ..canonical import CanonicalPolicy, InvalidURL, canonicalize, canonicalize_each, canonicalize_many
+from ..canonical import CanonicalPolicy, InvalidURL, canonicalize, canonicalize_each, canonicalize_many, describe_policy
 from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_batch
+from ..dedup.state import state_policy
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
 from .._wording import counted
@@ -460,6 +461,10 @@ def run_info(args: argparse.Namespace) -> int:
             ("error rate now", f"{bloom.estimated_error_rate:.3g}"),
             ("metadata", metadata),
         ]
+        try:
+            rows.insert(len(rows) - 1, ("policy", describe_policy(state_policy(bloom, args.file))))
+        except FilterFileError:  # a filter file that no crawl stamped: no policy to name
+            pass
         if isinstance(first, WindowedBloomFilter):
             rows[5:5] = [("window", f"{first.window.describe()} (claims forgotten after it)")] + [
                 (f"generation {g.generation}", f"slot {g.slot}, from {_utc(g.starts_at)}, forgotten at "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from .._checks import PathArg
-from ..bloom import BloomFilter, FilterFileError, GrowingFilter, WindowedBloomFilter, open_filter_file
+from ..bloom import BloomFilter, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter_file
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, policy_conflict
 from ..windows import Clock, Window, system_clock
 
@@ -20,14 +20,14 @@ def _stamp(policy_digest: str, namespace: Optional[str]) -> bytes:
     return b" ".join(words)
 
 
-def _read_stamp(bloom: GrowingFilter, path: PathArg) -> Dict[str, str]:
+def _read_stamp(bloom: LocalFilter, path: PathArg) -> Dict[str, str]:
     words = bloom.metadata.split(b" ")
     if words[0] != STATE_STAMP:
         raise FilterFileError(f"{path}: not a crawldedup state file (its metadata has no {STATE_STAMP.decode()} stamp)")
     return dict(word.decode("ascii", "replace").partition("=")[::2] for word in words[1:])
 
 
-def state_policy(bloom: GrowingFilter, path: PathArg) -> str:
+def state_policy(bloom: LocalFilter, path: PathArg) -> str:
     """The canonical policy digest a state file is stamped with.
 
     :raises FilterFileError: for a file without a crawldedup stamp.
