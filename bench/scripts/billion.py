@@ -27,6 +27,20 @@ def url_keys(start: int, stop: int, kind: str = "item") -> list[str]:
     return [f"https://www.site{i % 100_000}.example/catalog/{kind}-{i}?ref=crawl" for i in range(start, stop)]
 
 
+#: /proc/vmstat counters printed as the fill's differences: pages dirtied and written back,
+#: page faults, file pages mapped as huge pages.
+VMSTAT = ("nr_dirtied", "nr_written", "pgfault", "pgmajfault", "thp_file_mapped")
+
+
+def vmstat() -> dict[str, int]:
+    """The kernel's /proc/vmstat counters (Linux), or nothing."""
+    try:
+        with open("/proc/vmstat") as counters:
+            return {name: int(value) for name, value in (line.split() for line in counters)}
+    except OSError:
+        return {}
+
+
 def progress(done: int, total: int, started: float) -> None:
     elapsed = time.perf_counter() - started
     rate = done / elapsed if elapsed else 0.0
@@ -50,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"implementation: {'cy' if HAS_EXTENSION else 'py'}")
     print(f"capacity: {args.capacity}\nerror_rate: {args.error_rate}\nitems: {items}")
+    vm_before, usage_before = vmstat(), resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     adding = 0.0
     with BloomFilter(args.capacity, args.error_rate, args.path, overwrite=True) as bf:
@@ -64,6 +79,15 @@ def main(argv: list[str] | None = None) -> int:
         bf.flush()
         approx_items = bf.approx_items
     total = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"user_seconds: {usage.ru_utime - usage_before.ru_utime:.1f}\nsystem_seconds: "
+          f"{usage.ru_stime - usage_before.ru_stime:.1f}\nminor_faults: {usage.ru_minflt - usage_before.ru_minflt}\n"
+          f"major_faults: {usage.ru_majflt - usage_before.ru_majflt}")
+    vm_after = vmstat()
+    for name in VMSTAT:  # the whole machine's, not this process's alone
+        if name in vm_before and name in vm_after:
+            print(f"vmstat_{name}: {vm_after[name] - vm_before[name]}")
+    print(f"load_average: {os.getloadavg()[0]:.1f}")
     print(f"fill_seconds: {total:.1f}\nitems_per_second: {items / total:.0f}")
     print(f"add_many_ns_per_item: {adding / items * 1e9:.1f}  (key building excluded)")
     print(f"approx_items: {approx_items}")
