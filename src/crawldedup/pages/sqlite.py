@@ -23,8 +23,7 @@ import sqlite3
 from typing import List, Optional
 
 from .._plans import Plan
-from ..canonical.policy import policy_conflict
-from ..stores.base import NamespaceConflict, StoreCall
+from ..stores.base import StoreCall, check_namespace_fields
 from ..stores.sqlite import SQLiteStore, Work
 from .base import PageStore
 from .plan import PageBatch, Seen, block_values
@@ -86,15 +85,9 @@ class SQLitePages(PageStore):
                    "content_policy, max_distance) VALUES (?, ?, ?, ?, ?)", (self.namespace, *wanted))
         row = db.execute("SELECT id, layout, canonical_policy, content_policy, max_distance FROM "
                          "crawldedup_page_namespaces WHERE name = ?", (self.namespace,)).fetchone()
-        for field, stored, ours in zip(("layout", "canonical_policy", "content_policy", "max_distance"), row[1:], wanted):
-            if field == "canonical_policy" and stored != ours:
-                raise NamespaceConflict(f"{self._store.path}: the pages of namespace {self.namespace!r} were made "
-                                        f"with {policy_conflict(str(stored), str(ours))}")
-            if stored != ours:
-                raise NamespaceConflict(
-                    f"{self._store.path}: the pages of namespace {self.namespace!r} hold {field}={stored!r}, "
-                    f"this crawl uses {field}={ours!r}: pick another namespace (or round)"
-                )
+        check_namespace_fields(f"{self._store.path}: the pages of namespace {self.namespace!r}",
+                               ("layout", "canonical_policy", "content_policy", "max_distance"), row[1:], wanted,
+                               pages=True)
         return int(row[0])
 
     def exchange(self, batch: PageBatch) -> StoreCall[List[Seen]]:

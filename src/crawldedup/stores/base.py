@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Dict, Generic, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .._checks import check_name, complaint, integer_in, number_in
+from ..canonical.policy import policy_conflict
 from ..fingerprints import Fingerprints
 from .._plans import Plan, drive, together
 from .aliases import Aliases, AliasesUnsupported, unsupported
@@ -120,6 +121,25 @@ def check_window_stamp(where: str, stored: Optional[str], window: Optional[Windo
         raise NamespaceConflict(f"{where} was made for {_stamp_words(stored)}, this store uses {_stamp_words(ours)}: "
                                 "give every worker the same ttl_days and generations, or pick another namespace "
                                 "(or round)")
+
+
+def check_namespace_fields(where: str, fields: Sequence[str], stored: Sequence[Any], ours: Sequence[Any], *,
+                           pages: bool = False) -> None:
+    """Refuse a namespace record whose ``fields`` hold ``stored``, not ``ours``, naming the first
+    that differs (a canonical policy by its name, with the setting that continues its crawl).
+    ``where`` names the namespace (``"<place>: namespace 'x'"``), or with ``pages`` its pages
+    (``"<place>: the pages of namespace 'x'"``).
+
+    :raises NamespaceConflict: naming the field, its stored value and ours.
+    """
+    made, holds, user = ("were made", "hold", "this crawl") if pages else ("was made", "holds", "this store")
+    for field, value, wanted in zip(fields, stored, ours):
+        if value == wanted:
+            continue
+        if field in ("policy", "canonical_policy"):
+            raise NamespaceConflict(f"{where} {made} with {policy_conflict(str(value), str(wanted))}")
+        raise NamespaceConflict(f"{where} {holds} {field}={value!r}, {user} uses {field}={wanted!r}: "
+                                "pick another namespace (or round)")
 
 
 class LeasesUnsupported(ValueError):

@@ -38,7 +38,6 @@ from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, U
 from urllib.parse import urlsplit
 
 from .._checks import check_name, check_postgres_url, redact_url
-from ..canonical.policy import policy_conflict
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
@@ -48,9 +47,9 @@ from .base import (
     ClaimAnswers,
     ClaimStore,
     Lease,
-    NamespaceConflict,
     RetryPolicy,
     StoreCall,
+    check_namespace_fields,
     check_policy_digest,
     check_window_stamp,
     window_stamp,
@@ -291,15 +290,8 @@ class PostgresStore(ClaimStore):
                                (self.namespace, *wanted, window_stamp(self.window)))
             _, rows = yield (insert, Statement(_RECORD, (self.namespace,)))
         namespace_id, *stored, window, claims_exist, aliases_exist = rows[0]
-        for field, value, ours in zip(("layout", "store", "fingerprint", "policy"), stored, wanted):
-            if field == "policy" and value != ours:
-                raise NamespaceConflict(f"{redact_url(self._url)}: namespace {self.namespace!r} was made with "
-                                        f"{policy_conflict(str(value), str(ours))}")
-            if value != ours:
-                raise NamespaceConflict(
-                    f"{redact_url(self._url)}: namespace {self.namespace!r} holds {field}={value!r}, "
-                    f"this store uses {field}={ours!r}: pick another namespace (or round)"
-                )
+        check_namespace_fields(f"{redact_url(self._url)}: namespace {self.namespace!r}",
+                               ("layout", "store", "fingerprint", "policy"), stored, wanted)
         check_window_stamp(f"{redact_url(self._url)}: namespace {self.namespace!r}", window, self.window)
         table, aliases = f"{SCHEMA}.claims_{int(namespace_id)}", f"{SCHEMA}.aliases_{int(namespace_id)}"
         if not (claims_exist and aliases_exist):

@@ -49,16 +49,15 @@ from .._checks import check_name
 from .._plans import Plan, drive
 from .aliases import Aliases, oldest_live, stamp
 from ..windows import Clock, Window, system_clock
-from ..canonical.policy import policy_conflict
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from .base import (
     LAYOUT_VERSION,
     ClaimAnswers,
     ClaimStore,
     Lease,
-    NamespaceConflict,
     RetryPolicy,
     StoreCall,
+    check_namespace_fields,
     check_policy_digest,
     check_window_stamp,
     window_stamp,
@@ -293,15 +292,8 @@ class SQLiteStore(ClaimStore):
             ).fetchone()
 
         row = yield Work(record)
-        for field, stored, ours in zip(("layout", "fingerprint", "policy"), row[1:4], wanted):
-            if field == "policy" and stored != ours:
-                raise NamespaceConflict(f"{self.path}: namespace {self.namespace!r} was made with "
-                                        f"{policy_conflict(str(stored), str(ours))}")
-            if stored != ours:
-                raise NamespaceConflict(
-                    f"{self.path}: namespace {self.namespace!r} holds {field}={stored!r}, "
-                    f"this store uses {field}={ours!r}: pick another namespace (or round)"
-                )
+        check_namespace_fields(f"{self.path}: namespace {self.namespace!r}", ("layout", "fingerprint", "policy"),
+                               row[1:4], wanted)
         check_window_stamp(f"{self.path}: namespace {self.namespace!r}", row[4], self.window)
         self._namespace_id = int(row[0])
 
