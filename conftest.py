@@ -481,9 +481,13 @@ class RedisClusterServers:
 def redis_cluster(server_kind: str) -> Iterator[RedisClusterServers]:
     """The session's 3-master cluster of ``server_kind`` (created with Debian's redis-cli, which
     speaks to Valkey too). Missing binaries skip locally and fail under ``CI=true``."""
-    cluster = RedisClusterServers(required_server(server_kind), _redis_cli())
+    yield from _running(RedisClusterServers(required_server(server_kind), _redis_cli()))
+
+
+def _running(cluster: RedisClusterServers, timeout: float = 30.0) -> Iterator[RedisClusterServers]:
+    """``cluster`` started, for a fixture to yield; stopped and its files removed afterwards."""
     try:
-        cluster.start()
+        cluster.start(timeout=timeout)
         yield cluster
     finally:
         cluster.stop()
@@ -501,26 +505,15 @@ def _redis_cli() -> str:
 def replicated_cluster() -> Iterator[RedisClusterServers]:
     """A fresh Redis 7 cluster of 3 masters with a replica each; a master silent for 1 s is failed
     over to its replica (a test may kill any node)."""
-    cluster = RedisClusterServers(required_redis_server(), _redis_cli(), replicas=1, node_timeout_ms=1000)
-    try:
-        cluster.start(timeout=60)
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.workdir, ignore_errors=True)
+    yield from _running(RedisClusterServers(required_redis_server(), _redis_cli(), replicas=1, node_timeout_ms=1000),
+                        timeout=60)
 
 
 @pytest.fixture
 def durable_cluster() -> Iterator[RedisClusterServers]:
     """A fresh Redis 7 cluster of 3 masters, no replicas, each writing every write to its AOF
     before answering (a test may kill a master and restart it with its data and slots)."""
-    cluster = RedisClusterServers(required_redis_server(), _redis_cli(), durable=True)
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(cluster.workdir, ignore_errors=True)
+    yield from _running(RedisClusterServers(required_redis_server(), _redis_cli(), durable=True))
 
 
 @pytest.fixture
