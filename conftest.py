@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -810,6 +811,54 @@ def race_processes(commands: Sequence[Sequence[str]], outs: Sequence[Path], star
             if w.poll() is None:
                 w.kill()
                 w.wait()
+
+
+def summary_count(result: subprocess.CompletedProcess, label: str) -> int:
+    """A number from a ``crawldedup filter`` summary on stderr, e.g. ``summary_count(r, "new")``."""
+    match = re.search(rf"^\s*{re.escape(label)}\s+([\d,]+)", result.stderr.decode(), re.MULTILINE)
+    assert match, f"no {label!r} in the summary:\n{result.stderr.decode()}"
+    return int(match.group(1).replace(",", ""))
+
+
+def interrupt_after_first_line(worker: subprocess.Popen, state: Path, *, to_group: bool = False) -> List[str]:
+    """SIGINT a ``crawldedup filter`` once its first page is printed (to its whole process group
+    with ``to_group``, as a terminal's Ctrl-C); check the clean exit and return every page printed."""
+    from crawldedup.bloom import open_filter
+
+    assert worker.stdout is not None
+    printed = [worker.stdout.readline().decode().strip()]   # a first batch has been claimed
+    if to_group:
+        os.killpg(worker.pid, signal.SIGINT)
+    else:
+        worker.send_signal(signal.SIGINT)
+    try:
+        rest, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    printed += rest.decode().split()
+    assert worker.returncode == 130, err.decode()
+    assert "Traceback" not in err.decode()
+    assert "interrupted by SIGINT" in err.decode()
+    # The summary so far counts exactly the pages printed: none was claimed and left unprinted.
+    assert summary_count(subprocess.CompletedProcess([], 130, b"", err), "new") == len(printed)
+    # The state file is valid and holds every page that was printed.
+    with open_filter(state) as bf:
+        assert all(url in bf for url in printed)
+    return printed
+
+
+def stop_reading_after_first_line(worker: subprocess.Popen) -> None:
+    """Close a ``crawldedup filter``'s stdout once it printed a first page, as ``| head -1`` does,
+    and check that it stops quietly (exit 141, no traceback, no error)."""
+    assert worker.stdout is not None
+    assert worker.stdout.readline().startswith(b"https://")
+    worker.stdout.close()
+    try:
+        _, err = worker.communicate(timeout=60)
+    finally:
+        worker.kill()
+    assert worker.returncode == 141, err.decode()
+    assert "Traceback" not in err.decode() and "error" not in err.decode()
 
 
 #: Seconds a ``crawldedup serve`` process may take to listen (imports, opening the store) on a busy machine.

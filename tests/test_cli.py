@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import List, Optional, Sequence
 
 import pytest
 
+from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_count
 from crawldedup.bloom import open_filter
 
 COMMAND = [sys.executable, "-m", "crawldedup"]
@@ -49,13 +49,6 @@ def run(args: Sequence[str], cwd: Path, stdin: Optional[bytes] = None, timeout: 
 
 def out_lines(result: subprocess.CompletedProcess) -> List[str]:
     return result.stdout.decode("utf-8").splitlines()
-
-
-def summary_count(result: subprocess.CompletedProcess, label: str) -> int:
-    """A number from the summary on stderr, e.g. ``summary_count(r, "new")``."""
-    match = re.search(rf"^\s*{re.escape(label)}\s+([\d,]+)", result.stderr.decode(), re.MULTILINE)
-    assert match, f"no {label!r} in the summary:\n{result.stderr.decode()}"
-    return int(match.group(1).replace(",", ""))
 
 
 def assert_clean_error(result: subprocess.CompletedProcess, code: int, *words: str) -> None:
@@ -377,27 +370,6 @@ def test_filter_claims_through_sqlite(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- interruption
 
 
-def interrupt_after_first_line(worker: subprocess.Popen, state: Path) -> List[str]:
-    """SIGINT once the first page is printed; check the clean exit and return every page printed."""
-    assert worker.stdout is not None
-    printed = [worker.stdout.readline().decode().strip()]   # a first batch has been claimed
-    worker.send_signal(signal.SIGINT)
-    try:
-        rest, err = worker.communicate(timeout=60)
-    finally:
-        worker.kill()
-    printed += rest.decode().split()
-    assert worker.returncode == 130, err.decode()
-    assert "Traceback" not in err.decode()
-    assert "interrupted by SIGINT" in err.decode()
-    # The summary so far counts exactly the pages printed: none was claimed and left unprinted.
-    assert summary_count(subprocess.CompletedProcess([], 130, b"", err), "new") == len(printed)
-    # The state file is valid and holds every page that was printed.
-    with open_filter(state) as bf:
-        assert all(url in bf for url in printed)
-    return printed
-
-
 def _start_long_run(tmp_path: Path, pages: int) -> subprocess.Popen:
     source = write_lines(tmp_path / "long.txt", frontier(range(pages)))
     return subprocess.Popen(
@@ -431,15 +403,7 @@ def test_sigint_while_claiming(tmp_path: Path) -> None:
 @pytest.mark.skipif(os.name != "posix", reason="exit code of a closed pipe on POSIX")
 def test_closed_stdout_stops_quietly(tmp_path: Path) -> None:
     worker = _start_long_run(tmp_path, 25_000)
-    assert worker.stdout is not None
-    assert worker.stdout.readline().startswith(b"https://")
-    worker.stdout.close()   # the reader went away, as `crawldedup filter | head -1` does
-    try:
-        _, err = worker.communicate(timeout=60)
-    finally:
-        worker.kill()
-    assert worker.returncode == 141, err.decode()
-    assert "Traceback" not in err.decode() and "error" not in err.decode()
+    stop_reading_after_first_line(worker)   # the reader went away, as `crawldedup filter | head -1` does
     # A valid state file, without the batch its reader left unread: a rerun prints every page once.
     again = run(["filter", tmp_path / "long.txt", "--state", "s.bloom", "--batch-size", "5000"], tmp_path)
     assert again.returncode == 0, again.stderr.decode()

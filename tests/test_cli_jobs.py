@@ -20,6 +20,7 @@ from typing import Dict, List, Sequence
 
 import pytest
 
+from conftest import interrupt_after_first_line, stop_reading_after_first_line
 from crawldedup.bloom import open_filter
 from crawldedup.cli._io import line_batches
 from crawldedup.cli._jobs import OrderedWork, available_cores
@@ -182,37 +183,15 @@ def test_sigint_with_jobs_prints_the_summary_and_loses_no_page(tmp_path: Path, t
     """Ctrl-C in a terminal reaches the workers too (the process group): they ignore it, and the
     main process stops between two batches."""
     worker = _long_run(tmp_path, 25_000)
-    assert worker.stdout is not None
-    printed = [worker.stdout.readline().decode().strip()]
-    if to_group:
-        os.killpg(worker.pid, signal.SIGINT)
-    else:
-        worker.send_signal(signal.SIGINT)
-    try:
-        rest, err = worker.communicate(timeout=60)
-    finally:
-        worker.kill()
-    printed += rest.decode().split()
-    assert worker.returncode == 130, err.decode()
-    assert "Traceback" not in err.decode() and "interrupted by SIGINT" in err.decode()
-    assert summary(err)["new"] == len(printed) < 50_000
-    with open_filter(tmp_path / "s.bloom") as bf:
-        assert all(url in bf for url in printed)
+    printed = interrupt_after_first_line(worker, tmp_path / "s.bloom", to_group=to_group)
+    assert len(printed) < 50_000
     _every_page_once(tmp_path, printed, 25_000)
 
 
 @pytest.mark.skipif(os.name != "posix", reason="exit code of a closed pipe on POSIX")
 def test_closed_stdout_with_jobs_stops_quietly(tmp_path: Path) -> None:
     worker = _long_run(tmp_path, 25_000)
-    assert worker.stdout is not None
-    assert worker.stdout.readline().startswith(b"https://")
-    worker.stdout.close()
-    try:
-        _, err = worker.communicate(timeout=60)
-    finally:
-        worker.kill()
-    assert worker.returncode == 141, err.decode()
-    assert "Traceback" not in err.decode() and "error" not in err.decode()
+    stop_reading_after_first_line(worker)
     # The batch its reader left unread was handed back: a rerun prints every page once.
     _every_page_once(tmp_path, [], 25_000)
 
