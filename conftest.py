@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import random
 import re
 import shutil
 import signal
@@ -15,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
-from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import pytest
 
@@ -859,6 +860,59 @@ def stop_reading_after_first_line(worker: subprocess.Popen) -> None:
         worker.kill()
     assert worker.returncode == 141, err.decode()
     assert "Traceback" not in err.decode() and "error" not in err.decode()
+
+
+#: A content check's answer for one page: (verdict, duplicate_of, distance).
+PageVerdict = Tuple[str, Optional[str], Optional[int]]
+
+
+def hamming(a: int, b: int) -> int:
+    return bin(a ^ b).count("1")
+
+
+class PageReference:
+    """``check_content``'s verdicts by definition: each page's latest fingerprint, scanned whole
+    for the nearest other page within ``k`` bits."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.pages: Dict[str, int] = {}
+
+    def check(self, urls: List[str], fps: List[int]) -> List[PageVerdict]:
+        verdicts: List[PageVerdict] = []
+        for url, fp in zip(urls, fps):
+            previous = self.pages.get(url)
+            if previous is not None and hamming(previous, fp) <= self.k:
+                verdicts.append(("unchanged", None, hamming(previous, fp)))
+            else:
+                near = min(((hamming(other, fp), name) for name, other in self.pages.items()
+                            if name != url and hamming(other, fp) <= self.k), default=None)
+                if near is not None:
+                    verdicts.append(("duplicate", near[1], near[0]))
+                else:
+                    verdicts.append(("new", None, None) if previous is None else ("changed", None, hamming(previous, fp)))
+            self.pages[url] = fp
+        return verdicts
+
+    def copy(self) -> "PageReference":
+        other = PageReference(self.k)
+        other.pages = dict(self.pages)
+        return other
+
+
+def reinspected(current: Dict[str, int], url: str, contents: Sequence[int], bits: Sequence[int],
+                rng: random.Random) -> int:
+    """The fingerprint of ``url`` fetched again: its content in ``current`` kept (most often),
+    replaced (15%) or another page's of ``contents`` (10%), then a choice of ``bits`` bits off."""
+    move = rng.random()
+    if move < 0.15:
+        current[url] = rng.getrandbits(64)
+    elif move < 0.25:
+        current[url] = rng.choice(contents)
+    fp = current[url]
+    for bit in rng.sample(range(64), rng.choice(bits)):
+        fp ^= 1 << bit
+    return fp
 
 
 #: Seconds a ``crawldedup serve`` process may take to listen (imports, opening the store) on a busy machine.

@@ -12,17 +12,17 @@ from __future__ import annotations
 import asyncio
 import random
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 import pytest
 import redis
 
+from conftest import PageReference, PageVerdict, reinspected
 from crawldedup import AsyncDeduplicator, Deduplicator
 from crawldedup.dedup.aio import INLINE_URLS
 
 pytestmark = pytest.mark.asyncio
 K = 3
-Verdict = Tuple[str, Optional[str], Optional[int]]
 
 
 @pytest.fixture(params=["memory", "state", "sqlite", pytest.param("set", marks=pytest.mark.redis),
@@ -51,44 +51,6 @@ def options(family: dict, namespace: str, **extra: object) -> dict:
     return settings
 
 
-def distance(a: int, b: int) -> int:
-    return bin(a ^ b).count("1")
-
-
-class Reference:
-    """The verdicts by definition: each page's latest fingerprint, scanned whole."""
-
-    def __init__(self) -> None:
-        self.pages: Dict[str, int] = {}
-
-    def check(self, urls: List[str], fps: List[int]) -> List[Verdict]:
-        verdicts: List[Verdict] = []
-        for url, fp in zip(urls, fps):
-            previous = self.pages.get(url)
-            if previous is not None and distance(previous, fp) <= K:
-                verdicts.append(("unchanged", None, distance(previous, fp)))
-            else:
-                near = min(((distance(other, fp), name) for name, other in self.pages.items()
-                            if name != url and distance(other, fp) <= K), default=None)
-                if near is not None:
-                    verdicts.append(("duplicate", near[1], near[0]))
-                else:
-                    verdicts.append(("new", None, None) if previous is None else ("changed", None, distance(previous, fp)))
-            self.pages[url] = fp
-        return verdicts
-
-    def copy(self) -> "Reference":
-        other = Reference()
-        other.pages = dict(self.pages)
-        return other
-
-
-def flip(fp: int, bits: int, rng: random.Random) -> int:
-    for bit in rng.sample(range(64), bits):
-        fp ^= 1 << bit
-    return fp
-
-
 def stream(seed: int, pages: int = 1_200, sizes: Tuple[int, ...] = (1, 40, 300, INLINE_URLS + 50)) -> List[Tuple[List[str], List[int]]]:
     """Batches of re-inspected pages of a few contents (kept, changed a little or a lot, or
     copied), some twice in a batch, small ones on the event loop and a large one in the worker."""
@@ -99,19 +61,12 @@ def stream(seed: int, pages: int = 1_200, sizes: Tuple[int, ...] = (1, 40, 300, 
     batches = []
     for size in sizes:
         urls = [rng.choice(names) for _ in range(size)]
-        fps = []
-        for url in urls:
-            move = rng.random()
-            if move < 0.15:
-                current[url] = rng.getrandbits(64)
-            elif move < 0.25:
-                current[url] = rng.choice(contents)
-            fps.append(flip(current[url], rng.choice([0, 0, 1, 2, 3, 5]), rng))
+        fps = [reinspected(current, url, contents, (0, 0, 1, 2, 3, 5), rng) for url in urls]
         batches.append((urls, fps))
     return batches
 
 
-def verdicts(checks: list) -> List[Verdict]:
+def verdicts(checks: list) -> List[PageVerdict]:
     return [(c.verdict, c.duplicate_of, c.distance) for c in checks]
 
 
@@ -123,7 +78,7 @@ async def test_async_verdicts_equal_the_blocking_ones(family):
         got = [await d.check_content(urls, fps) for urls, fps in batches]
         assert await d.store_bytes_per_page() > 0
     assert [verdicts(c) for c in got] == [verdicts(c) for c in expected]
-    reference = Reference()
+    reference = PageReference(K)
     assert [verdicts(c) for c in got] == [reference.check(urls, fps) for urls, fps in batches]
     assert {c.verdict for batch in got for c in batch} == {"new", "unchanged", "changed", "duplicate"}
 
@@ -154,7 +109,7 @@ async def test_cancelled_checks_leave_whole_batches(family):
     rng = random.Random(5)
     batches = stream(seed=12, sizes=(30, 200, INLINE_URLS + 50) * 3)
     with_receipts = family["strategy"] not in ("local", "sqlite")
-    reference = Reference()
+    reference = PageReference(K)
     applied_twice = 0
     async with AsyncDeduplicator(**options(family, "cancel")) as d:
         await d.check_content(["https://warm.example/"], [0])  # the page store is open

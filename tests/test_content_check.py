@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 import pytest
 
+from conftest import PageReference, PageVerdict, reinspected
 from crawldedup import POLICY_V1, Deduplicator, NamespaceConflict
 from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from crawldedup.pages import LocalPages, PageCheck, PageFileError
@@ -39,38 +40,10 @@ def dedup(family: dict, **kwargs) -> Deduplicator:
     return Deduplicator(options.pop("strategy"), **options)
 
 
-def distance(a: int, b: int) -> int:
-    return bin(a ^ b).count("1")
-
-
-def reference(batches: List[Tuple[List[str], List[int]]], k: int) -> List[List[Tuple[str, Optional[str], Optional[int]]]]:
-    """The verdicts by definition: a dict of each page's latest fingerprint, scanned whole."""
-    pages: Dict[str, int] = {}
-    out = []
-    for urls, fps in batches:
-        verdicts = []
-        for url, fp in zip(urls, fps):
-            previous = pages.get(url)
-            if previous is not None and distance(previous, fp) <= k:
-                verdicts.append(("unchanged", None, distance(previous, fp)))
-            else:
-                near = sorted((distance(other, fp), name) for name, other in pages.items()
-                              if name != url and distance(other, fp) <= k)
-                if near:
-                    verdicts.append(("duplicate", near[0][1], near[0][0]))
-                elif previous is None:
-                    verdicts.append(("new", None, None))
-                else:
-                    verdicts.append(("changed", None, distance(previous, fp)))
-            pages[url] = fp
-        out.append(verdicts)
-    return out
-
-
-def flip(fp: int, bits: int, rng: random.Random) -> int:
-    for bit in rng.sample(range(64), bits):
-        fp ^= 1 << bit
-    return fp
+def reference(batches: List[Tuple[List[str], List[int]]], k: int) -> List[List[PageVerdict]]:
+    """The verdicts by definition, batch by batch."""
+    pages = PageReference(k)
+    return [pages.check(urls, fps) for urls, fps in batches]
 
 
 def workload(seed: int, rounds: int = 4, pages: int = 120) -> List[Tuple[List[str], List[int]]]:
@@ -82,14 +55,7 @@ def workload(seed: int, rounds: int = 4, pages: int = 120) -> List[Tuple[List[st
     batches = []
     for _ in range(rounds):
         urls = rng.sample(sorted(current), pages * 3 // 4) + rng.sample(sorted(current), 5)  # some twice
-        fps = []
-        for url in urls:
-            move = rng.random()
-            if move < 0.15:
-                current[url] = rng.getrandbits(64)
-            elif move < 0.25:
-                current[url] = rng.choice(contents)
-            fps.append(flip(current[url], rng.choice([0, 0, 1, 2, 3, 4, 5]), rng))
+        fps = [reinspected(current, url, contents, (0, 0, 1, 2, 3, 4, 5), rng) for url in urls]
         batches.append((urls, fps))
     return batches
 
