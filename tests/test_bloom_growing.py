@@ -12,7 +12,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import List
+from typing import Callable, List, Sequence
 
 import numpy as np
 import pytest
@@ -85,43 +85,47 @@ def test_it_reopens_with_the_same_answers_and_stages(plain_cls, tmp_path):
     assert (header.version, header.stages) == (3, len(stages) - 1)
 
 
+def written_alike(tmp_path: Path, twins: Sequence[type], write: Callable[[type, Path], None], files: int) -> Path:
+    """``write(cls, folder)`` for each twin, each in a folder of its own; the folders hold ``files``
+    files of the same names and the same bytes. Returns the first twin's folder."""
+    folders = []
+    for cls in twins:
+        folder = tmp_path / f"{cls.__name__}-{len(folders)}"
+        folder.mkdir()
+        write(cls, folder)
+        folders.append(folder)
+    names = sorted(p.name for p in folders[0].iterdir())
+    assert len(names) == files and names == sorted(p.name for p in folders[1].iterdir())
+    for name in names:
+        assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+    return folders[0]
+
+
 @pytest.mark.parametrize("writer", PLAIN)
 @pytest.mark.parametrize("reader", PLAIN)
 def test_both_twins_write_the_same_bytes_and_read_each_other(writer, reader, tmp_path):
-    folders = []
-    for cls in (writer, reader):
-        folder = tmp_path / f"{cls.__name__}-{len(folders)}"
-        folder.mkdir()
+    def write(cls: type, folder: Path) -> None:
         with grown(cls, folder / "g.bloom") as bf:
             for start in range(0, 25_000, 2_500):
                 bf.add_many(keys("t", 2_500, start))
-        folders.append(folder)
-    names = sorted(p.name for p in folders[0].iterdir())
-    assert len(names) == 4 and names == sorted(p.name for p in folders[1].iterdir())
-    for name in names:
-        assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+
+    folder = written_alike(tmp_path, (writer, reader), write, files=4)
     probe = keys("t", 25_000) + keys("absent", 5_000)
-    with GrowingFilter(writer.open(folders[0] / "g.bloom")) as a, GrowingFilter(reader.open(folders[0] / "g.bloom")) as b:
+    with GrowingFilter(writer.open(folder / "g.bloom")) as a, GrowingFilter(reader.open(folder / "g.bloom")) as b:
         assert (a.contains_many(probe) == b.contains_many(probe)).all()
 
 
 @pytest.mark.parametrize("writer", WINDOWED)
 @pytest.mark.parametrize("reader", WINDOWED)
 def test_both_windowed_twins_grow_into_the_same_bytes(writer, reader, tmp_path):
-    folders = []
-    for cls in (writer, reader):
-        folder = tmp_path / f"{cls.__name__}-{len(folders)}"
-        folder.mkdir()
+    def write(cls: type, folder: Path) -> None:
         clock = ManualClock(START)
         with GrowingFilter(cls(1_000, 0.01, WINDOW, folder / "w.bloom", clock=clock)) as bf:
             for start in range(0, 8_000, 1_000):
                 bf.add_many(keys("w", 1_000, start))
                 clock.advance(WINDOW.span * 0.6)
-        folders.append(folder)
-    names = sorted(p.name for p in folders[0].iterdir())
-    assert len(names) == 3 and names == sorted(p.name for p in folders[1].iterdir())
-    for name in names:
-        assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+
+    written_alike(tmp_path, (writer, reader), write, files=3)
 
 
 def test_a_reader_follows_the_writers_growth(plain_cls, tmp_path):
