@@ -16,24 +16,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import time
 from pathlib import Path
-from typing import Callable, Dict, List
-
-import numpy as np
+from typing import Dict, List
 
 from crawldedup import bloom
 from crawldedup.bloom.growing import GROWTH, GrowingFilter
-
-CHUNK = 1 << 20
-
-
-def hashes_of(prefix: str, start: int, count: int) -> np.ndarray:
-    return bloom.hash_many([f"https://{prefix}.example/item/{i}?ref=x" for i in range(start, start + count)])
-
-
-def many_hashes(prefix: str, n: int) -> np.ndarray:
-    return np.concatenate([hashes_of(prefix, start, min(CHUNK, n - start)) for start in range(0, n, CHUNK)])
+from filter_keys import many_hashes, timed
 
 
 def base_capacity(items: int, stages: int) -> int:
@@ -42,12 +30,6 @@ def base_capacity(items: int, stages: int) -> int:
         return int(items * 1.2)
     # Stage 0 is full at ~0.87 c, stage i at ~1.02 c s^i.
     return int(items / (0.87 + sum(1.02 * GROWTH ** i for i in range(1, stages - 1)) + 0.5 * GROWTH ** (stages - 1)))
-
-
-def timed(step: Callable[[], object], keys: int) -> float:
-    began = time.perf_counter()
-    step()
-    return (time.perf_counter() - began) / keys * 1e9
 
 
 def main() -> None:

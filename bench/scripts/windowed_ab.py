@@ -15,26 +15,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from typing import Callable, Dict, List
 
 import numpy as np
 
 from crawldedup import bloom
 from crawldedup.windows import ManualClock, Window
+from filter_keys import CHUNK, many_hashes, timed
 
-CHUNK = 1 << 20
 START = 1_800_000_000.0
-
-
-def hashes_of(prefix: str, start: int, count: int) -> np.ndarray:
-    return bloom.hash_many([f"https://{prefix}.example/item/{i}?ref=x" for i in range(start, start + count)])
-
-
-def timed(step: Callable[[], object], keys: int) -> float:
-    began = time.perf_counter()
-    step()
-    return (time.perf_counter() - began) / keys * 1e9
 
 
 def main() -> None:
@@ -51,7 +40,7 @@ def main() -> None:
     windowed = bloom.WindowedBloomFilter(n, args.error_rate, window, clock=clock)
     separate = [bloom.BloomFilter(n, args.error_rate) for _ in range(window.live_count)]
     # The windowed filter gets its n keys spread over the live generations, as a steady crawl.
-    present = np.concatenate([hashes_of("present", start, min(CHUNK, n - start)) for start in range(0, n, CHUNK)])
+    present = many_hashes("present", n)
     share = -(-n // window.live_count)
     for g in range(window.live_count):
         windowed.add_hashes(present[g * share:(g + 1) * share])
@@ -59,7 +48,7 @@ def main() -> None:
         if g < window.live_count - 1:
             clock.advance(window.span)
     plain.add_hashes(present)
-    absent = np.concatenate([hashes_of("absent", start, min(CHUNK, n - start)) for start in range(0, n, CHUNK)])
+    absent = many_hashes("absent", n)
     print(f"items {n:,}, error rate {args.error_rate}, {window.describe()}, compiled={bloom.HAS_EXTENSION}")
     print(f"bytes: plain {plain.num_bits // 8:,}, windowed {windowed.num_bits // 8:,} "
           f"({windowed.num_bits / plain.num_bits:.2f}x)")
