@@ -862,6 +862,23 @@ def stop_reading_after_first_line(worker: subprocess.Popen) -> None:
     assert "Traceback" not in err.decode() and "error" not in err.decode()
 
 
+def page_store_family(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict:
+    """Deduplicator arguments of a page store family: local in memory (``memory``), local with a
+    state file and the journal beside it (``state``), SQLite, a Redis strategy, RedisBloom, or a
+    Redis Cluster (``cluster``)."""
+    if kind == "memory":
+        return {"strategy": "local"}
+    if kind == "state":
+        return {"strategy": "local", "state": tmp_path / "crawl.state"}
+    if kind == "sqlite":
+        return {"strategy": "sqlite", "sqlite_path": tmp_path / "claims.sqlite"}
+    if kind == "cluster":
+        return {"strategy": "set", "redis_url": request.getfixturevalue("redis_cluster_url")}
+    if kind == "redisbloom":
+        return {"strategy": "redisbloom", "redis_url": request.getfixturevalue("redisbloom_url")}
+    return {"strategy": kind, "redis_url": request.getfixturevalue("redis_url")}
+
+
 #: A content check's answer for one page: (verdict, duplicate_of, distance).
 PageVerdict = Tuple[str, Optional[str], Optional[int]]
 

@@ -17,7 +17,7 @@ from typing import List, Tuple
 import pytest
 import redis
 
-from conftest import PageReference, PageVerdict, reinspected
+from conftest import PageReference, PageVerdict, page_store_family, reinspected
 from crawldedup import AsyncDeduplicator, Deduplicator
 from crawldedup.dedup.aio import INLINE_URLS
 
@@ -31,17 +31,7 @@ K = 3
                         pytest.param("cluster", marks=pytest.mark.redis)])
 def family(request: pytest.FixtureRequest, tmp_path: Path) -> dict:
     """Deduplicator arguments of each page store family."""
-    if request.param == "memory":
-        return {"strategy": "local"}
-    if request.param == "state":
-        return {"strategy": "local", "state": tmp_path / "crawl.state"}
-    if request.param == "sqlite":
-        return {"strategy": "sqlite", "sqlite_path": tmp_path / "claims.sqlite"}
-    if request.param == "cluster":
-        return {"strategy": "set", "redis_url": request.getfixturevalue("redis_cluster_url")}
-    if request.param == "redisbloom":
-        return {"strategy": "redisbloom", "redis_url": request.getfixturevalue("redisbloom_url")}
-    return {"strategy": request.param, "redis_url": request.getfixturevalue("redis_url")}
+    return page_store_family(request.param, request, tmp_path)
 
 
 def options(family: dict, namespace: str, **extra: object) -> dict:

@@ -12,7 +12,7 @@ from typing import List, Tuple
 
 import pytest
 
-from conftest import PageReference, PageVerdict, reinspected
+from conftest import PageReference, PageVerdict, page_store_family, reinspected
 from crawldedup import POLICY_V1, Deduplicator, NamespaceConflict
 from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from crawldedup.pages import LocalPages, PageCheck, PageFileError
@@ -26,13 +26,7 @@ K = 3
 def family(request: pytest.FixtureRequest, tmp_path: Path) -> dict:
     """Deduplicator arguments of each page store family: local in memory, local with a state
     file (the journal beside it), SQLite, and Redis (two of its strategies, one page layout)."""
-    if request.param == "memory":
-        return {"strategy": "local"}
-    if request.param == "state":
-        return {"strategy": "local", "state": tmp_path / "crawl.state"}
-    if request.param == "sqlite":
-        return {"strategy": "sqlite", "sqlite_path": tmp_path / "claims.sqlite"}
-    return {"strategy": request.param, "redis_url": request.getfixturevalue("redis_url")}
+    return page_store_family(request.param, request, tmp_path)
 
 
 def dedup(family: dict, **kwargs) -> Deduplicator:
