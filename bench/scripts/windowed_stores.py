@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Tuple, Union
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # conftest.py: the RedisServer the tests use
 
-from conftest import PostgresServer, RedisServer, find_postgres_bin, find_redis_server, find_redisbloom  # noqa: E402
+from conftest import PostgresServer, RedisServer, find_postgres_bin, started_redis_server  # noqa: E402
 
 from crawldedup import Deduplicator  # noqa: E402
 from crawldedup.config import DedupConfig  # noqa: E402
@@ -65,11 +65,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--compare", choices=sorted(COMPARISONS), default="window")
     args = parser.parse_args()
-    binary = find_redis_server()
-    if binary is None:
-        sys.exit("redis-server not found")
-    server = RedisServer(binary, find_redisbloom())
-    server.start()
+    server = started_redis_server()
     servers: List[Union[RedisServer, PostgresServer]] = [server]
     locations = {"redis": server.url}
     strategies = STRATEGIES
@@ -82,7 +78,7 @@ def main() -> None:
         servers.append(postgres)
         locations["postgres"] = postgres.url()
     if args.compare == "durability":
-        servers.append(RedisServer(binary, server.module, extra_args=("--replicaof", "127.0.0.1", str(server.port))))
+        servers.append(RedisServer(server.binary, server.module, extra_args=("--replicaof", "127.0.0.1", str(server.port))))
         servers[-1].start()
         strategies = STRATEGIES[:3]  # the Redis stores
     directory = tempfile.mkdtemp(prefix="crawldedup-windowed-")
