@@ -835,6 +835,12 @@ def summary_count(result: subprocess.CompletedProcess, label: str) -> int:
     return int(match.group(1).replace(",", ""))
 
 
+def summary_counts(stderr: bytes) -> Dict[str, int]:
+    """Every count of a ``crawldedup filter`` summary on stderr, by label (``lines read``, ``new``...)."""
+    return {label: int(value.replace(",", ""))
+            for label, value in re.findall(r"^  ([a-z -]+?)\s{2,}([\d,]+)\b", stderr.decode(), re.MULTILINE)}
+
+
 def interrupt_after_first_line(worker: subprocess.Popen, state: Path, *, to_group: bool = False) -> List[str]:
     """SIGINT a ``crawldedup filter`` once its first page is printed (to its whole process group
     with ``to_group``, as a terminal's Ctrl-C); check the clean exit and return every page printed."""

@@ -10,17 +10,16 @@ from __future__ import annotations
 import gzip
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 import pytest
 
-from conftest import interrupt_after_first_line, stop_reading_after_first_line
+from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_counts
 from crawldedup.bloom import open_filter
 from crawldedup.cli._io import line_batches
 from crawldedup.cli._jobs import OrderedWork, available_cores
@@ -54,11 +53,6 @@ def frontier_bytes(lines: int, seed: int = 7) -> bytes:
     return b"\n".join(out) + b"\n"
 
 
-def summary(stderr: bytes) -> Dict[str, int]:
-    return {label: int(value.replace(",", ""))
-            for label, value in re.findall(r"^  ([a-z -]+?)\s{2,}([\d,]+)\b", stderr.decode(), re.MULTILINE)}
-
-
 def run_filter(cwd: Path, jobs: int, args: Sequence[str], state: str) -> subprocess.CompletedProcess:
     result = subprocess.run([*COMMAND, *args, "--state", state, "--jobs", str(jobs), "--capacity", "100000"],
                             cwd=cwd, capture_output=True, timeout=120)
@@ -76,10 +70,10 @@ def test_jobs_print_the_same_bytes_in_input_order(tmp_path: Path, output: str, b
     runs = {jobs: run_filter(tmp_path, jobs, [*args, "--rejects", f"rejects{jobs}.txt"], f"s{jobs}.bloom")
             for jobs in (1, 2, 3)}
     first = runs[1]
-    assert first.stdout and summary(first.stderr)["invalid"] > 0
+    assert first.stdout and summary_counts(first.stderr)["invalid"] > 0
     for jobs in (2, 3):
         assert runs[jobs].stdout == first.stdout
-        assert summary(runs[jobs].stderr) == summary(first.stderr)
+        assert summary_counts(runs[jobs].stderr) == summary_counts(first.stderr)
         assert (tmp_path / f"rejects{jobs}.txt").read_bytes() == (tmp_path / "rejects1.txt").read_bytes()
         with open_filter(tmp_path / "s1.bloom") as one, open_filter(tmp_path / f"s{jobs}.bloom") as many:
             assert many.approx_items == one.approx_items

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from typing import Dict, List, Sequence
 
 import pytest
 
+from conftest import summary_counts
 from crawldedup import canonicalize
 
 COMMAND = [sys.executable, "-m", "crawldedup", "filter"]
@@ -80,8 +80,7 @@ def options(workdir: Path) -> List[str]:
 
 def summary(stderr: bytes) -> Dict[str, int]:
     """The summary's counts by label (``lines read``, ``invalid``...)."""
-    counts = {label: int(value.replace(",", ""))
-              for label, value in re.findall(r"^  ([a-z -]+?)\s{2,}([\d,]+)\b", stderr.decode(), re.MULTILINE)}
+    counts = summary_counts(stderr)
     assert {"lines read", "invalid", "duplicates dropped", "new"} <= set(counts), stderr.decode()
     return counts
 
