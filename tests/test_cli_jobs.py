@@ -89,6 +89,18 @@ def test_jobs_read_stdin(tmp_path: Path) -> None:
     assert outputs[0] and outputs[0] == outputs[1]
 
 
+def test_jobs_0_takes_the_cores_available_and_a_bad_count_is_a_usage_error(tmp_path: Path) -> None:
+    data = frontier_bytes(3_000)
+    runs = {jobs: subprocess.run([*COMMAND, "--jobs", jobs, "--batch-size", "500", "--state", f"s{jobs}.bloom"],
+                                 cwd=tmp_path, input=data, capture_output=True, timeout=120)
+            for jobs in ("1", "0", "-1")}
+    assert runs["0"].returncode == 0 and runs["0"].stdout == runs["1"].stdout != b""
+    assert runs["-1"].returncode == 2
+    assert runs["-1"].stderr.decode().splitlines() == [
+        "crawldedup: error: argument --jobs: must be a positive integer, or 0 for the cores available, got '-1'; "
+        "see crawldedup filter --help"]
+
+
 def test_a_batch_is_printed_before_more_input_arrives(tmp_path: Path) -> None:
     """A crawler that writes its links as it finds them gets each batch's pages without waiting
     for the batches after it."""

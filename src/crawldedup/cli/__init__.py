@@ -325,7 +325,7 @@ def run_filter(args: argparse.Namespace) -> int:
     """Print the first occurrence of each page; see :func:`build_parser` for the options."""
     reader = InputReader(args.inputs)
     reader.check_readable()
-    if args.jobs is None:
+    if args.jobs == 0:
         args.jobs = available_cores()
     rejects = None
     if args.rejects:
@@ -559,6 +559,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _jobs(text: str) -> int:
+    if text.strip() == "0":
+        return 0
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, or 0 for the cores available, got {text!r}") from None
+
+
 def _probability(text: str) -> float:
     try:
         return check_error_rate(float(text))
@@ -699,10 +708,10 @@ def build_parser() -> argparse.ArgumentParser:
                            f"(redisbloom: it cannot take a claim back; default ./{DEFAULT_UNWRITTEN}, created when needed)")
     filt.add_argument("--batch-size", type=_positive_int, default=BATCH_LINES, metavar="N",
                       help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time")
-    filt.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+    filt.add_argument("--jobs", type=_jobs, default=1, metavar="N",
                       help="processes that canonicalize and fingerprint batches while the main one claims and "
-                           "writes them, in input order (default: the cores available, "
-                           f"here {available_cores()}; 1: all in one process)")
+                           "writes them, in input order (default 1: all in one process; 0: the cores available, "
+                           f"here {available_cores()})")
     filt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="progress bar on stderr (default: when stderr is a terminal)")
     filt.add_argument("-q", "--quiet", action="store_true", help="no summary")
