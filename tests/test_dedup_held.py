@@ -16,7 +16,7 @@ from crawldedup.dedup import Deduplicator, HoldState
 from crawldedup.stores import RetryPolicy, SQLiteStore
 
 RETRY = RetryPolicy(retries=1, backoff_seconds=0.01, max_backoff_seconds=0.02)
-EXACT = {"set", "sharded-set", "sqlite"}
+EXACT = {"set", "sharded-set", "sqlite", "postgres"}  # the stores that take claims back
 
 
 def pages(n: int, start: int = 0) -> List[str]:
