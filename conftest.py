@@ -23,10 +23,49 @@ import pytest
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+#: Its own generator: tests that seed the module's would make every process pick the same ports.
+_PORT_CHOICE = random.Random()
+
+
+def _ephemeral_ports() -> range:
+    """The kernel's range of source ports for outgoing connections (Linux; a common default elsewhere)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+def _free_ports(count: int) -> List[int]:
+    """``count`` distinct loopback ports free now, outside the kernel's ephemeral range.
+
+    A port the kernel handed out with ``bind(("127.0.0.1", 0))`` lies in the range it also
+    takes the source ports of outgoing connections from: on a machine whose tests open
+    thousands of client connections, one of them can take it before the server binds it (a
+    cluster node then exits at start). Ports below the range are only ever taken by a bind.
+    """
+    ephemeral = _ephemeral_ports()
+    candidates = [port for port in range(10000, 65536) if port not in ephemeral]
+    held: List[socket.socket] = []
+    try:
+        for port in _PORT_CHOICE.sample(candidates, len(candidates)):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                sock.close()
+                continue
+            held.append(sock)  # held until all are chosen, so that the ports are distinct
+            if len(held) == count:
+                return [sock.getsockname()[1] for sock in held]
+        raise RuntimeError(f"fewer than {count} free loopback ports outside {ephemeral}")
+    finally:
+        for sock in held:
+            sock.close()
+
+
 def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return _free_ports(1)[0]
 
 
 def _redis_stack_dir() -> Optional[Path]:
@@ -292,7 +331,7 @@ class SentinelSet:
         self.replicas = [RedisServer(binary, module, extra_args=("--replicaof", "127.0.0.1", str(self.primary.port)))
                          for _ in range(replicas)]
         self.sentinel_command = list(sentinel)
-        self.sentinel_ports = [_free_port() for _ in range(sentinels)]
+        self.sentinel_ports = _free_ports(sentinels)
         self.down_after_ms = down_after_ms
         self.workdir = tempfile.mkdtemp(prefix="crawldedup-sentinel-")
         self.sentinels: List[subprocess.Popen] = []
@@ -417,9 +456,9 @@ class RedisClusterServers:
         #: Every acknowledged write of a node kept across SIGKILL (AOF, fsync always).
         self.durable = durable
         nodes = self.MASTERS * (1 + replicas)
-        self.ports = [_free_port() for _ in range(nodes)]
         # The cluster bus defaults to port + 10000, which may be taken or past 65535: pick it too.
-        self.bus_ports = [_free_port() for _ in range(nodes)]
+        ports = _free_ports(2 * nodes)
+        self.ports, self.bus_ports = ports[:nodes], ports[nodes:]
         self.workdir = tempfile.mkdtemp(prefix="crawldedup-cluster-")
         self.processes: list[subprocess.Popen] = []
 

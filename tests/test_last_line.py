@@ -7,10 +7,10 @@ from __future__ import annotations
 import importlib.util
 import threading
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session
 
 from crawldedup import Deduplicator
@@ -47,13 +47,25 @@ def spellings(worker: int) -> List[str]:
     return [f"HTTPS://SHOP.EXAMPLE:443/item/{i}?a=1&b=2&utm_source=mail#top" for i in reversed(range(PAGES))]
 
 
-def test_two_workers_both_told_won_write_each_page_once(database_url):
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    """The example's result table; its connections closed after the test, whatever its outcome."""
     engine = last_line.open_pages(database_url)
+    yield engine
+    engine.dispose()
+
+
+def test_two_workers_both_told_won_write_each_page_once(engine):
     # The injected bug: each worker dedups alone (the local strategy, no shared store), so both
     # are told they won every page, and both fetch and write all of them, at the same moment.
     told_won: Dict[int, int] = {}
     written: Dict[int, int] = {}
     start = threading.Barrier(2)
+    # SQLAlchemy fills a statement class's cache-key attributes on first use, and two threads doing
+    # so at once can fail (KeyError '_generated_cache_key_traversal'): one insert, rolled back, first.
+    with Session(engine) as session:
+        assert last_line.save_pages(session, [("https://warm.example/", "")]) == 1
+        session.rollback()
 
     def worker(n: int) -> None:
         with Deduplicator("local", capacity=10_000) as dedup:
@@ -71,11 +83,9 @@ def test_two_workers_both_told_won_write_each_page_once(database_url):
         rows = session.execute(select(func.count(), func.count(func.distinct(last_line.Page.url_fp)))).one()
     assert tuple(rows) == (PAGES, PAGES)
     assert written[0] + written[1] == PAGES  # every page written once, by one of the two
-    engine.dispose()
 
 
-def test_url_fp_is_the_key_the_claim_stores_hold(database_url, tmp_path):
-    engine = last_line.open_pages(database_url)
+def test_url_fp_is_the_key_the_claim_stores_hold(engine, tmp_path):
     urls = spellings(0)[:50]
     with Deduplicator("sqlite", sqlite_path=tmp_path / "claims.sqlite", namespace="crawl", capacity=10_000) as dedup:
         assert last_line.crawl(dedup, engine, urls, lambda url: "body") == 50
@@ -86,4 +96,3 @@ def test_url_fp_is_the_key_the_claim_stores_hold(database_url, tmp_path):
         assert dedup.store.contains_many(keys) == [True] * 50
     with Session(engine) as session, session.begin():
         assert session.execute(text("SELECT count(*) FROM pages")).scalar_one() == 50
-    engine.dispose()
