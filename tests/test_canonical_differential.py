@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import threading
 from urllib.parse import quote
 
 import pytest
@@ -293,3 +294,50 @@ def test_fast_path_declines_what_policy_2_reads_otherwise(url, base):
                                  "http://a.XN--bcher-kva.example/", "http://1a.example/"])
 def test_fast_path_answers_plain_ipv4_and_a_labels_under_policy_2(url):
     assert _canonical_c.fast_canonicalize(url, DEFAULT_POLICY) == _canonical.canonicalize(url)
+
+
+def test_batch_with_every_kind_of_row_same_as_the_reference():
+    # Rows the batch canonicalizes without the GIL, and those it hands back to be taken one at
+    # a time (hosts for the reference's rules, wrapped links) or to the reference (declined).
+    urls = ["https://example.com/a?b=1", "http://b\u00fccher.example/x", "http://[2001:DB8::1]/",
+            "HTTPS%3a%2f%2fExample.com%2Fa", b"http://example.com/caf\xc3\xa9", b"http://example.com/\xff",
+            "http://example.com/\ud800", "page.html", 7, "https://example.com/" + "%41" * 3000,
+            "https://example.com/?" + "&".join(f"k{i}=v{i}" for i in range(100, 0, -1)), "  http://a.example/ "]
+    policy = CanonicalPolicy(max_length=10_000)
+    for batch in (urls, urls * 50):
+        assert _answers(_canonical_c.canonicalize_many(batch, policy=policy)) == _answers(
+            _canonical.canonicalize_many(batch, policy=policy))
+    relative = ["../x", "?q=1", "//cdn.example.net/a", "#f", "sub/dir/", "http://b\u00fccher.example/"]
+    base = "http://b\u00fccher.example/a/b?c=d"
+    assert _canonical_c.canonicalize_many(relative, base=base) == _canonical.canonicalize_many(relative, base=base)
+
+
+def _answers(result):
+    return result.urls, [(i, str(e)) for i, e in result.errors.items()]
+
+
+def test_many_drop_and_keep_keys_same_as_the_reference():
+    # The compiled plan holds the keys in a hash table: hundreds of them collide in it.
+    policy = CanonicalPolicy(drop_params={f"k{i}" for i in range(0, 600, 2)} | {"caf\u00e9"},
+                             keep_params={f"k{i}" for i in range(0, 600, 10)})
+    urls = [f"https://example.com/?k{i}=1&K{i + 1}=2&caf%C3%A9=3&CAF\u00c9=4&k{i}x=5" for i in range(600)]
+    got = _canonical_c.canonicalize_many(urls, policy=policy)
+    assert got == _canonical.canonicalize_many(urls, policy=policy)
+    assert got.urls[0] == "https://example.com/?CAF%C3%89=4&K1=2&k0=1&k0x=5"
+
+
+def test_batches_in_two_threads_at_once_same_as_the_reference():
+    urls = _corpus(4_000, seed=5)
+    expected = _canonical.canonicalize_many(urls)
+    answers = {}
+
+    def run(thread):
+        answers[thread] = [_canonical_c.canonicalize_many(urls[start:start + 500]) for start in range(0, 4_000, 500)]
+
+    threads = [threading.Thread(target=run, args=(thread,)) for thread in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for thread in range(2):
+        assert [url for batch in answers[thread] for url in batch.urls] == expected.urls

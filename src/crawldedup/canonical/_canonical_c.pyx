@@ -20,8 +20,8 @@ to the same answers.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport uint64_t
-from libc.stdlib cimport qsort
-from libc.string cimport memcmp, memcpy, memmove
+from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.string cimport memcmp, memcpy, memmove, memset
 
 from . import _canonical_py as reference
 from .policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
@@ -105,81 +105,171 @@ ctypedef struct Parts:
     Py_ssize_t query_len       # -1: no "?" at all
 
 
+ctypedef struct KeyTable:
+    # Open addressing on FNV-1a: (offset in blob, length) per slot, length 0 for an empty slot
+    # (names are never empty); at least one slot stays empty, so a probe always ends.
+    const unsigned char* blob
+    Py_ssize_t* slots
+    size_t mask
+
+
+ctypedef struct CPlan:
+    # A policy as the fast path reads it, in C only: what runs without the GIL.
+    bint accept_http, accept_https, strip_trailing_slash, semicolon_separator
+    bint keep_fragment, keep_userinfo, strip_www, filters, has_keep
+    # Policy 2: http and https read as browsers do; every input where that reading could differ
+    # from RFC 3986's (a backslash, a host ending in a number) is declined.
+    bint whatwg
+    Py_ssize_t max_length, prefix_count
+    const unsigned char* prefix_blob
+    Py_ssize_t* prefix_bounds  # (start in prefix_blob, length) per prefix
+    # By first byte, the lengths of the drop keys starting with it (bit 63: 63 or longer), so
+    # that a key reaches the table only when it could be in it.
+    uint64_t drop_lengths[256]
+    KeyTable drop_keys, keep_keys
+
+
+ctypedef struct CBase:
+    # A usable base's raw parts, as UTF-8 bytes.
+    bint https, has_query
+    const unsigned char* authority
+    Py_ssize_t authority_len
+    const unsigned char* path
+    Py_ssize_t path_len
+    const unsigned char* query
+    Py_ssize_t query_len
+
+
+# What the fast path returns instead of a length: the reference decides (DECLINE); the host
+# needs the reference's cached rules, which take the GIL (NEEDS_PYTHON, only when called
+# without leave to take it); the URL is a wrapped share link, to be unwrapped (WRAPPED).
+cdef enum:
+    DECLINE = -1
+    NEEDS_PYTHON = -2
+    WRAPPED = -3
+
+
+cdef inline size_t _fnv(const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = 14695981039346656037ULL
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ s[i]) * 1099511628211ULL
+    return <size_t>h
+
+
+cdef bytes _fill_table(KeyTable* table, object names):
+    """Builds ``table`` from latin-1 text names; returns the blob it points into (to be held)."""
+    cdef list encoded = sorted(name.encode("latin-1") for name in names)
+    cdef bytes blob = b"".join(encoded)
+    cdef size_t size = 1, slot
+    cdef Py_ssize_t offset = 0
+    cdef bytes name
+    while size < 2 * len(encoded) + 1:
+        size *= 2
+    table.slots = <Py_ssize_t*>PyMem_Malloc(2 * size * sizeof(Py_ssize_t))
+    if table.slots == NULL:
+        raise MemoryError()
+    memset(table.slots, 0, 2 * size * sizeof(Py_ssize_t))
+    table.mask = size - 1
+    table.blob = <const unsigned char*>PyBytes_AS_STRING(blob)
+    for name in encoded:
+        slot = _fnv(<const unsigned char*>PyBytes_AS_STRING(name), len(name)) & table.mask
+        while table.slots[2 * slot + 1] != 0:
+            slot = (slot + 1) & table.mask
+        table.slots[2 * slot] = offset
+        table.slots[2 * slot + 1] = len(name)
+        offset += len(name)
+    return blob
+
+
+cdef inline bint _in_table(const KeyTable* table, const unsigned char* key, Py_ssize_t n) noexcept nogil:
+    cdef size_t slot = _fnv(key, n) & table.mask
+    while table.slots[2 * slot + 1] != 0:
+        if table.slots[2 * slot + 1] == n and memcmp(table.blob + table.slots[2 * slot], key, n) == 0:
+            return True
+        slot = (slot + 1) & table.mask
+    return False
+
+
 cdef class _Plan:
     """A policy turned into what the fast path reads, or ``usable = False`` to decline it."""
 
     cdef object policy
-    cdef bint usable, accept_http, accept_https, strip_trailing_slash, semicolon_separator
-    cdef bint keep_fragment, keep_userinfo, strip_www, filters, has_keep
-    # Policy 2: http and https read as browsers do; every input where that reading could differ
-    # from RFC 3986's (a backslash, a host ending in a number) is declined.
-    cdef bint whatwg
-    cdef Py_ssize_t max_length, prefix_count
-    cdef frozenset drop_keys, keep_keys
-    cdef bytes prefix_blob
-    cdef Py_ssize_t* prefix_bounds  # (start in prefix_blob, length) per prefix
-    # By first byte, the lengths of the drop keys starting with it (bit 63: 63 or longer), so
-    # that a key reaches the set lookup only when it could be in the set.
-    cdef uint64_t drop_lengths[256]
+    cdef bint usable
+    cdef CPlan c
+    cdef bytes prefix_blob, drop_blob, keep_blob  # what c points into
 
     def __cinit__(self):
-        self.prefix_bounds = NULL
+        self.c.prefix_bounds = NULL
+        self.c.drop_keys.slots = NULL
+        self.c.keep_keys.slots = NULL
 
     def __dealloc__(self):
-        PyMem_Free(self.prefix_bounds)
+        PyMem_Free(self.c.prefix_bounds)
+        PyMem_Free(self.c.drop_keys.slots)
+        PyMem_Free(self.c.keep_keys.slots)
 
     def __init__(self, policy):
         self.policy = policy
         self.usable = not (policy.merge_schemes or policy.lowercase_path)
-        self.accept_http = "http" in policy.schemes
-        self.accept_https = "https" in policy.schemes
-        self.strip_trailing_slash = policy.strip_trailing_slash
-        self.semicolon_separator = policy.semicolon_separator
-        self.keep_fragment = policy.keep_fragment
-        self.keep_userinfo = policy.keep_userinfo
-        self.strip_www = policy.strip_www
-        self.max_length = policy.max_length
-        self.whatwg = policy.version >= 2
+        self.c.accept_http = "http" in policy.schemes
+        self.c.accept_https = "https" in policy.schemes
+        self.c.strip_trailing_slash = policy.strip_trailing_slash
+        self.c.semicolon_separator = policy.semicolon_separator
+        self.c.keep_fragment = policy.keep_fragment
+        self.c.keep_userinfo = policy.keep_userinfo
+        self.c.strip_www = policy.strip_www
+        self.c.max_length = policy.max_length
+        self.c.whatwg = policy.version >= 2
         # The reference's own derived lookups (latin-1 text of each name's UTF-8 bytes).
-        self.filters = policy.filters_query
-        self.drop_keys = policy.query_drop_keys
-        self.keep_keys = policy.query_keep_keys
-        self.has_keep = bool(self.keep_keys)
+        self.c.filters = policy.filters_query
+        self.c.has_keep = bool(policy.query_keep_keys)
+        self.drop_blob = _fill_table(&self.c.drop_keys, policy.query_drop_keys)
+        self.keep_blob = _fill_table(&self.c.keep_keys, policy.query_keep_keys)
         for first in range(256):
-            self.drop_lengths[first] = 0
-        for key in self.drop_keys:
-            self.drop_lengths[ord(key[0])] |= _length_bit(len(key))
+            self.c.drop_lengths[first] = 0
+        for key in policy.query_drop_keys:
+            self.c.drop_lengths[ord(key[0])] |= _length_bit(len(key))
         prefixes = policy.query_drop_starts
         self.prefix_blob = "".join(prefixes).encode("latin-1")
-        self.prefix_count = len(prefixes)
-        self.prefix_bounds = <Py_ssize_t*>PyMem_Malloc((2 * len(prefixes) + 1) * sizeof(Py_ssize_t))
-        if self.prefix_bounds == NULL:
+        self.c.prefix_blob = <const unsigned char*>PyBytes_AS_STRING(self.prefix_blob)
+        self.c.prefix_count = len(prefixes)
+        self.c.prefix_bounds = <Py_ssize_t*>PyMem_Malloc((2 * len(prefixes) + 1) * sizeof(Py_ssize_t))
+        if self.c.prefix_bounds == NULL:
             raise MemoryError()
         start = 0
         for index, prefix in enumerate(prefixes):
-            self.prefix_bounds[2 * index] = start
-            self.prefix_bounds[2 * index + 1] = len(prefix)
+            self.c.prefix_bounds[2 * index] = start
+            self.c.prefix_bounds[2 * index + 1] = len(prefix)
             start += len(prefix)
 
 
 cdef class _BaseView:
     """A validated base's raw parts (from the reference's cache), as UTF-8 bytes."""
 
-    cdef bint usable, https, has_query
-    cdef bytes authority, path, query
+    cdef bint usable
+    cdef CBase c
+    cdef bytes authority, path, query  # what c points into
 
     def __init__(self, parts):
         scheme, authority, path, query = parts
         scheme = scheme.lower()
         self.usable = scheme in ("http", "https") and authority is not None
-        self.https = scheme == "https"
+        self.c.https = scheme == "https"
         try:
             self.authority = (authority or "").encode("utf-8")
             self.path = path.encode("utf-8")
-            self.has_query = query is not None
+            self.c.has_query = query is not None
             self.query = (query or "").encode("utf-8")
         except UnicodeEncodeError:  # accepted bases are valid text; decline rather than guess
             self.usable = False
+            return
+        self.c.authority = <const unsigned char*>PyBytes_AS_STRING(self.authority)
+        self.c.authority_len = len(self.authority)
+        self.c.path = <const unsigned char*>PyBytes_AS_STRING(self.path)
+        self.c.path_len = len(self.path)
+        self.c.query = <const unsigned char*>PyBytes_AS_STRING(self.query)
+        self.c.query_len = len(self.query)
 
 
 cdef dict _plans = {}
@@ -377,29 +467,24 @@ cdef inline uint64_t _length_bit(Py_ssize_t length) noexcept nogil:
     return (<uint64_t>1) << (length if length < 63 else 63)
 
 
-cdef bint _is_tracking_key(_Plan plan, unsigned char* folded, Py_ssize_t length) except -1:
+cdef bint _is_tracking_key(const CPlan* plan, const unsigned char* folded, Py_ssize_t length) noexcept nogil:
     """Rule 8's filter on a decoded key folded to ASCII lowercase: drop lists, then keep_params."""
-    cdef const unsigned char* blob = <const unsigned char*>PyBytes_AS_STRING(plan.prefix_blob)
     cdef Py_ssize_t index, prefix_len
     cdef bint dropped = False
-    cdef object key = None
     for index in range(plan.prefix_count):
         prefix_len = plan.prefix_bounds[2 * index + 1]
-        if length >= prefix_len and memcmp(folded, blob + plan.prefix_bounds[2 * index], prefix_len) == 0:
+        if length >= prefix_len and memcmp(folded, plan.prefix_blob + plan.prefix_bounds[2 * index], prefix_len) == 0:
             dropped = True
             break
     if not dropped and length > 0 and plan.drop_lengths[folded[0]] & _length_bit(length):
-        key = PyUnicode_DecodeLatin1(<const char*>folded, length, NULL)
-        dropped = key in plan.drop_keys
+        dropped = _in_table(&plan.drop_keys, folded, length)
     if dropped and plan.has_keep:
-        if key is None:
-            key = PyUnicode_DecodeLatin1(<const char*>folded, length, NULL)
-        dropped = key not in plan.keep_keys
+        dropped = not _in_table(&plan.keep_keys, folded, length)
     return dropped
 
 
-cdef Py_ssize_t _write_query(_Plan plan, const unsigned char* s, Py_ssize_t n, unsigned char* out, Py_ssize_t o,
-                             unsigned char* scratch, unsigned char* decoded, Pair* pairs) except -2:
+cdef Py_ssize_t _write_query(const CPlan* plan, const unsigned char* s, Py_ssize_t n, unsigned char* out,
+                             Py_ssize_t o, unsigned char* scratch, unsigned char* decoded, Pair* pairs) noexcept nogil:
     """Rule 8 into ``out`` (with its "?"), or -1 to decline; ``pairs`` holds n // 2 + 2 entries."""
     cdef Py_ssize_t i = 0, part, part_end, key_end, equals, decoded_len, count = 0, k, sc = 0
     cdef unsigned char* key
@@ -482,8 +567,10 @@ cdef bint _is_dotted_quad(const unsigned char* h, Py_ssize_t n) noexcept nogil:
     return parts == 4 and digits > 0
 
 
-cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* out, Py_ssize_t o) except -2:
-    """Rules 5 and 6 into ``out``, or -1 to decline (an authority the reference would refuse)."""
+cdef Py_ssize_t _write_authority(const CPlan* plan, const Parts* parts, unsigned char* out, Py_ssize_t o,
+                                 bint python) noexcept nogil:
+    """Rules 5 and 6 into ``out``, or DECLINE (an authority the reference would refuse), or
+    NEEDS_PYTHON (one for the reference's rules, when ``python`` is False)."""
     cdef const unsigned char* a = parts.authority
     cdef Py_ssize_t n = parts.authority_len, i, host = 0, colon = -1, end, label = 0, port, digits, start
     cdef bint simple = True
@@ -506,7 +593,7 @@ cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* 
             and (a[host + 2] | 32) == 119 and a[host + 3] == 46:
         simple = False
     if not simple:
-        return _write_reference_authority(plan, parts, out, o)
+        return _write_reference_authority(plan, parts, out, o, python)
     end = colon if colon >= 0 else n
     if end > host and a[end - 1] == 46:  # one trailing dot goes
         end -= 1
@@ -523,7 +610,7 @@ cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* 
             if label == 0 and (c | 32) == 120 and plan.whatwg and end - i >= 4 and (a[i + 1] | 32) == 110 \
                     and a[i + 2] == 45 and a[i + 3] == 45:
                 # Policy 2: an A-label ("xn--") is checked by UTS #46, in the reference.
-                return _write_reference_authority(plan, parts, out, start)
+                return _write_reference_authority(plan, parts, out, start, python)
             if not (CHAR_CLASS[c] & HOST_CHAR):
                 return -1
             label += 1
@@ -563,24 +650,37 @@ cdef Py_ssize_t _write_authority(_Plan plan, const Parts* parts, unsigned char* 
     return o
 
 
-cdef Py_ssize_t _write_reference_authority(_Plan plan, const Parts* parts, unsigned char* out, Py_ssize_t o) except -2:
-    """IDNA, IPv6, strip_www and kept user info: the reference's own (cached) rules 5 and 6."""
+cdef Py_ssize_t _write_reference_authority(const CPlan* plan, const Parts* parts, unsigned char* out, Py_ssize_t o,
+                                           bint python) noexcept nogil:
+    """IDNA, IPv6, strip_www and kept user info: the reference's own (cached) rules 5 and 6,
+    with the GIL taken for them when ``python`` allows (else NEEDS_PYTHON)."""
+    if not python:
+        return NEEDS_PYTHON
+    with gil:
+        try:
+            return _reference_authority(plan, parts, out, o)
+        except Exception:  # MemoryError and the like: the reference meets it again and raises it
+            return DECLINE
+
+
+cdef Py_ssize_t _reference_authority(const CPlan* plan, const Parts* parts, unsigned char* out, Py_ssize_t o) except -2:
     scheme = "https" if parts.https else "http"
     try:
         authority = PyUnicode_DecodeUTF8(<const char*>parts.authority, parts.authority_len, NULL)
         text = reference.canonical_authority(authority, scheme, scheme, plan.strip_www, plan.keep_userinfo,
                                              plan.whatwg)
     except (InvalidURL, UnicodeDecodeError):
-        return -1
-    # IDNA and RFC 5952 may write more than they read: keep within the room _emit reserves.
+        return DECLINE
+    # IDNA and RFC 5952 may write more than they read: keep within the room _canonical_parts reserves.
     if not PyUnicode_IS_COMPACT_ASCII(text) or PyUnicode_GET_LENGTH(text) > 3 * parts.authority_len + 16:
-        return -1
+        return DECLINE
     memcpy(out + o, PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text))
     return o + PyUnicode_GET_LENGTH(text)
 
 
-cdef object _emit(_Plan plan, const Parts* parts, unsigned char* work, Py_ssize_t room):
-    """Rules 4-10 for split parts: the canonical string, or None to decline."""
+cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned char* work, Py_ssize_t room,
+                                 bint python) noexcept nogil:
+    """Rules 4-10 for split parts: the canonical string's length in ``work``, or a code."""
     cdef unsigned char* out = work
     cdef unsigned char* scratch = work + 3 * room + 32
     cdef unsigned char* decoded = scratch + 3 * room + 32
@@ -593,9 +693,9 @@ cdef object _emit(_Plan plan, const Parts* parts, unsigned char* work, Py_ssize_
     else:
         memcpy(out, b"http://", 7)
         o = 7
-    o = _write_authority(plan, parts, out, o)
+    o = _write_authority(plan, parts, out, o, python)
     if o < 0:
-        return None
+        return o
     path_start = o
     if parts.path_len == 0:
         out[o] = 47
@@ -613,19 +713,13 @@ cdef object _emit(_Plan plan, const Parts* parts, unsigned char* work, Py_ssize_
                 o += 1
     if query_len > 0:
         if query_len // 2 + 2 > STACK_PAIRS:
-            pairs = <Pair*>PyMem_Malloc((query_len // 2 + 2) * sizeof(Pair))
+            pairs = <Pair*>malloc((query_len // 2 + 2) * sizeof(Pair))
             if pairs == NULL:
-                raise MemoryError()
-        try:
-            o = _write_query(plan, parts.query, query_len, out, o, scratch, decoded, pairs)
-        finally:
-            if pairs != stack_pairs:
-                PyMem_Free(pairs)
-        if o < 0:
-            return None
-    result = PyUnicode_New(o, 127)
-    memcpy(PyUnicode_DATA(result), out, o)
-    return result
+                return DECLINE  # the reference meets the shortage again and raises MemoryError
+        o = _write_query(plan, parts.query, query_len, out, o, scratch, decoded, pairs)
+        if pairs != stack_pairs:
+            free(pairs)
+    return o
 
 
 cdef inline bint _is_wrapped(const unsigned char* s, Py_ssize_t n) noexcept nogil:
@@ -657,43 +751,26 @@ cdef object _unwrap(const unsigned char* s, Py_ssize_t n):
         PyMem_Free(decoded)
 
 
-cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=True):
-    """The fast path for one URL: the canonical string, or None when the reference must decide.
+cdef inline Py_ssize_t _work_bytes(Py_ssize_t n, const CBase* base) noexcept nogil:
+    """The work room that _canonical_bytes needs for an input of ``n`` bytes."""
+    if base != NULL:
+        n += base.authority_len + base.path_len + base.query_len + 1
+    return 8 * n + 128
 
-    ``may_unwrap`` is False for the text of an unwrapped URL: rule 2 applies once.
+
+cdef Py_ssize_t _canonical_bytes(const CPlan* plan, const unsigned char* s, Py_ssize_t n, Py_ssize_t chars,
+                                 bint is_str, const CBase* base, bint python, unsigned char* work) noexcept nogil:
+    """The fast path for one URL's UTF-8 bytes: the canonical string's length, written at the
+    start of ``work`` (``_work_bytes(n, base)`` bytes), or DECLINE, NEEDS_PYTHON or WRAPPED.
+
+    ``chars`` is the input's length in characters; ``base`` is NULL without a usable base.
     """
-    cdef const unsigned char* s
-    cdef Py_ssize_t n, chars, start = 0, end, i, scheme_end, authority_start, path_start, query_start
+    cdef Py_ssize_t start = 0, end, i, scheme_end, authority_start, path_start, query_start
     cdef Py_ssize_t room, base_dir
-    cdef bint is_str, is_relative = False
-    cdef unsigned char c
+    cdef bint is_relative = False
     cdef const unsigned char* declined
     cdef Parts parts
-    cdef _BaseView base = None
-    cdef unsigned char stack_work[STACK_BYTES]
-    cdef unsigned char* work = stack_work
     cdef unsigned char* merged
-    cdef object utf8 = None
-    if type(url) is str:
-        is_str = True
-        if PyUnicode_IS_COMPACT_ASCII(url):
-            s = <const unsigned char*>PyUnicode_DATA(url)
-            n = PyUnicode_GET_LENGTH(url)
-        else:
-            try:
-                utf8 = PyUnicode_AsUTF8String(url)
-            except UnicodeEncodeError:  # unpaired surrogates
-                return None
-            s = <const unsigned char*>PyBytes_AS_STRING(utf8)
-            n = PyBytes_GET_SIZE(utf8)
-        chars = PyUnicode_GET_LENGTH(url)
-    elif type(url) is bytes:
-        is_str = False
-        s = <const unsigned char*>PyBytes_AS_STRING(url)
-        n = PyBytes_GET_SIZE(url)
-        chars = n
-    else:
-        return None
     # Rule 1: strip the ends (ASCII, so characters and bytes alike), then refuse nothing: any
     # control character, or non-ASCII bytes (to be checked as UTF-8), is the reference's.
     end = n
@@ -703,11 +780,11 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
         end -= 1
     chars -= n - (end - start)
     if end == start or chars > plan.max_length:
-        return None
+        return DECLINE
     declined = DECLINED[(2 if plan.whatwg else 0) + (0 if is_str else 1)]
     for i in range(start, end):
         if declined[s[i]]:
-            return None
+            return DECLINE
     # Rules 2-4: a scheme ends the longest run of scheme characters and must be followed by
     # ":" (so a wrapped "scheme%3A%2F%2F" is never taken for a URL here).
     i = start
@@ -717,10 +794,8 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
             i += 1
         if i == end or s[i] != 58:
             if i < end and s[i] == 37:
-                if may_unwrap and _is_wrapped(s + i, end - i):
-                    unwrapped = _unwrap(s + start, end - start)
-                    return None if unwrapped is None else _fast(unwrapped, plan, base_parts, False)
-                return None  # a first segment with an escape: left to the reference
+                # A first segment with an escape: a wrapped link, or left to the reference.
+                return WRAPPED if _is_wrapped(s + i, end - i) else DECLINE
             i = start
     if i > start:
         scheme_end = i
@@ -731,19 +806,16 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
                 and (s[start + 2] | 32) == 116 and (s[start + 3] | 32) == 112 and (s[start + 4] | 32) == 115:
             parts.https = True
         else:
-            return None
+            return DECLINE
         if not (plan.accept_https if parts.https else plan.accept_http):
-            return None
+            return DECLINE
         i = scheme_end + 1
         if end - i < 2 or s[i] != 47 or s[i + 1] != 47:
-            return None
+            return DECLINE
         i += 2
     else:
-        if base_parts is None:
-            return None
-        base = _base_view_for(base_parts)
-        if not base.usable:
-            return None
+        if base == NULL:
+            return DECLINE
         is_relative = True
         parts.https = base.https
     # The authority (after "//"), the path, the query; the fragment is dropped.
@@ -772,42 +844,98 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
         parts.query = s + query_start
         parts.query_len = i - query_start
     if plan.keep_fragment and end - i > 1:
-        return None
+        return DECLINE
     room = end - start
-    if base is not None:
-        room += len(base.authority) + len(base.path) + len(base.query) + 1
-    if 8 * room + 128 > STACK_BYTES:
-        work = <unsigned char*>PyMem_Malloc(8 * room + 128)
-        if work == NULL:
-            raise MemoryError()
-    try:
-        if is_relative and parts.authority == NULL:
+    if is_relative:
+        room += base.authority_len + base.path_len + base.query_len + 1
+        if parts.authority == NULL:
             # Rule 3 (RFC 3986 §5.2.2): the base's authority, and its path and query as needed.
-            parts.authority = <const unsigned char*>PyBytes_AS_STRING(base.authority)
-            parts.authority_len = len(base.authority)
+            parts.authority = base.authority
+            parts.authority_len = base.authority_len
             if parts.path_len == 0:
-                parts.path = <const unsigned char*>PyBytes_AS_STRING(base.path)
-                parts.path_len = len(base.path)
+                parts.path = base.path
+                parts.path_len = base.path_len
                 if parts.query_len < 0 and base.has_query:
-                    parts.query = <const unsigned char*>PyBytes_AS_STRING(base.query)
-                    parts.query_len = len(base.query)
+                    parts.query = base.query
+                    parts.query_len = base.query_len
             elif parts.path[0] != 47:
                 merged = work + 7 * room + 64
-                base_dir = len(base.path)
-                while base_dir > 0 and (<const unsigned char*>PyBytes_AS_STRING(base.path))[base_dir - 1] != 47:
+                base_dir = base.path_len
+                while base_dir > 0 and base.path[base_dir - 1] != 47:
                     base_dir -= 1
-                if len(base.path) == 0:
+                if base.path_len == 0:
                     merged[0] = 47
                     base_dir = 1
                 else:
-                    memcpy(merged, PyBytes_AS_STRING(base.path), base_dir)
+                    memcpy(merged, base.path, base_dir)
                 memcpy(merged + base_dir, parts.path, parts.path_len)
                 parts.path = merged
                 parts.path_len += base_dir
-        return _emit(plan, &parts, work, room)
+    return _canonical_parts(plan, &parts, work, room, python)
+
+
+cdef inline object _ascii_text(const unsigned char* s, Py_ssize_t n):
+    result = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(result), s, n)
+    return result
+
+
+cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=True):
+    """The fast path for one URL: the canonical string, or None when the reference must decide.
+
+    ``may_unwrap`` is False for the text of an unwrapped URL: rule 2 applies once.
+    """
+    cdef const unsigned char* s
+    cdef Py_ssize_t n, chars, length, start = 0
+    cdef bint is_str
+    cdef _BaseView view
+    cdef const CBase* base = NULL
+    cdef unsigned char stack_work[STACK_BYTES]
+    cdef unsigned char* work = stack_work
+    cdef object utf8
+    if type(url) is str:
+        is_str = True
+        if PyUnicode_IS_COMPACT_ASCII(url):
+            s = <const unsigned char*>PyUnicode_DATA(url)
+            n = PyUnicode_GET_LENGTH(url)
+        else:
+            try:
+                utf8 = PyUnicode_AsUTF8String(url)
+            except UnicodeEncodeError:  # unpaired surrogates
+                return None
+            s = <const unsigned char*>PyBytes_AS_STRING(utf8)
+            n = PyBytes_GET_SIZE(utf8)
+        chars = PyUnicode_GET_LENGTH(url)
+    elif type(url) is bytes:
+        is_str = False
+        s = <const unsigned char*>PyBytes_AS_STRING(url)
+        n = PyBytes_GET_SIZE(url)
+        chars = n
+    else:
+        return None
+    if base_parts is not None:
+        view = _base_view_for(base_parts)
+        if view.usable:
+            base = &view.c
+    if _work_bytes(n, base) > STACK_BYTES:
+        work = <unsigned char*>PyMem_Malloc(_work_bytes(n, base))
+        if work == NULL:
+            raise MemoryError()
+    try:
+        length = _canonical_bytes(&plan.c, s, n, chars, is_str, base, True, work)
+        if length >= 0:
+            return _ascii_text(work, length)
     finally:
         if work != stack_work:
             PyMem_Free(work)
+    if length == WRAPPED and may_unwrap:
+        while n > start and _is_strip(s[n - 1]):
+            n -= 1
+        while start < n and _is_strip(s[start]):
+            start += 1
+        unwrapped = _unwrap(s + start, n - start)
+        return None if unwrapped is None else _fast(unwrapped, plan, base_parts, False)
+    return None
 
 
 def fast_canonicalize(url, policy=None, base=None):
@@ -868,24 +996,105 @@ def canonicalize_many(urls, base=None, policy=None):
         return reference.canonicalize_many(urls, base, policy)
     base_parts = None if base is None else reference.check_base(base, plan.policy)
     try:
-        items = iter(urls)
+        items = list(urls)  # our own references: the batch is read without the GIL
     except TypeError:
         return reference.canonicalize_many(urls, base, policy)
-    results = []
-    declined = []
-    positions = []
-    for url in items:
-        result = _fast(url, plan, base_parts)
-        if result is None:
-            positions.append(len(results))
-            declined.append(url)
-        results.append(result)
+    results, positions = _fast_many(items, plan, base_parts)
     errors = {}
-    if declined:
-        answered = reference.canonicalize_many(declined, base, policy)
+    if positions:
+        answered = reference.canonicalize_many([items[position] for position in positions], base, policy)
         for index, position in enumerate(positions):
             results[position] = answered.urls[index]
             error = answered.errors.get(index)
             if error is not None:
                 errors[position] = error
     return Canonicalized(results, errors)
+
+
+ctypedef struct Row:
+    const unsigned char* s
+    Py_ssize_t n, chars
+    bint is_str
+    Py_ssize_t result  # the canonical length (at offset in the arena) or a code
+    Py_ssize_t offset
+
+
+cdef tuple _fast_many(list items, _Plan plan, object base_parts):
+    """The fast path for a batch: (results, positions declined to the reference).
+
+    The URLs' bytes are noted with the GIL held, canonicalized into one arena without it (so
+    threads with batches of their own run in parallel), and made strings with it again. A host
+    for the reference's rules or a wrapped link is taken one at a time by :func:`_fast`.
+    """
+    cdef Py_ssize_t count = len(items), i, used = 0, size = 0, need, length
+    cdef Row* rows = <Row*>PyMem_Malloc(count * sizeof(Row) + 1)
+    cdef unsigned char* arena = NULL
+    cdef unsigned char* grown
+    cdef _BaseView view
+    cdef const CBase* base = NULL
+    cdef const CPlan* c = &plan.c
+    cdef list held = []  # the UTF-8 bytes of non-ASCII str
+    cdef list results = [None] * count
+    cdef list declined = []
+    if rows == NULL:
+        raise MemoryError()
+    try:
+        if base_parts is not None:
+            view = _base_view_for(base_parts)
+            if view.usable:
+                base = &view.c
+        for i in range(count):
+            url = items[i]
+            rows[i].result = DECLINE
+            if type(url) is str:
+                rows[i].is_str = True
+                rows[i].chars = PyUnicode_GET_LENGTH(url)
+                if PyUnicode_IS_COMPACT_ASCII(url):
+                    rows[i].s = <const unsigned char*>PyUnicode_DATA(url)
+                    rows[i].n = rows[i].chars
+                else:
+                    try:
+                        utf8 = PyUnicode_AsUTF8String(url)
+                    except UnicodeEncodeError:  # unpaired surrogates
+                        rows[i].n = -1
+                        continue
+                    held.append(utf8)
+                    rows[i].s = <const unsigned char*>PyBytes_AS_STRING(utf8)
+                    rows[i].n = PyBytes_GET_SIZE(utf8)
+            elif type(url) is bytes:
+                rows[i].is_str = False
+                rows[i].s = <const unsigned char*>PyBytes_AS_STRING(url)
+                rows[i].n = rows[i].chars = PyBytes_GET_SIZE(url)
+            else:
+                rows[i].n = -1
+            if rows[i].n >= 0:
+                size += 2 * rows[i].n + 16
+        with nogil:
+            for i in range(count):
+                if rows[i].n < 0:
+                    continue
+                need = _work_bytes(rows[i].n, base)
+                if used + need > size or arena == NULL:
+                    size = 2 * (used + need) if 2 * (used + need) > size else size
+                    grown = <unsigned char*>realloc(arena, size)
+                    if grown == NULL:
+                        rows[i].result = NEEDS_PYTHON  # _fast meets the shortage and raises
+                        continue
+                    arena = grown
+                rows[i].offset = used
+                rows[i].result = _canonical_bytes(c, rows[i].s, rows[i].n, rows[i].chars, rows[i].is_str, base,
+                                                  False, arena + used)
+                if rows[i].result > 0:
+                    used += rows[i].result
+        for i in range(count):
+            length = rows[i].result
+            if length >= 0:
+                results[i] = _ascii_text(arena + rows[i].offset, length)
+            elif length != DECLINE:
+                results[i] = _fast(items[i], plan, base_parts)
+            if results[i] is None:
+                declined.append(i)
+        return results, declined
+    finally:
+        PyMem_Free(rows)
+        free(arena)
