@@ -21,7 +21,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
-from libc.string cimport memcmp, memcpy, memmove, memset
+from libc.string cimport memchr, memcmp, memcpy, memmove, memset
 
 from . import _canonical_py as reference
 from .policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
@@ -86,6 +86,10 @@ cdef enum:
     MAX_LABEL = 63
     # Plans are cached per policy object; a process rarely holds more than a few policies.
     MAX_PLANS = 64
+    # Each plan keeps the authorities the reference wrote for it (IDNA, IPv6...) in a
+    # direct-mapped table, those of up to CACHED_AUTHORITY bytes: a crawl sees few hosts often.
+    AUTHORITY_SLOTS = 256
+    CACHED_AUTHORITY = 64
 
 
 ctypedef struct Pair:
@@ -113,6 +117,14 @@ ctypedef struct KeyTable:
     size_t mask
 
 
+ctypedef struct AuthorityEntry:
+    Py_ssize_t key_len            # 0: an empty slot
+    bint https
+    Py_ssize_t value_len          # DECLINE: the reference refuses the authority
+    unsigned char key[CACHED_AUTHORITY]
+    unsigned char value[3 * CACHED_AUTHORITY + 16]
+
+
 ctypedef struct CPlan:
     # A policy as the fast path reads it, in C only: what runs without the GIL.
     bint accept_http, accept_https, strip_trailing_slash, semicolon_separator
@@ -127,6 +139,8 @@ ctypedef struct CPlan:
     # that a key reaches the table only when it could be in it.
     uint64_t drop_lengths[256]
     KeyTable drop_keys, keep_keys
+    # Read and written only with the GIL held (see _write_reference_authority).
+    AuthorityEntry* authorities
 
 
 ctypedef struct CBase:
@@ -203,8 +217,10 @@ cdef class _Plan:
         self.c.prefix_bounds = NULL
         self.c.drop_keys.slots = NULL
         self.c.keep_keys.slots = NULL
+        self.c.authorities = NULL
 
     def __dealloc__(self):
+        PyMem_Free(self.c.authorities)
         PyMem_Free(self.c.prefix_bounds)
         PyMem_Free(self.c.drop_keys.slots)
         PyMem_Free(self.c.keep_keys.slots)
@@ -235,8 +251,11 @@ cdef class _Plan:
         self.c.prefix_blob = <const unsigned char*>PyBytes_AS_STRING(self.prefix_blob)
         self.c.prefix_count = len(prefixes)
         self.c.prefix_bounds = <Py_ssize_t*>PyMem_Malloc((2 * len(prefixes) + 1) * sizeof(Py_ssize_t))
-        if self.c.prefix_bounds == NULL:
+        self.c.authorities = <AuthorityEntry*>PyMem_Malloc(AUTHORITY_SLOTS * sizeof(AuthorityEntry))
+        if self.c.prefix_bounds == NULL or self.c.authorities == NULL:
             raise MemoryError()
+        for index in range(AUTHORITY_SLOTS):
+            self.c.authorities[index].key_len = 0
         start = 0
         for index, prefix in enumerate(prefixes):
             self.c.prefix_bounds[2 * index] = start
@@ -483,11 +502,20 @@ cdef bint _is_tracking_key(const CPlan* plan, const unsigned char* folded, Py_ss
     return dropped
 
 
+cdef inline bint _is_unreserved(const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if not (CHAR_CLASS[s[i]] & UNRESERVED):
+            return False
+    return True
+
+
 cdef Py_ssize_t _write_query(const CPlan* plan, const unsigned char* s, Py_ssize_t n, unsigned char* out,
                              Py_ssize_t o, unsigned char* scratch, unsigned char* decoded, Pair* pairs) noexcept nogil:
     """Rule 8 into ``out`` (with its "?"), or -1 to decline; ``pairs`` holds n // 2 + 2 entries."""
     cdef Py_ssize_t i = 0, part, part_end, key_end, equals, decoded_len, count = 0, k, sc = 0
-    cdef unsigned char* key
+    cdef const unsigned char* key
+    cdef const unsigned char* found
     cdef Py_ssize_t key_len
     if plan.semicolon_separator:
         for k in range(n):
@@ -495,35 +523,45 @@ cdef Py_ssize_t _write_query(const CPlan* plan, const unsigned char* s, Py_ssize
                 return -1
     while i <= n:
         part = i
-        equals = -1
-        while i < n and s[i] != 38:
-            if s[i] == 61 and equals < 0:
-                equals = i
-            i += 1
-        part_end = i
-        i += 1
+        found = <const unsigned char*>memchr(s + i, 38, n - i)
+        part_end = n if found == NULL else found - s
+        i = part_end + 1
         if part_end == part or (part_end - part == 1 and s[part] == 61):
             continue
+        found = <const unsigned char*>memchr(s + part, 61, part_end - part)
+        equals = -1 if found == NULL else found - s
         key_end = equals if equals >= 0 else part_end
-        decoded_len = _form_decode(s + part, key_end - part, decoded)
-        key = scratch + sc
-        key_len = _form_encode(decoded, decoded_len, key)
-        if plan.filters:
-            for k in range(decoded_len):
-                if 65 <= decoded[k] <= 90:
-                    decoded[k] += 32
-            if _is_tracking_key(plan, decoded, decoded_len):
-                continue
-        sc += key_len
+        # A key or value of unreserved bytes only is its own form encoding: used in place.
+        if _is_unreserved(s + part, key_end - part):
+            key = s + part
+            key_len = decoded_len = key_end - part
+            if plan.filters:
+                for k in range(decoded_len):
+                    decoded[k] = key[k] + 32 if 65 <= key[k] <= 90 else key[k]
+        else:
+            decoded_len = _form_decode(s + part, key_end - part, decoded)
+            key = scratch + sc
+            key_len = _form_encode(decoded, decoded_len, scratch + sc)
+            sc += key_len
+            if plan.filters:
+                for k in range(decoded_len):
+                    if 65 <= decoded[k] <= 90:
+                        decoded[k] += 32
+        if plan.filters and _is_tracking_key(plan, decoded, decoded_len):
+            continue
         pairs[count].key = key
         pairs[count].key_len = key_len
-        pairs[count].value = scratch + sc
-        if equals >= 0:
+        if equals < 0:
+            pairs[count].value = key
+            pairs[count].value_len = 0
+        elif _is_unreserved(s + equals + 1, part_end - equals - 1):
+            pairs[count].value = s + equals + 1
+            pairs[count].value_len = part_end - equals - 1
+        else:
             decoded_len = _form_decode(s + equals + 1, part_end - equals - 1, decoded)
+            pairs[count].value = scratch + sc
             pairs[count].value_len = _form_encode(decoded, decoded_len, scratch + sc)
             sc += pairs[count].value_len
-        else:
-            pairs[count].value_len = 0
         count += 1
     if count == 0:
         return o
@@ -653,29 +691,53 @@ cdef Py_ssize_t _write_authority(const CPlan* plan, const Parts* parts, unsigned
 cdef Py_ssize_t _write_reference_authority(const CPlan* plan, const Parts* parts, unsigned char* out, Py_ssize_t o,
                                            bint python) noexcept nogil:
     """IDNA, IPv6, strip_www and kept user info: the reference's own (cached) rules 5 and 6,
-    with the GIL taken for them when ``python`` allows (else NEEDS_PYTHON)."""
+    when ``python`` says that the caller holds the GIL (else NEEDS_PYTHON). The GIL guards the
+    plan's table of authorities."""
+    cdef AuthorityEntry* entry
     if not python:
         return NEEDS_PYTHON
+    entry = &plan.authorities[(_fnv(parts.authority, parts.authority_len) + parts.https) % AUTHORITY_SLOTS]
+    if entry.key_len == parts.authority_len and entry.https == parts.https \
+            and memcmp(entry.key, parts.authority, parts.authority_len) == 0:
+        if entry.value_len < 0:
+            return entry.value_len
+        memcpy(out + o, entry.value, entry.value_len)
+        return o + entry.value_len
     with gil:
         try:
-            return _reference_authority(plan, parts, out, o)
+            return _reference_authority(plan, parts, out, o, entry)
         except Exception:  # MemoryError and the like: the reference meets it again and raises it
             return DECLINE
 
 
-cdef Py_ssize_t _reference_authority(const CPlan* plan, const Parts* parts, unsigned char* out, Py_ssize_t o) except -2:
+cdef Py_ssize_t _reference_authority(const CPlan* plan, const Parts* parts, unsigned char* out, Py_ssize_t o,
+                                     AuthorityEntry* entry) except -2:
+    """The reference's authority into ``out`` and ``entry`` (a short one), or DECLINE."""
+    cdef Py_ssize_t length = DECLINE
     scheme = "https" if parts.https else "http"
     try:
         authority = PyUnicode_DecodeUTF8(<const char*>parts.authority, parts.authority_len, NULL)
+    except UnicodeDecodeError:
+        return DECLINE
+    try:
         text = reference.canonical_authority(authority, scheme, scheme, plan.strip_www, plan.keep_userinfo,
                                              plan.whatwg)
-    except (InvalidURL, UnicodeDecodeError):
-        return DECLINE
+    except InvalidURL:
+        text = None
     # IDNA and RFC 5952 may write more than they read: keep within the room _canonical_parts reserves.
-    if not PyUnicode_IS_COMPACT_ASCII(text) or PyUnicode_GET_LENGTH(text) > 3 * parts.authority_len + 16:
-        return DECLINE
-    memcpy(out + o, PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text))
-    return o + PyUnicode_GET_LENGTH(text)
+    if text is not None and PyUnicode_IS_COMPACT_ASCII(text) \
+            and PyUnicode_GET_LENGTH(text) <= 3 * parts.authority_len + 16:
+        length = PyUnicode_GET_LENGTH(text)
+        memcpy(out + o, PyUnicode_DATA(text), length)
+    if 0 < parts.authority_len <= CACHED_AUTHORITY:
+        # Written with no Python call in between, so another thread never sees half of it.
+        entry.key_len = parts.authority_len
+        entry.https = parts.https
+        memcpy(entry.key, parts.authority, parts.authority_len)
+        entry.value_len = length
+        if length > 0:
+            memcpy(entry.value, out + o, length)
+    return DECLINE if length < 0 else o + length
 
 
 cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned char* work, Py_ssize_t room,
@@ -684,7 +746,8 @@ cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned
     cdef unsigned char* out = work
     cdef unsigned char* scratch = work + 3 * room + 32
     cdef unsigned char* decoded = scratch + 3 * room + 32
-    cdef Py_ssize_t o, path_start, k, query_len = parts.query_len
+    cdef Py_ssize_t o, path_start, query_len = parts.query_len
+    cdef unsigned char* dot
     cdef Pair stack_pairs[STACK_PAIRS]
     cdef Pair* pairs = stack_pairs
     if parts.https:
@@ -702,10 +765,12 @@ cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned
         o += 1
     else:
         o = _write_path(parts.path, parts.path_len, out, o)
-        for k in range(path_start, o - 1):
-            if out[k] == 47 and out[k + 1] == 46:
+        dot = <unsigned char*>memchr(out + path_start + 1, 46, o - path_start - 1)
+        while dot != NULL:
+            if dot[-1] == 47:
                 o = _remove_dot_segments(out, path_start, o)
                 break
+            dot = <unsigned char*>memchr(dot + 1, 46, out + o - dot - 1)
         if plan.strip_trailing_slash and o - path_start > 1 and out[o - 1] == 47:
             while o > path_start and out[o - 1] == 47:
                 o -= 1
