@@ -75,6 +75,38 @@ def test_twins_agree(text, shingle_words):
     assert _simhash_c.simhash(text, policy) == _simhash_py.simhash(text, policy)
 
 
+# Each bound of the ASCII word characters and its neighbours (the compiled twin tests ranges).
+_ASCII_ALPHABET = st.sampled_from(list("/09:@AZ[`az{_ .,\n\x00\x7f"))
+
+
+@pytest.mark.skipif(not content.HAS_EXTENSION, reason="the compiled twin is not built")
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), st.text(alphabet=_ASCII_ALPHABET, max_size=300)),
+       shingle_words=st.integers(1, 5))
+def test_twins_agree_on_ascii(text, shingle_words):
+    """An ASCII text takes the compiled twin's own path: folded eight characters at a time,
+    its words found 64 at a time."""
+    from crawldedup.content import _simhash_c
+
+    policy = _policy(shingle_words)
+    assert _simhash_c.simhash(text, policy) == _simhash_py.simhash(text, policy)
+
+
+@pytest.mark.skipif(not content.HAS_EXTENSION, reason="the compiled twin is not built")
+def test_twins_agree_across_blocks_and_hash_tails():
+    """Words on each side of the 8- and 64-character steps of the ASCII path, and shingles of
+    each tail length of the hash's 16-byte blocks, beside runs of digits that are dropped."""
+    from crawldedup.content import _simhash_c
+
+    texts = []
+    for length in (1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65):
+        word = ("Ab9" * 22)[:length]
+        texts += [" " * offset + word + " 2026 " + word.lower() + ",1x" for offset in range(130)]
+        texts.append(word + "7" * (64 - length) + " " + word)  # a word ending a block exactly
+    assert _simhash_c.simhash_many(texts).tolist() == _simhash_py.simhash_many(texts).tolist()
+    assert _simhash_c.simhash_many(texts, _policy(1)).tolist() == _simhash_py.simhash_many(texts, _policy(1)).tolist()
+
+
 def test_a_text_without_words_is_zero(impl):
     assert impl.simhash("") == 0
     assert impl.simhash(" -- ,, __ \n") == 0

@@ -32,23 +32,50 @@ CDD_INLINE uint64_t cdd_fmix64(uint64_t k) {
     return k;
 }
 
-/* out[0] = h1, out[1] = h2: the two halves mmh3.hash64(key, seed, signed=False) returns. */
-CDD_INLINE void cdd_murmur3_x64_128(const void *key, size_t len, uint32_t seed, uint64_t *out) {
-    const uint8_t *data = (const uint8_t *)key;
-    const size_t nblocks = len / 16;
-    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
-    uint64_t h1 = seed, h2 = seed, k1, k2;
+static const uint64_t cdd_murmur3_c1 = 0x87c37b91114253d5ULL, cdd_murmur3_c2 = 0x4cf5ad432745937fULL;
+
+/* The 16-byte blocks of a key into (h1, h2). */
+CDD_INLINE void cdd_murmur3_blocks(const uint8_t *data, size_t nblocks, uint64_t *h1, uint64_t *h2) {
+    const uint64_t c1 = cdd_murmur3_c1, c2 = cdd_murmur3_c2;
+    uint64_t k1, k2;
     size_t i;
 
     for (i = 0; i < nblocks; i++) {
         k1 = cdd_load_le64(data + i * 16);
         k2 = cdd_load_le64(data + i * 16 + 8);
-        k1 *= c1; k1 = cdd_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
-        h1 = cdd_rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
-        k2 *= c2; k2 = cdd_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
-        h2 = cdd_rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+        k1 *= c1; k1 = cdd_rotl64(k1, 31); k1 *= c2; *h1 ^= k1;
+        *h1 = cdd_rotl64(*h1, 27); *h1 += *h2; *h1 = *h1 * 5 + 0x52dce729;
+        k2 *= c2; k2 = cdd_rotl64(k2, 33); k2 *= c1; *h2 ^= k2;
+        *h2 = cdd_rotl64(*h2, 31); *h2 += *h1; *h2 = *h2 * 5 + 0x38495ab5;
     }
+}
 
+/* The tail's words k1 (its bytes 0-7) and k2 (8-14) mixed in, then the finalization. A zero
+ * word mixes in as nothing (0 * c = 0), so a tail without bytes 8-14 may pass k2 = 0. */
+CDD_INLINE void cdd_murmur3_finish(uint64_t h1, uint64_t h2, uint64_t k1, uint64_t k2, size_t len,
+                                   uint64_t *out) {
+    const uint64_t c1 = cdd_murmur3_c1, c2 = cdd_murmur3_c2;
+    k2 *= c2; k2 = cdd_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+    k1 *= c1; k1 = cdd_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+    h1 ^= (uint64_t)len;
+    h2 ^= (uint64_t)len;
+    h1 += h2;
+    h2 += h1;
+    h1 = cdd_fmix64(h1);
+    h2 = cdd_fmix64(h2);
+    h1 += h2;
+    h2 += h1;
+    out[0] = h1;
+    out[1] = h2;
+}
+
+/* out[0] = h1, out[1] = h2: the two halves mmh3.hash64(key, seed, signed=False) returns. */
+CDD_INLINE void cdd_murmur3_x64_128(const void *key, size_t len, uint32_t seed, uint64_t *out) {
+    const uint8_t *data = (const uint8_t *)key;
+    const size_t nblocks = len / 16;
+    uint64_t h1 = seed, h2 = seed, k1, k2;
+
+    cdd_murmur3_blocks(data, nblocks, &h1, &h2);
     const size_t tail_len = len & 15;
     const uint8_t *tail = data + nblocks * 16;
     k1 = 0;
@@ -83,23 +110,26 @@ CDD_INLINE void cdd_murmur3_x64_128(const void *key, size_t len, uint32_t seed, 
         case 1: k1 ^= (uint64_t)tail[0];
         }
     }
-    if (tail_len > 8) {
-        k2 *= c2; k2 = cdd_rotl64(k2, 33); k2 *= c1; h2 ^= k2;
-    }
-    if (tail_len) {
-        k1 *= c1; k1 = cdd_rotl64(k1, 31); k1 *= c2; h1 ^= k1;
-    }
+    cdd_murmur3_finish(h1, h2, k1, k2, len, out);
+}
 
-    h1 ^= (uint64_t)len;
-    h2 ^= (uint64_t)len;
-    h1 += h2;
-    h2 += h1;
-    h1 = cdd_fmix64(h1);
-    h2 = cdd_fmix64(h2);
-    h1 += h2;
-    h2 += h1;
-    out[0] = h1;
-    out[1] = h2;
+/* cdd_murmur3_x64_128 of a key followed by at least 16 readable bytes (whatever they hold):
+ * the tail is read as two whole words and masked, without a branch on its length (the
+ * SimHash's shingles, of every length up to a few blocks, mispredicted the switch above). */
+CDD_INLINE void cdd_murmur3_x64_128_padded(const void *key, size_t len, uint32_t seed, uint64_t *out) {
+    /* cdd_murmur3_tail_mask[n]: the low n bytes of a word, n = 0..8. */
+    static const uint64_t cdd_murmur3_tail_mask[9] = {
+        0, 0xffULL, 0xffffULL, 0xffffffULL, 0xffffffffULL, 0xffffffffffULL, 0xffffffffffffULL,
+        0xffffffffffffffULL, 0xffffffffffffffffULL};
+    const uint8_t *data = (const uint8_t *)key;
+    const size_t nblocks = len / 16, tail_len = len & 15;
+    const size_t low_len = tail_len < 8 ? tail_len : 8;
+    const uint8_t *tail = data + nblocks * 16;
+    uint64_t h1 = seed, h2 = seed;
+
+    cdd_murmur3_blocks(data, nblocks, &h1, &h2);
+    cdd_murmur3_finish(h1, h2, cdd_load_le64(tail) & cdd_murmur3_tail_mask[low_len],
+                       cdd_load_le64(tail + 8) & cdd_murmur3_tail_mask[tail_len - low_len], len, out);
 }
 
 #endif

@@ -30,7 +30,31 @@ cdef extern from "Python.h":
 
 
 cdef extern from "_murmur3.h" nogil:
-    void cdd_murmur3_x64_128(const void* key, size_t length, uint32_t seed, uint64_t* out)
+    void cdd_murmur3_x64_128_padded(const void* key, size_t length, uint32_t seed, uint64_t* out)
+    uint64_t cdd_load_le64(const uint8_t* p)
+
+
+cdef extern from *:
+    """
+    #define CDD_ONES 0x0101010101010101ULL
+    #define CDD_GATHER 0x0102040810204080ULL
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static __forceinline int cdd_ctz64(uint64_t x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+    #else
+    static inline int cdd_ctz64(uint64_t x) { return __builtin_ctzll(x); }
+    #endif
+    static inline void cdd_store_le64(uint8_t *p, uint64_t v) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        v = __builtin_bswap64(v);
+    #endif
+        memcpy(p, &v, 8);
+    }
+    """
+    const uint64_t ONES "CDD_ONES"  # one in each byte
+    const uint64_t GATHER "CDD_GATHER"  # (x * GATHER) >> 56: bit j is bit 8 j of x (x in ONES)
+    int cdd_ctz64(uint64_t x) nogil  # x != 0
+    void cdd_store_le64(uint8_t* p, uint64_t v) nogil
 
 
 cdef enum:
@@ -101,7 +125,8 @@ cdef inline Py_ssize_t _put_utf8(uint8_t* out, uint32_t c) noexcept nogil:
 
 cdef uint64_t _vote(const uint8_t* joined, const Py_ssize_t* starts, const Py_ssize_t* ends,
                     Py_ssize_t num_words, Py_ssize_t size) noexcept nogil:
-    """The SimHash of the shingles of ``num_words`` words at ``joined[starts[i]:ends[i]]``."""
+    """The SimHash of the shingles of ``num_words`` words at ``joined[starts[i]:ends[i]]``;
+    ``joined`` has 16 readable bytes after the last word (the hash reads whole words)."""
     cdef Py_ssize_t count = num_words - size + 1 if num_words > size else 1
     cdef Py_ssize_t i, last
     cdef uint64_t lanes[8]
@@ -115,7 +140,7 @@ cdef uint64_t _vote(const uint8_t* joined, const Py_ssize_t* starts, const Py_ss
         ones[k] = 0
     for i in range(count):
         last = i + size - 1 if i + size - 1 < num_words else num_words - 1
-        cdd_murmur3_x64_128(joined + starts[i], <size_t>(ends[last] - starts[i]), 0, digest)
+        cdd_murmur3_x64_128_padded(joined + starts[i], <size_t>(ends[last] - starts[i]), 0, digest)
         h = digest[0]
         for k in range(8):
             lanes[k] += _SPREAD[(h >> (8 * k)) & 0xFF]
@@ -132,9 +157,85 @@ cdef uint64_t _vote(const uint8_t* joined, const Py_ssize_t* starts, const Py_ss
     return result
 
 
-cdef Py_ssize_t _split_latin1(const uint8_t* text, Py_ssize_t length, bint ascii, uint8_t* joined,
+cdef inline uint64_t _fold_ascii8(uint64_t x, uint64_t* word_bits) noexcept nogil:
+    """Eight ASCII characters (byte j of ``x`` is character j) as ``_split_ascii`` copies them:
+    a word character folded (A-Z to a-z), any other a space; bit j of ``word_bits`` is set when
+    character j is a word character. SWAR: every byte is below 0x80, so no sum below carries
+    into the next byte, and a byte's high bit says whether it passed a bound."""
+    cdef uint64_t lower = x | (0x20 * ONES)  # A-Z become a-z; other bytes move, but not into a-z
+    cdef uint64_t letters = (lower + 0x1F * ONES) & ~(lower + 0x05 * ONES) & (0x80 * ONES)  # a-z
+    cdef uint64_t digits = (x + 0x50 * ONES) & ~(x + 0x46 * ONES) & (0x80 * ONES)  # 0-9
+    cdef uint64_t flags = (letters | digits) >> 7  # 0x01 in the bytes of word characters
+    word_bits[0] = (flags * GATHER) >> 56  # byte j's flag to bit j
+    return ((x | (letters >> 2)) & (flags * 0xFF)) | ((0x20 * ONES) & ~(flags * 0xFF))
+
+
+cdef inline Py_ssize_t _put_word(const uint8_t* folded, Py_ssize_t start, Py_ssize_t end, uint8_t* joined,
+                                 Py_ssize_t used, Py_ssize_t* starts, Py_ssize_t* ends,
+                                 Py_ssize_t* num_words) noexcept nogil:
+    """Append ``folded[start:end]`` and a space to ``joined[:used]`` unless it is digits only;
+    return the new length of ``joined``."""
+    cdef Py_ssize_t j
+    if folded[start] <= 57:  # a digit (the only word characters below "a"): maybe digits only
+        j = start + 1
+        while j < end and folded[j] <= 57:
+            j += 1
+        if j == end:
+            return used
+    starts[num_words[0]] = used
+    for j in range(0, end - start, 16):
+        memcpy(joined + used + j, folded + start + j, 16)
+    used += end - start
+    ends[num_words[0]] = used
+    num_words[0] += 1
+    joined[used] = 32
+    return used + 1
+
+
+cdef Py_ssize_t _split_ascii(const uint8_t* text, Py_ssize_t length, uint8_t* folded, uint8_t* joined,
+                             Py_ssize_t* starts, Py_ssize_t* ends) noexcept nogil:
+    """Fold and copy the words of an ASCII text into ``joined``; return how many.
+
+    Per-character work is the SWAR fold of eight characters at a time into ``folded`` (the
+    text rounded up to 64 characters, plus 16 bytes), which also gives one bit per character;
+    the words are then found 64 characters at a time from the bits where a run starts or ends,
+    and copied 16 bytes at a time (``folded`` and ``joined`` have room for the overshoot).
+    Branching on each character instead mispredicted at each word's end and cost twice as much.
+    """
+    cdef Py_ssize_t base, offset, position, start = 0, used = 0, num_words = 0, j
+    cdef uint64_t x, bits, word_bits, edges, before = 0
+    cdef bint in_word = False
+    cdef int chunk
+    for base in range(0, length, 64):
+        word_bits = 0
+        for chunk in range(8):
+            offset = base + 8 * chunk
+            if offset + 8 <= length:
+                x = cdd_load_le64(text + offset)
+            else:  # the text's end: missing characters are NUL, no word characters
+                x = 0
+                for j in range(offset, length):
+                    x |= (<uint64_t>text[j]) << (8 * (j - offset))
+            cdd_store_le64(folded + offset, _fold_ascii8(x, &bits))
+            word_bits |= bits << (8 * chunk)
+        edges = word_bits ^ ((word_bits << 1) | before)  # bit j: character j starts or ends a run
+        before = word_bits >> 63
+        while edges:
+            position = base + cdd_ctz64(edges)
+            edges &= edges - 1
+            in_word = not in_word
+            if in_word:
+                start = position
+            else:
+                used = _put_word(folded, start, position, joined, used, starts, ends, &num_words)
+    if in_word:
+        used = _put_word(folded, start, length, joined, used, starts, ends, &num_words)
+    return num_words
+
+
+cdef Py_ssize_t _split_latin1(const uint8_t* text, Py_ssize_t length, uint8_t* joined,
                               Py_ssize_t* starts, Py_ssize_t* ends) noexcept nogil:
-    """Copy the words of a one-byte-per-character text into ``joined``; return how many.
+    """Copy the words of a folded one-byte-per-character text, not ASCII, into ``joined``; return how many.
 
     Each run is found by a tight loop over the table: this is the path of most pages, and
     testing the kind of each character doubled its cost. A run of digits only is no word.
@@ -157,12 +258,8 @@ cdef Py_ssize_t _split_latin1(const uint8_t* text, Py_ssize_t length, bint ascii
             joined[used] = 32
             used += 1
         starts[num_words] = used
-        if ascii:
-            memcpy(joined + used, text + start, i - start)
-            used += i - start
-        else:
-            for j in range(start, i):
-                used += _put_utf8(joined + used, text[j])
+        for j in range(start, i):
+            used += _put_utf8(joined + used, text[j])
         ends[num_words] = used
         num_words += 1
 
@@ -199,15 +296,20 @@ cdef Py_ssize_t _split_wide(int kind, void* data, Py_ssize_t length, uint8_t* jo
 cdef uint64_t _simhash(object text, Py_ssize_t size) except? 0:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    cdef str folded = text.casefold()
+    cdef bint ascii = PyUnicode_IS_ASCII(text)
+    cdef str folded = text if ascii else text.casefold()  # _split_ascii folds as it copies
     cdef Py_ssize_t length = PyUnicode_GET_LENGTH(folded)
     if length == 0:
         return 0
     cdef int kind = PyUnicode_KIND(folded)
-    # At most 4 UTF-8 bytes per word character and one space per run of separators; at most
-    # one word per two characters, plus one.
-    cdef uint8_t* joined = <uint8_t*>PyMem_Malloc(4 * length)
-    cdef Py_ssize_t* starts = <Py_ssize_t*>PyMem_Malloc((length // 2 + 1) * 2 * sizeof(Py_ssize_t))
+    # At most 4 UTF-8 bytes per word character and one space per run of separators, then 16 bytes
+    # the hash may read past the last word; at most
+    # one word per two characters, plus one, and _split_ascii's slot past the last.
+    # _split_ascii's folded copy: the text rounded up to 64 characters, and 16 bytes of overshoot
+    # for its 16-byte copies there and in joined.
+    cdef Py_ssize_t folded_size = (length + 63) // 64 * 64 + 16
+    cdef uint8_t* joined = <uint8_t*>PyMem_Malloc(4 * length + 16 + folded_size)
+    cdef Py_ssize_t* starts = <Py_ssize_t*>PyMem_Malloc((length // 2 + 2) * 2 * sizeof(Py_ssize_t))
     cdef Py_ssize_t* ends
     cdef Py_ssize_t num_words
     cdef uint64_t result
@@ -215,17 +317,20 @@ cdef uint64_t _simhash(object text, Py_ssize_t size) except? 0:
         PyMem_Free(joined)
         PyMem_Free(starts)
         raise MemoryError()
-    ends = starts + (length // 2 + 1)
+    ends = starts + (length // 2 + 2)
+    cdef void* data = PyUnicode_DATA(folded)
+    cdef bint split_ascii = PyUnicode_IS_ASCII(folded)  # also a text that folds to ASCII (the Kelvin sign)
     try:
-        if kind == 1:
-            num_words = _split_latin1(<const uint8_t*>PyUnicode_DATA(folded), length,
-                                      PyUnicode_IS_ASCII(folded), joined, starts, ends)
-        else:
-            num_words = _split_wide(kind, PyUnicode_DATA(folded), length, joined, starts, ends)
-        if num_words == 0:
-            return 0
+        if not split_ascii:
+            if kind == 1:
+                num_words = _split_latin1(<const uint8_t*>data, length, joined, starts, ends)
+            else:
+                num_words = _split_wide(kind, data, length, joined, starts, ends)
         with nogil:
-            result = _vote(joined, starts, ends, num_words, size)
+            if split_ascii:
+                num_words = _split_ascii(<const uint8_t*>data, length, joined + 4 * length + 16, joined,
+                                         starts, ends)
+            result = _vote(joined, starts, ends, num_words, size) if num_words else 0
         return result
     finally:
         PyMem_Free(joined)
