@@ -8,14 +8,24 @@ alternating service and direct runs (the machine is shared and noisy):
                   direct = the same number of tasks on one AsyncDeduplicator of the same settings
     open loop     8 clients, each sending batches at a fixed rate, together a third of the direct
                   claims/s at 8 clients; latency timed from each batch's scheduled send (as wrk2
-                  and oha's rate mode time it), so a server that falls behind shows it
+                  and oha's rate mode time it), so a server that falls behind shows it. The
+                  batches are made before the clock starts. Three runs at that rate: the direct
+                  Deduplicator, the service through AsyncServiceClient (what a Python crawler
+                  sees: httpx and the JSON on its side included), and the service from
+                  open_loop_http.py, a wrk2-like generator in a process of its own sending
+                  prepared bodies (the server's figure, not the Python client's)
     wrk           when installed (``apt-get install wrk``): the closed loop at 8 connections from
                   a C load tool, each request 1,000 new URLs made by a Lua script, so that the
                   figure is not the Python client's
 
+The direct Deduplicator is configured as the server is (the environment, then the same
+options: strategy, Redis, namespace, capacity), and this process runs on the server's event
+loop (uvloop when installed). The load average before and after the run is printed with the
+table: compare runs only at similar loads.
+
 Run::
 
-    python bench/scripts/service_load.py                       # ~2 minutes: 3 rounds of 4 s each
+    python bench/scripts/service_load.py                       # ~2.5 minutes: 3 rounds of 4 s each
     python bench/scripts/service_load.py --rounds 5 --seconds 8 --strategy sharded-set
 
 Prints one markdown table: medians of the rounds, and [min-max].
@@ -26,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import re
 import shutil
@@ -34,14 +45,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Awaitable, Callable, Dict, List, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from conftest import ServeProcess, started_redis_server  # noqa: E402  (the tests' servers)
+from open_loop_http import new_urls  # noqa: E402  (beside this script)
 
 from crawldedup import AsyncDeduplicator, AsyncServiceClient  # noqa: E402
+from crawldedup.service.server import new_event_loop  # noqa: E402
 
 BATCH = 1_000
 #: Local filter capacity: every URL is new, and a run of all rounds claims some 30 million.
@@ -64,14 +78,9 @@ end
 
 def fresh_batches() -> Callable[[], List[str]]:
     """Batches of URLs nobody claimed yet: every call one more."""
-    run = next(_run_ids)
+    run = uuid.uuid4().hex[:12]
     counter = itertools.count()
-
-    def batch() -> List[str]:
-        n = next(counter)
-        return [f"https://load.example/r{run}/b{n}/p{i}?a=1" for i in range(BATCH)]
-
-    return batch
+    return lambda: new_urls(run, next(counter), BATCH)
 
 
 async def closed_loop(claim: Callable[[List[str]], Awaitable[object]], clients: int, seconds: float) -> Tuple[float, List[float]]:
@@ -96,23 +105,38 @@ async def open_loop(claim: Callable[[List[str]], Awaitable[object]], clients: in
                     seconds: float) -> Tuple[float, List[float]]:
     """``clients`` tasks, each sending at its share of ``claims_per_second``; latency from the scheduled send."""
     make = fresh_batches()
-    latencies: List[float] = []
     interval = clients * BATCH / claims_per_second
+    per_client = int(seconds / interval) + 1
+    batches = [make() for _ in range(clients * per_client)]  # made before the clock starts
+    latencies: List[float] = []
     begin = time.perf_counter()
 
-    async def client(offset: float) -> None:
+    async def client(i: int) -> None:
         for k in itertools.count():
-            scheduled = begin + offset + k * interval
+            scheduled = begin + i * interval / clients + k * interval
             if scheduled > begin + seconds:
                 return
             delay = scheduled - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await claim(make())
+            await claim(batches[i * per_client + k])
             latencies.append(time.perf_counter() - scheduled)
 
-    await asyncio.gather(*(client(i * interval / clients) for i in range(clients)))
+    await asyncio.gather(*(client(i) for i in range(clients)))
     return len(latencies) * BATCH / (time.perf_counter() - begin), latencies
+
+
+async def open_loop_http(url: str, clients: int, claims_per_second: float, seconds: float) -> Tuple[float, List[float]]:
+    """:func:`open_loop` from open_loop_http.py, a process of its own, against the service's ``/v1/claim``."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).with_name("open_loop_http.py")), f"{url}/v1/claim",
+        "--connections", str(clients), "--rate", str(claims_per_second / BATCH), "--seconds", str(seconds),
+        "--batch", str(BATCH), stdout=asyncio.subprocess.PIPE)
+    out, _ = await process.communicate()
+    if process.returncode:
+        raise RuntimeError(f"open_loop_http.py exited {process.returncode}")
+    run = json.loads(out)
+    return len(run["latencies"]) * BATCH / run["seconds"], run["latencies"]
 
 
 def percentile(values: Sequence[float], share: float) -> float:
@@ -143,19 +167,26 @@ def cell(values: Sequence[float], scale: float = 1.0, digits: int = 0) -> str:
 async def measure(args: argparse.Namespace, server: ServeProcess, redis_url: str, workdir: Path) -> Dict[str, List[Tuple[float, float, float]]]:
     """Every configuration, alternating, ``args.rounds`` times: name -> [(claims/s, p50, p99)]."""
     results: Dict[str, List[Tuple[float, float, float]]] = {}
-    direct = AsyncDeduplicator(strategy=args.strategy, redis_url=redis_url, namespace="load", capacity=CAPACITY)
+    # The server's settings: the environment, then the options it was started with.
+    direct = AsyncDeduplicator.from_env(**settings(args, redis_url))
     await direct.open()
     client = AsyncServiceClient(server.url)
     try:
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
             for clients in args.clients:
                 for name, claim in (("direct", direct.claim_many), ("service", client.claim_many)):
                     rate, latencies = await closed_loop(claim, clients, args.seconds)
                     results.setdefault(f"{name}, {clients} clients", []).append(
                         (rate, percentile(latencies, 0.5), percentile(latencies, 0.99)))
             direct_rate = statistics.median(r for r, _, _ in results[f"direct, {8 if 8 in args.clients else args.clients[0]} clients"])
-            for name, claim in (("direct", direct.claim_many), ("service", client.claim_many)):
-                rate, latencies = await open_loop(claim, 8, direct_rate / 3, args.seconds)
+            runs: List[Tuple[str, Callable[[], Awaitable[Tuple[float, List[float]]]]]] = [
+                ("direct", lambda: open_loop(direct.claim_many, 8, direct_rate / 3, args.seconds)),
+                ("service (AsyncServiceClient)", lambda: open_loop(client.claim_many, 8, direct_rate / 3, args.seconds)),
+                ("service (open_loop_http.py)", lambda: open_loop_http(server.url, 8, direct_rate / 3, args.seconds)),
+            ]
+            turn = round_ % len(runs)  # each run goes first in turn
+            for name, run in runs[turn:] + runs[:turn]:
+                rate, latencies = await run()
                 results.setdefault(f"{name}, open loop, 8 clients at 1/3 of direct's claims/s", []).append(
                     (rate, percentile(latencies, 0.5), percentile(latencies, 0.99)))
             if shutil.which("wrk"):
@@ -164,6 +195,16 @@ async def measure(args: argparse.Namespace, server: ServeProcess, redis_url: str
         await client.aclose()
         await direct.aclose()
     return results
+
+
+def settings(args: argparse.Namespace, redis_url: str) -> Dict[str, object]:
+    """The Deduplicator settings given to both the server (as options) and the direct one."""
+    return {"strategy": args.strategy, "redis_url": redis_url, "namespace": "load", "capacity": CAPACITY}
+
+
+def options(given: Dict[str, object]) -> List[str]:
+    """:func:`settings` as ``crawldedup serve`` options."""
+    return [part for name, value in given.items() for part in (f"--{name.replace('_', '-')}", str(value))]
 
 
 def main() -> int:
@@ -176,16 +217,19 @@ def main() -> int:
     args.clients = [int(n) for n in args.clients.split(",")]
     redis = started_redis_server()
     workdir = Path(tempfile.mkdtemp(prefix="crawldedup-service-load-"))
+    load_before = os.getloadavg()
+    loop = new_event_loop()  # the server's: uvloop when installed
     try:
-        with ServeProcess(["--strategy", args.strategy, "--redis-url", redis.url, "--namespace", "load",
-                           "--capacity", str(CAPACITY)]) as server:
-            results = asyncio.run(measure(args, server, redis.url, workdir))
+        with ServeProcess(options(settings(args, redis.url))) as server:
+            results = loop.run_until_complete(measure(args, server, redis.url, workdir))
     finally:
+        loop.close()
         redis.stop()
         shutil.rmtree(redis.workdir, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
+    load = ", ".join(f"{value:.1f}" for value in (*load_before, *os.getloadavg()))
     print(f"\n{args.strategy} store, {BATCH:,}-URL batches, {args.rounds} rounds of {args.seconds:g} s, "
-          f"{os.cpu_count()} cores; median [min-max]\n")
+          f"{os.cpu_count()} cores, load average (1, 5, 15 min) before and after: {load}; median [min-max]\n")
     print("| run | claims/s | p50 ms | p99 ms |\n|---|---|---|---|")
     for name, rows in results.items():
         rates, p50s, p99s = zip(*rows)
