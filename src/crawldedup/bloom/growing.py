@@ -37,7 +37,7 @@ from typing import Any, Iterable, List, NamedTuple, Optional
 import numpy as np
 
 from .._checks import PathArg
-from ..fingerprints import hash_one
+from ..fingerprints import hash_one, take_rows
 from ..windows import Window
 from ._base import FilterBase, as_hash_array
 from .format import MAX_STAGES, FilterFileError
@@ -53,12 +53,6 @@ GROWTH = 4
 TIGHTENING = 0.5
 #: First word of a stage file's metadata.
 STAGE_STAMP = b"crawldedup-stage/1"
-
-
-def _rows(hashes: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """The rows of ``hashes`` at ``positions``: ``np.take`` copies them ~25x faster than
-    ``hashes[positions]``, numpy's general path for a 2-D array (1.6 against 43 ns a row)."""
-    return np.take(hashes, positions, axis=0)
 
 
 class Stage(NamedTuple):
@@ -204,7 +198,7 @@ class GrowingFilter:
             rest = np.flatnonzero(~found)
             if not len(rest):
                 break
-            found[rest] = stage.contains_hashes(_rows(hashes, rest))
+            found[rest] = stage.contains_hashes(take_rows(hashes, rest))
         return found
 
     def add_hashes(self, hashes: Any) -> np.ndarray:
@@ -221,19 +215,19 @@ class GrowingFilter:
             new = np.ones(len(hashes), dtype=bool)
             for stage in stages[:-1]:
                 rest = np.flatnonzero(new)
-                new[rest] = ~stage.contains_hashes(_rows(hashes, rest))
+                new[rest] = ~stage.contains_hashes(take_rows(hashes, rest))
             waiting = np.flatnonzero(new)
             while len(waiting):
                 newest = self._stages[-1]
                 room = self._full_at[-1] - newest.approx_items
                 if room <= 0 and self._grow():
                     # Keys earlier in this batch may have gone into the stage that just filled.
-                    held = newest.contains_hashes(_rows(hashes, waiting))
+                    held = newest.contains_hashes(take_rows(hashes, waiting))
                     new[waiting[held]] = False
                     waiting = waiting[~held]
                     continue
                 taken = waiting if room <= 0 else waiting[:room]
-                new[taken] = self._stages[-1].add_hashes(_rows(hashes, taken))
+                new[taken] = self._stages[-1].add_hashes(take_rows(hashes, taken))
                 waiting = waiting[len(taken):]
         return new
 

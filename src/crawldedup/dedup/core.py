@@ -28,7 +28,7 @@ from ..canonical import (
     policy_named,
 )
 from ..config import DedupConfig
-from ..fingerprints import Fingerprints
+from ..fingerprints import Fingerprints, take_rows
 from ..stores.aio import AsyncClaimStore
 from ..stores.aliases import DEFAULT_MAX_ALIASES, Aliases, check_max_aliases, unsupported
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
@@ -308,7 +308,7 @@ class DedupCore(Generic[S]):
         pairs = [row for row, i in enumerate(batch.positions.tolist())
                  if wanted[i] is not None and wanted[i] != batch.canonical[i]]
         aliases = Aliases(Fingerprints(hash_many([wanted[batch.positions[row]] for row in pairs])),
-                          Fingerprints(batch.hashes[pairs]), self.max_aliases)
+                          Fingerprints(take_rows(batch.hashes, pairs)), self.max_aliases)
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
             rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease,
@@ -349,11 +349,11 @@ class DedupCore(Generic[S]):
         seen = self.local_filter.contains_hashes(hashes)
         ask = np.arange(len(hashes)) if self.verify_hits else np.flatnonzero(~seen)
         if self._seed is not None and len(ask):
-            in_seed = self._seed.filter.contains_hashes(hashes[ask])
+            in_seed = self._seed.filter.contains_hashes(take_rows(hashes, ask))
             seen[ask[in_seed]] = True
             ask = ask[~in_seed]
         if self.store is not None and len(ask):
-            present = yield StoreAsk("contains_many", (Fingerprints(hashes[ask]),))
+            present = yield StoreAsk("contains_many", (Fingerprints(take_rows(hashes, ask)),))
             seen[ask] = np.asarray(present, dtype=bool)
         return seen
 
@@ -378,9 +378,9 @@ class DedupCore(Generic[S]):
         won = claimed.won
         if self.store is None:
             # The filter's own test-and-set decides: of two threads claiming a page, one adds it first.
-            won = won[self.local_filter.add_hashes(hashes[won])] if len(won) else won
+            won = won[self.local_filter.add_hashes(take_rows(hashes, won))] if len(won) else won
         elif len(claimed.learn):
-            self.local_filter.add_hashes(hashes[claimed.learn])
+            self.local_filter.add_hashes(take_rows(hashes, claimed.learn))
         self._counter.add(won=len(won), lost=len(hashes) - len(won))
         return won
 
@@ -413,9 +413,16 @@ def prepare_batch(urls: Sequence[URL], base: Optional[URL] = None,
         if base is not None:
             raise ValueError("give base or bases, not both")
         canonical, errors = canonicalize_each(urls, bases, policy=policy)
-    positions = [i for i, c in enumerate(canonical) if c is not None]
-    valid = cast(List[str], [canonical[i] for i in positions])  # positions skip the None rows
-    return Prepared(canonical, errors, np.asarray(positions, dtype=np.intp), valid, hash_many(valid))
+    # The refused rows are those of ``errors``: no per-row Python work for a batch without any.
+    if errors:
+        kept = np.ones(len(canonical), dtype=bool)
+        kept[list(errors)] = False
+        positions = np.flatnonzero(kept)
+        valid = cast(List[str], [c for c in canonical if c is not None])
+    else:
+        positions = np.arange(len(canonical), dtype=np.intp)
+        valid = cast(List[str], canonical.copy())
+    return Prepared(canonical, errors, positions, valid, hash_many(valid))
 
 
 def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: CanonicalPolicy) -> Canonicalized:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..bloom import LocalFilter
 from ..canonical import InvalidURL
-from ..fingerprints import Fingerprints
+from ..fingerprints import Fingerprints, take_rows
 from ..stores.base import ClaimStore, StoreUnavailable
 from .pipeline import Claimed
 from .stats import StatsCounter
@@ -90,16 +90,16 @@ class HeldBatch:
             learn = self._claimed.learn
             won_twice = 0
             if self._store is None:
-                new = self._local_filter.add_hashes(self._hashes[won]) if len(won) else np.zeros(0, bool)
+                new = self._local_filter.add_hashes(take_rows(self._hashes, won)) if len(won) else np.zeros(0, bool)
                 won_twice = int(len(new) - new.sum())
             else:
                 if self._leased and len(won):
-                    done = np.asarray(self._store.finish_leases(Fingerprints(self._hashes[won]), self._owner), dtype=bool)
+                    done = np.asarray(self._store.finish_leases(Fingerprints(take_rows(self._hashes, won)), self._owner), dtype=bool)
                     won_twice = int(len(done) - done.sum())
                     # Written, so seen here even where the lease was taken over meanwhile.
                     learn = np.concatenate([learn, won])
                 if len(learn):
-                    self._local_filter.add_hashes(self._hashes[learn])
+                    self._local_filter.add_hashes(take_rows(self._hashes, learn))
             self._state = HoldState.COMMITTED
         self._counter.add(committed=len(won), won_twice=won_twice)
 
@@ -120,7 +120,7 @@ class HeldBatch:
             won = self._claimed.won
             stranded: List[str] = []
             if self._store is not None and len(won):
-                fingerprints = Fingerprints(self._hashes[won])
+                fingerprints = Fingerprints(take_rows(self._hashes, won))
                 try:
                     if self._leased:
                         self._store.release_leases(fingerprints, self._owner)

@@ -13,7 +13,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 from .._plans import Plan
 from ..bloom import LocalFilter, hash_many
 from ..canonical import CanonicalPolicy, canonicalize_many
-from ..fingerprints import Fingerprints
+from ..fingerprints import Fingerprints, take_rows
 from ..stores.base import LeasesUnsupported, check_lease_seconds
 from ..stores.factory import LEASE_STRATEGIES
 from .pipeline import StoreAsk
@@ -51,7 +51,7 @@ class Leases:
         lease_store(self.store, self.strategy)
         answers, fingerprints, accepted = yield from self._settle(urls, "finish_leases")
         if accepted:  # lasting now: the local filter may answer for them
-            self.local_filter.add_hashes(fingerprints.hashes[accepted])
+            self.local_filter.add_hashes(take_rows(fingerprints.hashes, accepted))
         self.counter.add(done=len(accepted), refused=len(answers) - len(accepted))
         return answers
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._plans import Plan
 from ..bloom import LocalFilter
-from ..fingerprints import Fingerprints
+from ..fingerprints import Fingerprints, take_rows
 from ..stores.aliases import Aliases
 from ..stores.base import ClaimAnswers, Lease
 from .stats import StatsCounter
@@ -65,7 +65,7 @@ def first_rows(hashes: np.ndarray, rows: np.ndarray) -> FirstRows:
     """The first row of each distinct fingerprint among ``rows`` (in row order), vectorized."""
     if len(rows) == 0:
         return FirstRows(_NO_ROWS, _NO_ROWS)
-    picked = hashes[rows]
+    picked = take_rows(hashes, rows)
     order = np.lexsort((picked[:, 1], picked[:, 0]))  # stable: equal fingerprints keep row order
     ordered = picked[order]
     starts = np.ones(len(rows), dtype=bool)
@@ -117,7 +117,7 @@ class ClaimPipeline:
         candidates = np.arange(len(hashes)) if self.verify_hits else np.flatnonzero(~hit)
         seeded = 0
         if self.seed is not None and len(candidates):
-            in_seed = self.seed.contains_hashes(hashes[candidates])
+            in_seed = self.seed.contains_hashes(take_rows(hashes, candidates))
             seeded = int(in_seed.sum())
             candidates = candidates[~in_seed]
         claims = first_rows(hashes, candidates)
@@ -154,7 +154,7 @@ class ClaimPipeline:
         """One round trip: claim ``claim_rows`` (leased when ``lease``), read ``read_rows``, record ``aliases``."""
         terms = Lease(self.owner, lease, [canonical[row] for row in claim_rows.tolist()]) if lease is not None else None
         options: Dict[str, Any] = {"lease": terms} if aliases is None else {"lease": terms, "aliases": aliases}
-        ask = StoreAsk("claim_and_read", (Fingerprints(hashes[claim_rows]), Fingerprints(hashes[read_rows])), options)
+        ask = StoreAsk("claim_and_read", (Fingerprints(take_rows(hashes, claim_rows)), Fingerprints(take_rows(hashes, read_rows))), options)
         started = time.perf_counter()
         try:
             answers: ClaimAnswers = yield ask
