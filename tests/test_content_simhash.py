@@ -107,6 +107,22 @@ def test_twins_agree_across_blocks_and_hash_tails():
     assert _simhash_c.simhash_many(texts, _policy(1)).tolist() == _simhash_py.simhash_many(texts, _policy(1)).tolist()
 
 
+@pytest.mark.skipif(not content.HAS_EXTENSION, reason="the compiled twin is not built")
+def test_twins_agree_on_runs_outside_ascii():
+    """The compiled twin folds a run holding a character outside ASCII alone: at each offset of
+    the 64-character steps, in texts of each kind, where folding changes the run's length (and
+    its bytes: U+0390 folds to three two-byte characters), beside runs of digits."""
+    from crawldedup.content import _simhash_c
+
+    texts = []
+    for odd in ("\u00e9", "\u00a0", "\u2019", "\u0130", "\u00df", "\u212a", "\U0001d400", "\u0663\u0664",
+                "\u0390" * 300, "\ufb03" * 300):
+        texts += ["Ab " * (offset // 3) + "x" * (offset % 3) + odd + "Yz 12 " + "long" * 20 + odd + "End"
+                  for offset in range(70)]
+    assert _simhash_c.simhash_many(texts).tolist() == _simhash_py.simhash_many(texts).tolist()
+    assert _simhash_c.simhash_many(texts, _policy(1)).tolist() == _simhash_py.simhash_many(texts, _policy(1)).tolist()
+
+
 def test_a_text_without_words_is_zero(impl):
     assert impl.simhash("") == 0
     assert impl.simhash(" -- ,, __ \n") == 0

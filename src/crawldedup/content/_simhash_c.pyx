@@ -1,14 +1,17 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True, embedsignature=True
 """SimHash of a text, the compiled twin of ``_simhash_py`` (same words, same shingles, same bits).
 
-The text is case-folded by ``str.casefold`` (one call), its words are copied as UTF-8 into one
-buffer joined by single spaces, so each shingle is one contiguous run of bytes; the shingles
+The text's words are case-folded and copied as UTF-8 into one buffer, each followed by a
+space, so each shingle is one contiguous run of bytes: ASCII eight characters at a time
+(``_split``), a run holding any other character by ``str.casefold`` and the Unicode
+database (``_put_run``). The shingles
 are hashed (MurmurHash3 x64-128, ``_murmur3.h``, the filter's C) and voted with the GIL
 released. Votes are counted eight bits at a time in byte lanes (``_SPREAD``), flushed before
 a lane can overflow: eight additions per shingle instead of 64.
 """
 
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.object cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc
 from libc.string cimport memcpy
@@ -157,9 +160,47 @@ cdef uint64_t _vote(const uint8_t* joined, const Py_ssize_t* starts, const Py_ss
     return result
 
 
+ctypedef fused unit:  # a character in a str's data: its kind 1, 2 or 4 (the C types of Py_UCS1, 2, 4)
+    unsigned char
+    unsigned short
+    unsigned int
+
+
+cdef struct Words:
+    # The words found so far: joined[starts[i]:ends[i]] for i < count, each followed by a space.
+    uint8_t* joined
+    Py_ssize_t used  # bytes of joined written
+    Py_ssize_t room  # bytes of joined allocated
+    Py_ssize_t* starts
+    Py_ssize_t* ends
+    Py_ssize_t count
+    Py_ssize_t word_room  # entries of starts and of ends allocated
+
+
+cdef int _reserve(Words* words, Py_ssize_t room, Py_ssize_t word_room) except -1:
+    cdef void* grown
+    if room > words.room:
+        grown = PyMem_Realloc(words.joined, room)
+        if grown == NULL:
+            raise MemoryError()
+        words.joined = <uint8_t*>grown
+        words.room = room
+    if word_room > words.word_room:
+        grown = PyMem_Realloc(words.starts, word_room * sizeof(Py_ssize_t))
+        if grown == NULL:
+            raise MemoryError()
+        words.starts = <Py_ssize_t*>grown
+        grown = PyMem_Realloc(words.ends, word_room * sizeof(Py_ssize_t))
+        if grown == NULL:
+            raise MemoryError()
+        words.ends = <Py_ssize_t*>grown
+        words.word_room = word_room
+    return 0
+
+
 cdef inline uint64_t _fold_ascii8(uint64_t x, uint64_t* word_bits) noexcept nogil:
-    """Eight ASCII characters (byte j of ``x`` is character j) as ``_split_ascii`` copies them:
-    a word character folded (A-Z to a-z), any other a space; bit j of ``word_bits`` is set when
+    """Eight ASCII characters (byte j of ``x`` is character j) as ``_split`` copies them: a word
+    character folded (A-Z to a-z), any other a space; bit j of ``word_bits`` is set when
     character j is a word character. SWAR: every byte is below 0x80, so no sum below carries
     into the next byte, and a byte's high bit says whether it passed a bound."""
     cdef uint64_t lower = x | (0x20 * ONES)  # A-Z become a-z; other bytes move, but not into a-z
@@ -170,171 +211,188 @@ cdef inline uint64_t _fold_ascii8(uint64_t x, uint64_t* word_bits) noexcept nogi
     return ((x | (letters >> 2)) & (flags * 0xFF)) | ((0x20 * ONES) & ~(flags * 0xFF))
 
 
-cdef inline Py_ssize_t _put_word(const uint8_t* folded, Py_ssize_t start, Py_ssize_t end, uint8_t* joined,
-                                 Py_ssize_t used, Py_ssize_t* starts, Py_ssize_t* ends,
-                                 Py_ssize_t* num_words) noexcept nogil:
-    """Append ``folded[start:end]`` and a space to ``joined[:used]`` unless it is digits only;
-    return the new length of ``joined``."""
+cdef inline uint64_t _load8(unit* text, Py_ssize_t offset, Py_ssize_t length,
+                            uint64_t* wide) noexcept nogil:
+    """Characters ``offset`` to ``offset + 7`` as eight bytes, the low seven bits of each (NUL
+    past the text's end); bit j of ``wide`` is set when character j is not ASCII."""
+    cdef uint64_t x = 0, high = 0
     cdef Py_ssize_t j
+    if offset + 8 <= length:
+        if sizeof(unit) == 1:  # the whole word loaded at once
+            x = cdd_load_le64(<const uint8_t*>(text + offset))
+            wide[0] = (((x >> 7) & ONES) * GATHER) >> 56
+            return x & (0x7F * ONES)
+        for j in range(8):
+            x |= (<uint64_t>(text[offset + j] & 0x7F)) << (8 * j)
+            high |= (<uint64_t>(text[offset + j] >= 0x80)) << j
+    else:
+        for j in range(length - offset):
+            x |= (<uint64_t>(text[offset + j] & 0x7F)) << (8 * j)
+            high |= (<uint64_t>(text[offset + j] >= 0x80)) << j
+    wide[0] = high
+    return x
+
+
+cdef inline void _put_word(const uint8_t* folded, Py_ssize_t start, Py_ssize_t end,
+                           Words* words) noexcept nogil:
+    """Append ``folded[start:end]``, a run of ASCII word characters, unless it is digits only."""
+    cdef Py_ssize_t j, used = words.used
     if folded[start] <= 57:  # a digit (the only word characters below "a"): maybe digits only
         j = start + 1
         while j < end and folded[j] <= 57:
             j += 1
         if j == end:
-            return used
-    starts[num_words[0]] = used
+            return
+    words.starts[words.count] = used
     for j in range(0, end - start, 16):
-        memcpy(joined + used + j, folded + start + j, 16)
+        memcpy(words.joined + used + j, folded + start + j, 16)
     used += end - start
-    ends[num_words[0]] = used
-    num_words[0] += 1
-    joined[used] = 32
-    return used + 1
+    words.ends[words.count] = used
+    words.count += 1
+    words.joined[used] = 32
+    words.used = used + 1
 
 
-cdef Py_ssize_t _split_ascii(const uint8_t* text, Py_ssize_t length, uint8_t* folded, uint8_t* joined,
-                             Py_ssize_t* starts, Py_ssize_t* ends) noexcept nogil:
-    """Fold and copy the words of an ASCII text into ``joined``; return how many.
-
-    Per-character work is the SWAR fold of eight characters at a time into ``folded`` (the
-    text rounded up to 64 characters, plus 16 bytes), which also gives one bit per character;
-    the words are then found 64 characters at a time from the bits where a run starts or ends,
-    and copied 16 bytes at a time (``folded`` and ``joined`` have room for the overshoot).
-    Branching on each character instead mispredicted at each word's end and cost twice as much.
-    """
-    cdef Py_ssize_t base, offset, position, start = 0, used = 0, num_words = 0, j
-    cdef uint64_t x, bits, word_bits, edges, before = 0
-    cdef bint in_word = False
-    cdef int chunk
-    for base in range(0, length, 64):
-        word_bits = 0
-        for chunk in range(8):
-            offset = base + 8 * chunk
-            if offset + 8 <= length:
-                x = cdd_load_le64(text + offset)
-            else:  # the text's end: missing characters are NUL, no word characters
-                x = 0
-                for j in range(offset, length):
-                    x |= (<uint64_t>text[j]) << (8 * (j - offset))
-            cdd_store_le64(folded + offset, _fold_ascii8(x, &bits))
-            word_bits |= bits << (8 * chunk)
-        edges = word_bits ^ ((word_bits << 1) | before)  # bit j: character j starts or ends a run
-        before = word_bits >> 63
-        while edges:
-            position = base + cdd_ctz64(edges)
-            edges &= edges - 1
-            in_word = not in_word
-            if in_word:
-                start = position
-            else:
-                used = _put_word(folded, start, position, joined, used, starts, ends, &num_words)
-    if in_word:
-        used = _put_word(folded, start, length, joined, used, starts, ends, &num_words)
-    return num_words
-
-
-cdef Py_ssize_t _split_latin1(const uint8_t* text, Py_ssize_t length, uint8_t* joined,
-                              Py_ssize_t* starts, Py_ssize_t* ends) noexcept nogil:
-    """Copy the words of a folded one-byte-per-character text, not ASCII, into ``joined``; return how many.
-
-    Each run is found by a tight loop over the table: this is the path of most pages, and
-    testing the kind of each character doubled its cost. A run of digits only is no word.
-    """
-    cdef Py_ssize_t i = 0, start, used = 0, num_words = 0, j
-    cdef bint digits
-    while True:
-        while i < length and not _LATIN1_WORD[text[i]]:
-            i += 1
-        if i == length:
-            return num_words
-        start = i
-        digits = True
-        while i < length and _LATIN1_WORD[text[i]]:
-            digits = digits and 48 <= text[i] <= 57  # the only decimal digits below U+0100
-            i += 1
-        if digits:
-            continue
-        if num_words:
-            joined[used] = 32
-            used += 1
-        starts[num_words] = used
-        for j in range(start, i):
-            used += _put_utf8(joined + used, text[j])
-        ends[num_words] = used
-        num_words += 1
-
-
-cdef Py_ssize_t _split_wide(int kind, void* data, Py_ssize_t length, uint8_t* joined,
-                            Py_ssize_t* starts, Py_ssize_t* ends) except -1:
-    """Copy the words of a two- or four-byte-per-character text into ``joined``; return how many."""
-    cdef Py_ssize_t i, used = 0, num_words = 0, before = 0
+cdef int _split_unicode(int kind, void* data, Py_ssize_t length, Words* words) except -1:
+    """Append the words of a case-folded text by the Unicode rules; ``words`` has room for them."""
+    cdef Py_ssize_t i, used = words.used, start = 0
     cdef uint32_t c  # a code point as a number (Cython treats Py_UCS4 arithmetic as str)
     cdef bint in_word = False, digits = False
     for i in range(length + 1):
         c = <uint32_t>PyUnicode_READ(kind, data, i) if i < length else 0
         if i < length and _is_word_char(c):
             if not in_word:
-                before = used
-                if num_words:
-                    joined[used] = 32
-                    used += 1
-                starts[num_words] = used
+                start = used
                 in_word = True
                 digits = True
             digits = digits and Py_UNICODE_ISDECIMAL(<Py_UCS4>c)
-            used += _put_utf8(joined + used, c)
+            used += _put_utf8(words.joined + used, c)
         elif in_word:
             in_word = False
             if digits:  # a run of digits only is no word: take it back
-                used = before
+                used = start
             else:
-                ends[num_words] = used
-                num_words += 1
-    return num_words
+                words.starts[words.count] = start
+                words.ends[words.count] = used
+                words.count += 1
+                words.joined[used] = 32
+                used += 1
+    words.used = used
+    return 0
+
+
+cdef int _put_run(str text, Py_ssize_t start, Py_ssize_t end, Words* words) except -1:
+    """Append the words of ``text[start:end]``, a run between ASCII separators that holds a
+    character outside ASCII. ``str.casefold`` maps each character alone, so the run folded is
+    the run's part of the whole text folded, and ASCII separators fold to themselves: the
+    run's words are the text's words there."""
+    cdef str folded = text[start:end].casefold()
+    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(folded), rest = PyUnicode_GET_LENGTH(text) - end
+    # Room for the run's words (4 UTF-8 bytes per character, a word per two) and the rest's
+    # (one byte per character), then the 16-byte overshoots of _put_word and the hash.
+    _reserve(words, words.used + 4 * length + rest + 64, words.count + (length + rest) // 2 + 4)
+    return _split_unicode(PyUnicode_KIND(folded), PyUnicode_DATA(folded), length, words)
+
+
+cdef inline uint64_t _below(int bit) noexcept nogil:
+    return ((<uint64_t>1) << bit) - 1
+
+
+cdef int _split(unit* text, Py_ssize_t length, PyObject* source, uint8_t* folded,
+                Words* words) except -1 nogil:
+    """Append the words of ``text`` (the data of ``source``, not folded).
+
+    Per-character work is the SWAR fold of eight ASCII characters at a time into ``folded``
+    (the text rounded up to 64 characters, plus 16 bytes), which also gives one bit per
+    word character; runs are then found 64 characters at a time from the bits where one starts
+    or ends, and copied 16 bytes at a time (``folded`` and ``words.joined`` have room for the
+    overshoot). Branching on each character instead mispredicted at each word's end and cost
+    twice as much. A character outside ASCII joins the run around it, and a run holding one
+    is folded and split by ``_put_run`` with the GIL: ASCII text never takes it, and
+    ``str.casefold`` of a whole text outside ASCII cost more than everything else.
+    """
+    cdef Py_ssize_t base, offset, start = 0
+    cdef uint64_t bits, wide, word_bits, wide_bits, edges, before = 0
+    cdef bint in_word = False, run_wide = False
+    cdef int chunk, bit, first = 0  # first: where the run began in this block (0: before it)
+    for base in range(0, length, 64):
+        word_bits = 0
+        wide_bits = 0
+        for chunk in range(8):
+            offset = base + 8 * chunk
+            cdd_store_le64(folded + offset, _fold_ascii8(_load8(text, offset, length, &wide), &bits))
+            word_bits |= (bits | wide) << (8 * chunk)
+            wide_bits |= wide << (8 * chunk)
+        edges = word_bits ^ ((word_bits << 1) | before)  # bit j: character j starts or ends a run
+        before = word_bits >> 63
+        while edges:
+            bit = cdd_ctz64(edges)
+            edges &= edges - 1
+            in_word = not in_word
+            if in_word:
+                start = base + bit
+                first = bit
+                run_wide = False
+            else:
+                run_wide = run_wide or (wide_bits & _below(bit) & ~_below(first)) != 0
+                if run_wide:
+                    with gil:
+                        _put_run(<str>source, start, base + bit, words)
+                else:
+                    _put_word(folded, start, base + bit, words)
+        if in_word:
+            run_wide = run_wide or (wide_bits & ~_below(first)) != 0
+            first = 0
+    if in_word:
+        if run_wide:
+            with gil:
+                _put_run(<str>source, start, length, words)
+        else:
+            _put_word(folded, start, length, words)
+    return 0
 
 
 cdef uint64_t _simhash(object text, Py_ssize_t size) except? 0:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    cdef bint ascii = PyUnicode_IS_ASCII(text)
-    cdef str folded = text if ascii else text.casefold()  # _split_ascii folds as it copies
-    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(folded)
+    cdef Py_ssize_t length = PyUnicode_GET_LENGTH(text)
     if length == 0:
         return 0
-    cdef int kind = PyUnicode_KIND(folded)
-    # At most 4 UTF-8 bytes per word character and one space per run of separators, then 16 bytes
-    # the hash may read past the last word; at most
-    # one word per two characters, plus one, and _split_ascii's slot past the last.
-    # _split_ascii's folded copy: the text rounded up to 64 characters, and 16 bytes of overshoot
-    # for its 16-byte copies there and in joined.
-    cdef Py_ssize_t folded_size = (length + 63) // 64 * 64 + 16
-    cdef uint8_t* joined = <uint8_t*>PyMem_Malloc(4 * length + 16 + folded_size)
-    cdef Py_ssize_t* starts = <Py_ssize_t*>PyMem_Malloc((length // 2 + 2) * 2 * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* ends
-    cdef Py_ssize_t num_words
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef PyObject* source = <PyObject*>text
     cdef uint64_t result
-    if joined == NULL or starts == NULL:
-        PyMem_Free(joined)
-        PyMem_Free(starts)
-        raise MemoryError()
-    ends = starts + (length // 2 + 2)
-    cdef void* data = PyUnicode_DATA(folded)
-    cdef bint split_ascii = PyUnicode_IS_ASCII(folded)  # also a text that folds to ASCII (the Kelvin sign)
+    cdef Words words
+    # An ASCII text's words take at most one byte per character; _put_run makes room for more.
+    # Then 16 bytes of overshoot for _put_word's copies and as many the hash may read past the
+    # last word; at most one word per two characters, plus one, and _put_word's slot past it.
+    words.used = words.count = 0
+    words.room = length + 64
+    words.word_room = length // 2 + 2
+    words.joined = <uint8_t*>PyMem_Malloc(words.room)
+    words.starts = <Py_ssize_t*>PyMem_Malloc(words.word_room * sizeof(Py_ssize_t))
+    words.ends = <Py_ssize_t*>PyMem_Malloc(words.word_room * sizeof(Py_ssize_t))
+    cdef uint8_t* folded = <uint8_t*>PyMem_Malloc((length + 63) // 64 * 64 + 16)
     try:
-        if not split_ascii:
-            if kind == 1:
-                num_words = _split_latin1(<const uint8_t*>data, length, joined, starts, ends)
-            else:
-                num_words = _split_wide(kind, data, length, joined, starts, ends)
+        if words.joined == NULL or words.starts == NULL or words.ends == NULL or folded == NULL:
+            raise MemoryError()
+        if PyUnicode_IS_ASCII(text):
+            with nogil:
+                _split(<unsigned char*>data, length, source, folded, &words)
+        elif kind == 1:
+            _split(<unsigned char*>data, length, source, folded, &words)
+        elif kind == 2:
+            _split(<unsigned short*>data, length, source, folded, &words)
+        else:
+            _split(<unsigned int*>data, length, source, folded, &words)
         with nogil:
-            if split_ascii:
-                num_words = _split_ascii(<const uint8_t*>data, length, joined + 4 * length + 16, joined,
-                                         starts, ends)
-            result = _vote(joined, starts, ends, num_words, size) if num_words else 0
+            result = _vote(words.joined, words.starts, words.ends, words.count, size) if words.count else 0
         return result
     finally:
-        PyMem_Free(joined)
-        PyMem_Free(starts)
+        PyMem_Free(words.joined)
+        PyMem_Free(words.starts)
+        PyMem_Free(words.ends)
+        PyMem_Free(folded)
 
 
 cdef Py_ssize_t _shingle_words(object policy) except -1:
