@@ -12,7 +12,8 @@ Run::
 
     python bench/scripts/open_loop_http.py http://127.0.0.1:8707/v1/claim --rate 40 --seconds 4
 
-Prints one JSON object: ``{"latencies": [seconds, ...], "seconds": <wall time of the run>}``.
+Prints one JSON object: ``{"latencies": [seconds, ...], "seconds": <wall time of the run>,
+"cpu_seconds": <this process's CPU time during the run>}``.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, d
         raise RuntimeError(f"HTTP {status.decode('ascii', 'replace')}: {body[:200]!r}")
 
 
-async def run(url: str, connections: int, rate: float, seconds: float, batch: int) -> Tuple[List[float], float]:
-    """Latencies from the scheduled sends, and the run's wall seconds."""
+async def run(url: str, connections: int, rate: float, seconds: float, batch: int) -> Tuple[List[float], float, float]:
+    """Latencies from the scheduled sends, the run's wall seconds and this process's CPU seconds meanwhile."""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     interval = connections / rate
@@ -70,6 +71,7 @@ async def run(url: str, connections: int, rate: float, seconds: float, batch: in
     prepared = [request(parts.netloc, parts.path, body) for body in bodies(connections * per_connection, batch)]
     streams = [await asyncio.open_connection(host, port) for _ in range(connections)]
     latencies: List[float] = []
+    cpu = time.process_time()
     begin = time.perf_counter()
 
     async def connection(k: int) -> None:
@@ -90,7 +92,7 @@ async def run(url: str, connections: int, rate: float, seconds: float, batch: in
     finally:
         for _, writer in streams:
             writer.close()
-    return latencies, time.perf_counter() - begin
+    return latencies, time.perf_counter() - begin, time.process_time() - cpu
 
 
 def main() -> int:
@@ -104,10 +106,10 @@ def main() -> int:
     try:
         import uvloop
     except ImportError:  # pragma: no cover  (Windows, PyPy)
-        latencies, seconds = asyncio.run(run(args.url, args.connections, args.rate, args.seconds, args.batch))
+        latencies, seconds, cpu = asyncio.run(run(args.url, args.connections, args.rate, args.seconds, args.batch))
     else:
-        latencies, seconds = uvloop.run(run(args.url, args.connections, args.rate, args.seconds, args.batch))
-    json.dump({"latencies": latencies, "seconds": seconds}, sys.stdout)
+        latencies, seconds, cpu = uvloop.run(run(args.url, args.connections, args.rate, args.seconds, args.batch))
+    json.dump({"latencies": latencies, "seconds": seconds, "cpu_seconds": cpu}, sys.stdout)
     return 0
 
 

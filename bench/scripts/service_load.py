@@ -28,7 +28,10 @@ Run::
     python bench/scripts/service_load.py                       # ~2.5 minutes: 3 rounds of 4 s each
     python bench/scripts/service_load.py --rounds 5 --seconds 8 --strategy sharded-set
 
-Prints one markdown table: medians of the rounds, and [min-max].
+Prints one markdown table: medians of the rounds, and [min-max]; its last column splits the CPU
+time of a batch (medians) between the clients (this process, with the direct Deduplicator, and
+the load tools it ran), the serve process and redis-server, which a busy machine distorts less
+than latencies.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -49,10 +53,13 @@ import uuid
 from pathlib import Path
 from typing import Awaitable, Callable, Dict, List, Sequence, Tuple
 
+import redis
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from conftest import ServeProcess, started_redis_server  # noqa: E402  (the tests' servers)
-from open_loop_http import new_urls  # noqa: E402  (beside this script)
+from all_new import server_cpu  # noqa: E402  (beside this script)
+from open_loop_http import new_urls  # noqa: E402
 
 from crawldedup import AsyncDeduplicator, AsyncServiceClient  # noqa: E402
 from crawldedup.service.server import new_event_loop  # noqa: E402
@@ -61,6 +68,12 @@ BATCH = 1_000
 #: Local filter capacity: every URL is new, and a run of all rounds claims some 30 million.
 CAPACITY = 50_000_000
 _run_ids = itertools.count()
+#: One run's figures: claims/s, p50 and p99 seconds, batches, and CPU seconds of the clients
+#: (this process and the load tools it ran), of the serve process and of redis-server.
+Row = Tuple[float, float, float, int, Tuple[float, float, float]]
+#: A run's figures: claims/s, p50 and p99 seconds, batches, and the CPU seconds of its load tool
+#: (another process; 0 for this process's own clients).
+Run = Tuple[float, float, float, int, float]
 
 WRK_LUA = """
 counter = 0
@@ -126,7 +139,7 @@ async def open_loop(claim: Callable[[List[str]], Awaitable[object]], clients: in
     return len(latencies) * BATCH / (time.perf_counter() - begin), latencies
 
 
-async def open_loop_http(url: str, clients: int, claims_per_second: float, seconds: float) -> Tuple[float, List[float]]:
+async def open_loop_http(url: str, clients: int, claims_per_second: float, seconds: float) -> Run:
     """:func:`open_loop` from open_loop_http.py, a process of its own, against the service's ``/v1/claim``."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(Path(__file__).with_name("open_loop_http.py")), f"{url}/v1/claim",
@@ -136,7 +149,7 @@ async def open_loop_http(url: str, clients: int, claims_per_second: float, secon
     if process.returncode:
         raise RuntimeError(f"open_loop_http.py exited {process.returncode}")
     run = json.loads(out)
-    return len(run["latencies"]) * BATCH / run["seconds"], run["latencies"]
+    return summary(len(run["latencies"]) * BATCH / run["seconds"], run["latencies"], run["cpu_seconds"])
 
 
 def percentile(values: Sequence[float], share: float) -> float:
@@ -144,19 +157,22 @@ def percentile(values: Sequence[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def run_wrk(url: str, connections: int, seconds: float, workdir: Path) -> Tuple[float, float, float]:
-    """claims/s, p50 and p99 (seconds) of wrk's closed loop of 1,000-URL claims."""
+async def run_wrk(url: str, connections: int, seconds: float, workdir: Path) -> Run:
+    """wrk's closed loop of 1,000-URL claims (nothing else runs meanwhile)."""
     script = workdir / f"claim-{next(_run_ids)}.lua"
     script.write_text(WRK_LUA % {"batch": BATCH, "run": script.stem})
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script), url],
                          capture_output=True, text=True, check=True).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)) * BATCH  # type: ignore[union-attr]
 
     def latency(label: str) -> float:
         value, unit = re.search(rf"{label}%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
         return float(value) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
 
-    return rate, latency("50"), latency("99")
+    tool = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return rate, latency("50"), latency("99"), round(rate * seconds / BATCH), tool
 
 
 def cell(values: Sequence[float], scale: float = 1.0, digits: int = 0) -> str:
@@ -164,33 +180,74 @@ def cell(values: Sequence[float], scale: float = 1.0, digits: int = 0) -> str:
     return f"{statistics.median(scaled):,.{digits}f} [{min(scaled):,.{digits}f}-{max(scaled):,.{digits}f}]"
 
 
-async def measure(args: argparse.Namespace, server: ServeProcess, redis_url: str, workdir: Path) -> Dict[str, List[Tuple[float, float, float]]]:
-    """Every configuration, alternating, ``args.rounds`` times: name -> [(claims/s, p50, p99)]."""
-    results: Dict[str, List[Tuple[float, float, float]]] = {}
+class CPU:
+    """CPU seconds so far of this process (the clients, or the direct Deduplicator), of the serve
+    process (Linux's /proc; 0 elsewhere) and of redis-server (``INFO cpu``)."""
+
+    def __init__(self, serve_pid: int, redis_url: str) -> None:
+        self.stat = Path(f"/proc/{serve_pid}/stat")
+        self.redis = redis.Redis.from_url(redis_url)
+
+    def read(self) -> Tuple[float, float, float]:
+        serve = 0.0
+        if self.stat.exists():
+            fields = self.stat.read_text().rsplit(")", 1)[1].split()
+            serve = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+        return time.process_time(), serve, server_cpu(self.redis)
+
+
+def summary(rate: float, latencies: Sequence[float], tool_seconds: float = 0.0) -> Run:
+    return rate, percentile(latencies, 0.5), percentile(latencies, 0.99), len(latencies), tool_seconds
+
+
+async def timed(cpu: CPU, run: Callable[[], Awaitable[Run]]) -> Row:
+    """One run's :data:`Row`: its load tool's CPU counts as the clients'."""
+    before = cpu.read()
+    rate, p50, p99, batches, tool = await run()
+    clients, serve, redis_server = (now - then for now, then in zip(cpu.read(), before))
+    return rate, p50, p99, batches, (clients + tool, serve, redis_server)
+
+
+def in_process(latencies: Callable[[], Awaitable[Tuple[float, List[float]]]]) -> Callable[[], Awaitable[Run]]:
+    """A run of this process's clients (no load tool)."""
+    async def run() -> Run:
+        return summary(*await latencies())
+    return run
+
+
+async def measure(args: argparse.Namespace, server: ServeProcess, redis_url: str, workdir: Path) -> Dict[str, List[Row]]:
+    """Every configuration, alternating, ``args.rounds`` times: name -> its rows."""
+    results: Dict[str, List[Row]] = {}
     # The server's settings: the environment, then the options it was started with.
     direct = AsyncDeduplicator.from_env(**settings(args, redis_url))
     await direct.open()
     client = AsyncServiceClient(server.url)
+    assert server.process is not None
+    cpu = CPU(server.process.pid, redis_url)
     try:
+        # The first claim of a Deduplicator takes up to a second (its store's scripts, the filter's
+        # first pages): made before any round, by both.
+        await direct.claim_many(fresh_batches()())
+        await client.claim_many(fresh_batches()())
         for round_ in range(args.rounds):
             for clients in args.clients:
                 for name, claim in (("direct", direct.claim_many), ("service", client.claim_many)):
-                    rate, latencies = await closed_loop(claim, clients, args.seconds)
                     results.setdefault(f"{name}, {clients} clients", []).append(
-                        (rate, percentile(latencies, 0.5), percentile(latencies, 0.99)))
-            direct_rate = statistics.median(r for r, _, _ in results[f"direct, {8 if 8 in args.clients else args.clients[0]} clients"])
-            runs: List[Tuple[str, Callable[[], Awaitable[Tuple[float, List[float]]]]]] = [
-                ("direct", lambda: open_loop(direct.claim_many, 8, direct_rate / 3, args.seconds)),
-                ("service (AsyncServiceClient)", lambda: open_loop(client.claim_many, 8, direct_rate / 3, args.seconds)),
-                ("service (open_loop_http.py)", lambda: open_loop_http(server.url, 8, direct_rate / 3, args.seconds)),
+                        await timed(cpu, in_process(lambda: closed_loop(claim, clients, args.seconds))))
+            direct_rate = statistics.median(row[0] for row in results[f"direct, {8 if 8 in args.clients else args.clients[0]} clients"])
+            open_rate = direct_rate / 3
+            runs: List[Tuple[str, Callable[[], Awaitable[Run]]]] = [
+                ("direct", in_process(lambda: open_loop(direct.claim_many, 8, open_rate, args.seconds))),
+                ("service (AsyncServiceClient)", in_process(lambda: open_loop(client.claim_many, 8, open_rate, args.seconds))),
+                ("service (open_loop_http.py)", lambda: open_loop_http(server.url, 8, open_rate, args.seconds)),
             ]
             turn = round_ % len(runs)  # each run goes first in turn
             for name, run in runs[turn:] + runs[:turn]:
-                rate, latencies = await run()
                 results.setdefault(f"{name}, open loop, 8 clients at 1/3 of direct's claims/s", []).append(
-                    (rate, percentile(latencies, 0.5), percentile(latencies, 0.99)))
+                    await timed(cpu, run))
             if shutil.which("wrk"):
-                results.setdefault("service, wrk, 8 connections", []).append(run_wrk(server.url, 8, args.seconds, workdir))
+                results.setdefault("service, `wrk -t1 -c8`, a Lua body of 1,000 new URLs", []).append(
+                    await timed(cpu, lambda: run_wrk(server.url, 8, args.seconds, workdir)))
     finally:
         await client.aclose()
         await direct.aclose()
@@ -230,10 +287,11 @@ def main() -> int:
     load = ", ".join(f"{value:.1f}" for value in (*load_before, *os.getloadavg()))
     print(f"\n{args.strategy} store, {BATCH:,}-URL batches, {args.rounds} rounds of {args.seconds:g} s, "
           f"{os.cpu_count()} cores, load average (1, 5, 15 min) before and after: {load}; median [min-max]\n")
-    print("| run | claims/s | p50 ms | p99 ms |\n|---|---|---|---|")
+    print("| run | claims/s | p50 ms | p99 ms | CPU ms a batch: clients + serve + redis-server |\n|---|---|---|---|---|")
     for name, rows in results.items():
-        rates, p50s, p99s = zip(*rows)
-        print(f"| {name} | {cell(rates)} | {cell(p50s, 1e3, 1)} | {cell(p99s, 1e3, 1)} |")
+        rates, p50s, p99s, batches, used = zip(*rows)
+        shares = " + ".join(f"{statistics.median(u[part] / n for u, n in zip(used, batches)) * 1e3:.2f}" for part in range(3))
+        print(f"| {name} | {cell(rates)} | {cell(p50s, 1e3, 1)} | {cell(p99s, 1e3, 1)} | {shares} |")
     return 0
 
 
