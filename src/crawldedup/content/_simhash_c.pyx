@@ -211,46 +211,70 @@ cdef inline uint64_t _fold_ascii8(uint64_t x, uint64_t* word_bits) noexcept nogi
     return ((x | (letters >> 2)) & (flags * 0xFF)) | ((0x20 * ONES) & ~(flags * 0xFF))
 
 
-cdef inline uint64_t _load8(unit* text, Py_ssize_t offset, Py_ssize_t length,
+cdef inline uint64_t _load8(unit* text, Py_ssize_t offset, Py_ssize_t length, bint whole, bint ascii,
                             uint64_t* wide) noexcept nogil:
     """Characters ``offset`` to ``offset + 7`` as eight bytes, the low seven bits of each (NUL
-    past the text's end); bit j of ``wide`` is set when character j is not ASCII."""
+    past the text's end; ``whole``: all eight lie in the text); bit j of ``wide`` is set when
+    character j is not ASCII (``ascii``: none is)."""
     cdef uint64_t x = 0, high = 0
     cdef Py_ssize_t j
-    if offset + 8 <= length:
+    if whole:
         if sizeof(unit) == 1:  # the whole word loaded at once
             x = cdd_load_le64(<const uint8_t*>(text + offset))
+            if ascii:
+                wide[0] = 0
+                return x
             wide[0] = (((x >> 7) & ONES) * GATHER) >> 56
             return x & (0x7F * ONES)
         for j in range(8):
             x |= (<uint64_t>(text[offset + j] & 0x7F)) << (8 * j)
             high |= (<uint64_t>(text[offset + j] >= 0x80)) << j
     else:
-        for j in range(length - offset):
+        for j in range(min(8, length - offset)):
             x |= (<uint64_t>(text[offset + j] & 0x7F)) << (8 * j)
             high |= (<uint64_t>(text[offset + j] >= 0x80)) << j
     wide[0] = high
     return x
 
 
-cdef inline void _put_word(const uint8_t* folded, Py_ssize_t start, Py_ssize_t end,
-                           Words* words) noexcept nogil:
-    """Append ``folded[start:end]``, a run of ASCII word characters, unless it is digits only."""
-    cdef Py_ssize_t j, used = words.used
+cdef inline uint64_t _fold_block(unit* text, Py_ssize_t base, Py_ssize_t length, bint whole, bint ascii,
+                                 uint8_t* folded, uint64_t* wide_bits) noexcept nogil:
+    """Fold characters ``base`` to ``base + 63`` into ``folded`` (``whole``: all lie in the
+    text); return one bit per word character or character outside ASCII, and set
+    ``wide_bits`` to one bit per character outside ASCII."""
+    cdef uint64_t bits, wide, word_bits = 0
+    cdef Py_ssize_t offset
+    cdef int chunk
+    wide_bits[0] = 0
+    for chunk in range(8):
+        offset = base + 8 * chunk
+        cdd_store_le64(folded + offset, _fold_ascii8(
+            _load8(text, offset, length, whole or offset + 8 <= length, ascii, &wide), &bits))
+        word_bits |= (bits | wide) << (8 * chunk)
+        wide_bits[0] |= wide << (8 * chunk)
+    return word_bits
+
+
+cdef inline Words _put_word(const uint8_t* folded, Py_ssize_t start, Py_ssize_t end, Words words) noexcept nogil:
+    """``words`` with ``folded[start:end]``, a run of ASCII word characters, appended unless it
+    is digits only. By value: a copy whose address is never taken stays in registers, where
+    the bytes stored through ``words.joined`` cannot alias it."""
+    cdef Py_ssize_t j
     if folded[start] <= 57:  # a digit (the only word characters below "a"): maybe digits only
         j = start + 1
         while j < end and folded[j] <= 57:
             j += 1
         if j == end:
-            return
-    words.starts[words.count] = used
+            return words
+    words.starts[words.count] = words.used
     for j in range(0, end - start, 16):
-        memcpy(words.joined + used + j, folded + start + j, 16)
-    used += end - start
-    words.ends[words.count] = used
+        memcpy(words.joined + words.used + j, folded + start + j, 16)
+    words.used += end - start
+    words.ends[words.count] = words.used
     words.count += 1
-    words.joined[used] = 32
-    words.used = used + 1
+    words.joined[words.used] = 32
+    words.used += 1
+    return words
 
 
 cdef int _split_unicode(int kind, void* data, Py_ssize_t length, Words* words) except -1:
@@ -298,9 +322,9 @@ cdef inline uint64_t _below(int bit) noexcept nogil:
     return ((<uint64_t>1) << bit) - 1
 
 
-cdef int _split(unit* text, Py_ssize_t length, PyObject* source, uint8_t* folded,
+cdef int _split(unit* text, Py_ssize_t length, bint ascii, PyObject* source, uint8_t* folded,
                 Words* words) except -1 nogil:
-    """Append the words of ``text`` (the data of ``source``, not folded).
+    """Append the words of ``text`` (the data of ``source``, not folded; ``ascii``: all of it ASCII).
 
     Per-character work is the SWAR fold of eight ASCII characters at a time into ``folded``
     (the text rounded up to 64 characters, plus 16 bytes), which also gives one bit per
@@ -311,18 +335,16 @@ cdef int _split(unit* text, Py_ssize_t length, PyObject* source, uint8_t* folded
     is folded and split by ``_put_run`` with the GIL: ASCII text never takes it, and
     ``str.casefold`` of a whole text outside ASCII cost more than everything else.
     """
-    cdef Py_ssize_t base, offset, start = 0
-    cdef uint64_t bits, wide, word_bits, wide_bits, edges, before = 0
+    cdef Py_ssize_t base, start = 0
+    cdef uint64_t word_bits, wide_bits, edges, before = 0
     cdef bint in_word = False, run_wide = False
-    cdef int chunk, bit, first = 0  # first: where the run began in this block (0: before it)
+    cdef int bit, first = 0  # first: where the run began in this block (0: before it)
+    cdef Words found = words[0]  # in registers; words[0] is kept for _put_run
     for base in range(0, length, 64):
-        word_bits = 0
-        wide_bits = 0
-        for chunk in range(8):
-            offset = base + 8 * chunk
-            cdd_store_le64(folded + offset, _fold_ascii8(_load8(text, offset, length, &wide), &bits))
-            word_bits |= (bits | wide) << (8 * chunk)
-            wide_bits |= wide << (8 * chunk)
+        if base + 64 <= length:  # the same function twice: inlined, each is its own loop
+            word_bits = _fold_block(text, base, length, True, ascii, folded, &wide_bits)
+        else:
+            word_bits = _fold_block(text, base, length, False, ascii, folded, &wide_bits)
         edges = word_bits ^ ((word_bits << 1) | before)  # bit j: character j starts or ends a run
         before = word_bits >> 63
         while edges:
@@ -334,21 +356,24 @@ cdef int _split(unit* text, Py_ssize_t length, PyObject* source, uint8_t* folded
                 first = bit
                 run_wide = False
             else:
-                run_wide = run_wide or (wide_bits & _below(bit) & ~_below(first)) != 0
+                run_wide = run_wide or (wide_bits & _below(bit) & ~_below(first)) != 0  # 0 when ascii
                 if run_wide:
+                    words[0] = found
                     with gil:
                         _put_run(<str>source, start, base + bit, words)
+                    found = words[0]
                 else:
-                    _put_word(folded, start, base + bit, words)
+                    found = _put_word(folded, start, base + bit, found)
         if in_word:
             run_wide = run_wide or (wide_bits & ~_below(first)) != 0
             first = 0
+    words[0] = found
     if in_word:
         if run_wide:
             with gil:
                 _put_run(<str>source, start, length, words)
         else:
-            _put_word(folded, start, length, words)
+            words[0] = _put_word(folded, start, length, found)
     return 0
 
 
@@ -378,13 +403,13 @@ cdef uint64_t _simhash(object text, Py_ssize_t size) except? 0:
             raise MemoryError()
         if PyUnicode_IS_ASCII(text):
             with nogil:
-                _split(<unsigned char*>data, length, source, folded, &words)
+                _split(<unsigned char*>data, length, True, source, folded, &words)
         elif kind == 1:
-            _split(<unsigned char*>data, length, source, folded, &words)
+            _split(<unsigned char*>data, length, False, source, folded, &words)
         elif kind == 2:
-            _split(<unsigned short*>data, length, source, folded, &words)
+            _split(<unsigned short*>data, length, False, source, folded, &words)
         else:
-            _split(<unsigned int*>data, length, source, folded, &words)
+            _split(<unsigned int*>data, length, False, source, folded, &words)
         with nogil:
             result = _vote(words.joined, words.starts, words.ends, words.count, size) if words.count else 0
         return result
