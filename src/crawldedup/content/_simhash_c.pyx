@@ -355,8 +355,10 @@ cdef int _split(unit* text, Py_ssize_t length, bint ascii, PyObject* source, uin
                 start = base + bit
                 first = bit
                 run_wide = False
+            elif ascii:
+                found = _put_word(folded, start, base + bit, found)
             else:
-                run_wide = run_wide or (wide_bits & _below(bit) & ~_below(first)) != 0  # 0 when ascii
+                run_wide = run_wide or (wide_bits & _below(bit) & ~_below(first)) != 0
                 if run_wide:
                     words[0] = found
                     with gil:
