@@ -19,6 +19,8 @@ to the same answers.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport PyObject, Py_INCREF
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memchr, memcmp, memcpy, memmove, memset
@@ -37,6 +39,27 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeLatin1(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     object PyUnicode_AsUTF8String(object o)
+    # The same reads on a borrowed pointer, for a batch read without the GIL (its references held).
+    PyTypeObject* _type_of "Py_TYPE"(PyObject* o) nogil
+    bint _is_compact_ascii "PyUnicode_IS_COMPACT_ASCII"(PyObject* o) nogil
+    void* _text_data "PyUnicode_DATA"(PyObject* o) nogil
+    Py_ssize_t _text_length "PyUnicode_GET_LENGTH"(PyObject* o) nogil
+    char* _bytes_data "PyBytes_AS_STRING"(PyObject* o) nogil
+    Py_ssize_t _bytes_length "PyBytes_GET_SIZE"(PyObject* o) nogil
+    object PyList_New(Py_ssize_t size)
+    void PyList_SET_ITEM(object o, Py_ssize_t index, PyObject* item)
+    PyObject** PySequence_Fast_ITEMS(object o)
+
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define cdd_prefetch_object(p) __builtin_prefetch((const void*)(p), 1)
+    #else
+    #define cdd_prefetch_object(p) ((void)(p))
+    #endif
+    """
+    void cdd_prefetch_object(const void* p) nogil
 
 
 # Character classes of one byte (docs/canonical-policy.md rules 4, 5, 7, 8).
@@ -178,7 +201,7 @@ cdef bytes _fill_table(KeyTable* table, object names):
     cdef size_t size = 1, slot
     cdef Py_ssize_t offset = 0
     cdef bytes name
-    while size < 2 * len(encoded) + 1:
+    while size < <size_t>(2 * len(encoded) + 1):
         size *= 2
     table.slots = <Py_ssize_t*>PyMem_Malloc(2 * size * sizeof(Py_ssize_t))
     if table.slots == NULL:
@@ -767,7 +790,7 @@ cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned
         o = _write_path(parts.path, parts.path_len, out, o)
         dot = <unsigned char*>memchr(out + path_start + 1, 46, o - path_start - 1)
         while dot != NULL:
-            if dot[-1] == 47:
+            if (dot - 1)[0] == 47:
                 o = _remove_dot_segments(out, path_start, o)
                 break
             dot = <unsigned char*>memchr(dot + 1, 46, out + o - dot - 1)
@@ -1061,7 +1084,7 @@ def canonicalize_many(urls, base=None, policy=None):
         return reference.canonicalize_many(urls, base, policy)
     base_parts = None if base is None else reference.check_base(base, plan.policy)
     try:
-        items = list(urls)  # our own references: the batch is read without the GIL
+        items = _own_items(urls)  # our own references: the batch is read without the GIL
     except TypeError:
         return reference.canonicalize_many(urls, base, policy)
     results, positions = _fast_many(items, plan, base_parts)
@@ -1084,17 +1107,92 @@ ctypedef struct Row:
     Py_ssize_t offset
 
 
+ctypedef struct Arena:
+    unsigned char* data
+    Py_ssize_t size, used
+
+
+# Codes of a row still to be done: its bytes are noted (PENDING), or it is a non-ASCII str
+# whose UTF-8 form is made with the GIL (TO_ENCODE).
+cdef enum:
+    PENDING = -4
+    TO_ENCODE = -5
+    # Objects are fetched this many items ahead when the batch is copied.
+    COPY_AHEAD = 16
+
+
+cdef list _own_items(object urls):
+    """The items of ``urls`` in a list of our own, the objects fetched ahead as it is copied (a
+    batch of new URLs is mostly out of cache, and each reference count is written)."""
+    cdef PyObject** items
+    cdef Py_ssize_t count, i
+    cdef list copy
+    if type(urls) is not list:
+        return list(urls)
+    items = PySequence_Fast_ITEMS(urls)
+    count = len(<list>urls)
+    copy = PyList_New(count)
+    for i in range(count):
+        if i + COPY_AHEAD < count:
+            cdd_prefetch_object(items[i + COPY_AHEAD])
+        Py_INCREF(<object>items[i])
+        PyList_SET_ITEM(copy, i, items[i])
+    return copy
+
+
+cdef PyTypeObject* STR_TYPE = <PyTypeObject*>str
+cdef PyTypeObject* BYTES_TYPE = <PyTypeObject*>bytes
+
+
+cdef inline void _note_row(PyObject* url, Row* row) noexcept nogil:
+    """The bytes of one item (which the caller holds), or why they are not taken here."""
+    if _type_of(url) == STR_TYPE:
+        row.is_str = True
+        row.chars = _text_length(url)
+        if _is_compact_ascii(url):
+            row.s = <const unsigned char*>_text_data(url)
+            row.n = row.chars
+            row.result = PENDING
+        else:
+            row.result = TO_ENCODE
+    elif _type_of(url) == BYTES_TYPE:
+        row.is_str = False
+        row.s = <const unsigned char*>_bytes_data(url)
+        row.n = row.chars = _bytes_length(url)
+        row.result = PENDING
+    else:
+        row.result = DECLINE
+
+
+cdef inline void _run_row(const CPlan* plan, Row* row, const CBase* base, Arena* arena) noexcept nogil:
+    """Canonicalize a noted row into the arena, grown as needed."""
+    cdef Py_ssize_t need = _work_bytes(row.n, base)
+    cdef unsigned char* grown
+    if arena.used + need > arena.size:
+        grown = <unsigned char*>realloc(arena.data, 2 * (arena.used + need))
+        if grown == NULL:
+            row.result = NEEDS_PYTHON  # _fast meets the shortage and raises
+            return
+        arena.data = grown
+        arena.size = 2 * (arena.used + need)
+    row.offset = arena.used
+    row.result = _canonical_bytes(plan, row.s, row.n, row.chars, row.is_str, base, False, arena.data + arena.used)
+    if row.result > 0:
+        arena.used += row.result
+
+
 cdef tuple _fast_many(list items, _Plan plan, object base_parts):
     """The fast path for a batch: (results, positions declined to the reference).
 
-    The URLs' bytes are noted with the GIL held, canonicalized into one arena without it (so
-    threads with batches of their own run in parallel), and made strings with it again. A host
-    for the reference's rules or a wrapped link is taken one at a time by :func:`_fast`.
+    The batch is read and canonicalized into one arena without the GIL (so threads with
+    batches of their own run in parallel), then made strings with it. A non-ASCII ``str`` is
+    encoded with the GIL first; a host for the reference's rules or a wrapped link is taken one
+    at a time by :func:`_fast`.
     """
-    cdef Py_ssize_t count = len(items), i, used = 0, size = 0, need, length
+    cdef Py_ssize_t count = len(items), i, encode = 0
+    cdef PyObject** objects = PySequence_Fast_ITEMS(items)
     cdef Row* rows = <Row*>PyMem_Malloc(count * sizeof(Row) + 1)
-    cdef unsigned char* arena = NULL
-    cdef unsigned char* grown
+    cdef Arena arena
     cdef _BaseView view
     cdef const CBase* base = NULL
     cdef const CPlan* c = &plan.c
@@ -1103,63 +1201,45 @@ cdef tuple _fast_many(list items, _Plan plan, object base_parts):
     cdef list declined = []
     if rows == NULL:
         raise MemoryError()
+    arena.data = NULL
+    arena.size = arena.used = 0
     try:
         if base_parts is not None:
             view = _base_view_for(base_parts)
             if view.usable:
                 base = &view.c
-        for i in range(count):
-            url = items[i]
-            rows[i].result = DECLINE
-            if type(url) is str:
-                rows[i].is_str = True
-                rows[i].chars = PyUnicode_GET_LENGTH(url)
-                if PyUnicode_IS_COMPACT_ASCII(url):
-                    rows[i].s = <const unsigned char*>PyUnicode_DATA(url)
-                    rows[i].n = rows[i].chars
-                else:
-                    try:
-                        utf8 = PyUnicode_AsUTF8String(url)
-                    except UnicodeEncodeError:  # unpaired surrogates
-                        rows[i].n = -1
-                        continue
-                    held.append(utf8)
-                    rows[i].s = <const unsigned char*>PyBytes_AS_STRING(utf8)
-                    rows[i].n = PyBytes_GET_SIZE(utf8)
-            elif type(url) is bytes:
-                rows[i].is_str = False
-                rows[i].s = <const unsigned char*>PyBytes_AS_STRING(url)
-                rows[i].n = rows[i].chars = PyBytes_GET_SIZE(url)
-            else:
-                rows[i].n = -1
-            if rows[i].n >= 0:
-                size += 2 * rows[i].n + 16
         with nogil:
             for i in range(count):
-                if rows[i].n < 0:
+                _note_row(objects[i], &rows[i])
+                if rows[i].result == PENDING:
+                    _run_row(c, &rows[i], base, &arena)
+                elif rows[i].result == TO_ENCODE:
+                    encode += 1
+        if encode:
+            for i in range(count):
+                if rows[i].result != TO_ENCODE:
                     continue
-                need = _work_bytes(rows[i].n, base)
-                if used + need > size or arena == NULL:
-                    size = 2 * (used + need) if 2 * (used + need) > size else size
-                    grown = <unsigned char*>realloc(arena, size)
-                    if grown == NULL:
-                        rows[i].result = NEEDS_PYTHON  # _fast meets the shortage and raises
-                        continue
-                    arena = grown
-                rows[i].offset = used
-                rows[i].result = _canonical_bytes(c, rows[i].s, rows[i].n, rows[i].chars, rows[i].is_str, base,
-                                                  False, arena + used)
-                if rows[i].result > 0:
-                    used += rows[i].result
+                try:
+                    utf8 = PyUnicode_AsUTF8String(<object>objects[i])
+                except UnicodeEncodeError:  # unpaired surrogates
+                    rows[i].result = DECLINE
+                    continue
+                held.append(utf8)
+                rows[i].s = <const unsigned char*>PyBytes_AS_STRING(utf8)
+                rows[i].n = PyBytes_GET_SIZE(utf8)
+                rows[i].result = PENDING
+            with nogil:
+                for i in range(count):
+                    if rows[i].result == PENDING:
+                        _run_row(c, &rows[i], base, &arena)
         for i in range(count):
-            length = rows[i].result
-            if length >= 0:
-                results[i] = _ascii_text(arena + rows[i].offset, length)
-            elif length != DECLINE:
+            if rows[i].result >= 0:
+                results[i] = _ascii_text(arena.data + rows[i].offset, rows[i].result)
+            elif rows[i].result != DECLINE:
                 results[i] = _fast(items[i], plan, base_parts)
             if results[i] is None:
                 declined.append(i)
         return results, declined
     finally:
         PyMem_Free(rows)
-        free(arena)
+        free(arena.data)
