@@ -56,6 +56,17 @@ def test_crawldedup_simhash(benchmark, twin):
     benchmark(twin.simhash_many, TEXTS)
 
 
+# The same texts with one character outside ASCII each (a typographic apostrophe, as in most
+# real pages): the compiled twin folds the run holding it alone, and the rest as ASCII.
+TEXTS_OUTSIDE_ASCII = [text[:-5] + " it\u2019s" for text in TEXTS]
+
+
+@pytest.mark.benchmark(group="simhash")
+@pytest.mark.parametrize("twin", _TWINS)
+def test_crawldedup_simhash_outside_ascii(benchmark, twin):
+    benchmark(twin.simhash_many, TEXTS_OUTSIDE_ASCII)
+
+
 @pytest.mark.benchmark(group="simhash")
 def test_simhash_package(benchmark):
     benchmark(lambda: [simhash_package.Simhash(text).value for text in TEXTS])
