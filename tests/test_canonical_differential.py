@@ -302,7 +302,10 @@ def test_batch_with_every_kind_of_row_same_as_the_reference():
     urls = ["https://example.com/a?b=1", "http://b\u00fccher.example/x", "http://[2001:DB8::1]/",
             "HTTPS%3a%2f%2fExample.com%2Fa", b"http://example.com/caf\xc3\xa9", b"http://example.com/\xff",
             "http://example.com/\ud800", "page.html", 7, "https://example.com/" + "%41" * 3000,
-            "https://example.com/?" + "&".join(f"k{i}=v{i}" for i in range(100, 0, -1)), "  http://a.example/ "]
+            "https://example.com/?" + "&".join(f"k{i}=v{i}" for i in range(100, 0, -1)), "  http://a.example/ ",
+            # Non-ASCII str of each width, encoded in C; a long one, encoded with the GIL.
+            "http://example.com/caf\u00e9/\u4e2d?q=\U0001F600", "http://example.com/" + "\u00e9" * 600,
+            "http://b\u00fccher.example/\ud800"]
     policy = CanonicalPolicy(max_length=10_000)
     for batch in (urls, urls * 50):
         assert _answers(_canonical_c.canonicalize_many(batch, policy=policy)) == _answers(

@@ -21,7 +21,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport PyObject, Py_INCREF
-from libc.stdint cimport uint64_t
+from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memchr, memcmp, memcpy, memmove, memset
 
@@ -46,6 +46,8 @@ cdef extern from "Python.h":
     Py_ssize_t _text_length "PyUnicode_GET_LENGTH"(PyObject* o) nogil
     char* _bytes_data "PyBytes_AS_STRING"(PyObject* o) nogil
     Py_ssize_t _bytes_length "PyBytes_GET_SIZE"(PyObject* o) nogil
+    int _text_kind "PyUnicode_KIND"(PyObject* o) nogil
+    uint32_t _read_char "PyUnicode_READ"(int kind, const void* data, Py_ssize_t index) nogil
     object PyList_New(Py_ssize_t size)
     void PyList_SET_ITEM(object o, Py_ssize_t index, PyObject* item)
     PyObject** PySequence_Fast_ITEMS(object o)
@@ -107,6 +109,8 @@ cdef enum:
     STACK_BYTES = 8192
     STACK_PAIRS = 64
     MAX_LABEL = 63
+    # A non-ASCII str of up to this many characters is encoded to UTF-8 on the stack.
+    ENCODED_CHARS = 512
     # Plans are cached per policy object; a process rarely holds more than a few policies.
     MAX_PLANS = 64
     # Each plan keeps the authorities the reference wrote for it (IDNA, IPv6...) in a
@@ -968,6 +972,38 @@ cdef inline object _ascii_text(const unsigned char* s, Py_ssize_t n):
     return result
 
 
+cdef Py_ssize_t _utf8_into(PyObject* text, unsigned char* out) noexcept nogil:
+    """The UTF-8 form of a str (which the caller holds) into ``out`` (4 bytes a character), or
+    DECLINE for a str with a surrogate (which has none: the reference names it)."""
+    cdef int kind = _text_kind(text)
+    cdef const void* data = _text_data(text)
+    cdef Py_ssize_t i, o = 0
+    cdef uint32_t c
+    for i in range(_text_length(text)):
+        c = _read_char(kind, data, i)
+        if c < 0x80:
+            out[o] = <unsigned char>c
+            o += 1
+        elif c < 0x800:
+            out[o] = <unsigned char>(0xC0 | (c >> 6))
+            out[o + 1] = <unsigned char>(0x80 | (c & 0x3F))
+            o += 2
+        elif 0xD800 <= c <= 0xDFFF:
+            return DECLINE
+        elif c < 0x10000:
+            out[o] = <unsigned char>(0xE0 | (c >> 12))
+            out[o + 1] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
+            out[o + 2] = <unsigned char>(0x80 | (c & 0x3F))
+            o += 3
+        else:
+            out[o] = <unsigned char>(0xF0 | (c >> 18))
+            out[o + 1] = <unsigned char>(0x80 | ((c >> 12) & 0x3F))
+            out[o + 2] = <unsigned char>(0x80 | ((c >> 6) & 0x3F))
+            out[o + 3] = <unsigned char>(0x80 | (c & 0x3F))
+            o += 4
+    return o
+
+
 cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=True):
     """The fast path for one URL: the canonical string, or None when the reference must decide.
 
@@ -980,12 +1016,18 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
     cdef const CBase* base = NULL
     cdef unsigned char stack_work[STACK_BYTES]
     cdef unsigned char* work = stack_work
+    cdef unsigned char encoded[4 * ENCODED_CHARS]
     cdef object utf8
     if type(url) is str:
         is_str = True
         if PyUnicode_IS_COMPACT_ASCII(url):
             s = <const unsigned char*>PyUnicode_DATA(url)
             n = PyUnicode_GET_LENGTH(url)
+        elif PyUnicode_GET_LENGTH(url) <= ENCODED_CHARS:
+            n = _utf8_into(<PyObject*>url, encoded)
+            if n < 0:
+                return None
+            s = encoded
         else:
             try:
                 utf8 = PyUnicode_AsUTF8String(url)
@@ -1164,35 +1206,49 @@ cdef inline void _note_row(PyObject* url, Row* row) noexcept nogil:
         row.result = DECLINE
 
 
-cdef inline void _run_row(const CPlan* plan, Row* row, const CBase* base, Arena* arena) noexcept nogil:
-    """Canonicalize a noted row into the arena, grown as needed."""
-    cdef Py_ssize_t need = _work_bytes(row.n, base)
+cdef inline void _run_row(const CPlan* plan, Row* row, const CBase* base, Arena* arena,
+                          unsigned char* work) noexcept nogil:
+    """Canonicalize a noted row in ``work`` (STACK_BYTES, hot in cache; a long row allocates)
+    and append the result to the arena, grown as needed."""
+    cdef Py_ssize_t length
+    cdef unsigned char* buffer = work
     cdef unsigned char* grown
-    if arena.used + need > arena.size:
-        grown = <unsigned char*>realloc(arena.data, 2 * (arena.used + need))
-        if grown == NULL:
+    if _work_bytes(row.n, base) > STACK_BYTES:
+        buffer = <unsigned char*>malloc(_work_bytes(row.n, base))
+        if buffer == NULL:
             row.result = NEEDS_PYTHON  # _fast meets the shortage and raises
             return
-        arena.data = grown
-        arena.size = 2 * (arena.used + need)
-    row.offset = arena.used
-    row.result = _canonical_bytes(plan, row.s, row.n, row.chars, row.is_str, base, False, arena.data + arena.used)
-    if row.result > 0:
-        arena.used += row.result
+    length = _canonical_bytes(plan, row.s, row.n, row.chars, row.is_str, base, False, buffer)
+    if length >= 0 and arena.used + length > arena.size:
+        grown = <unsigned char*>realloc(arena.data, 2 * (arena.used + length))
+        if grown == NULL:
+            length = NEEDS_PYTHON
+        else:
+            arena.data = grown
+            arena.size = 2 * (arena.used + length)
+    if length >= 0:
+        memcpy(arena.data + arena.used, buffer, length)
+        row.offset = arena.used
+        arena.used += length
+    row.result = length
+    if buffer != work:
+        free(buffer)
 
 
 cdef tuple _fast_many(list items, _Plan plan, object base_parts):
     """The fast path for a batch: (results, positions declined to the reference).
 
     The batch is read and canonicalized into one arena without the GIL (so threads with
-    batches of their own run in parallel), then made strings with it. A non-ASCII ``str`` is
-    encoded with the GIL first; a host for the reference's rules or a wrapped link is taken one
+    batches of their own run in parallel), then made strings with it. A non-ASCII ``str`` of
+    more than ENCODED_CHARS characters is encoded with the GIL first; a host for the reference's rules or a wrapped link is taken one
     at a time by :func:`_fast`.
     """
     cdef Py_ssize_t count = len(items), i, encode = 0
     cdef PyObject** objects = PySequence_Fast_ITEMS(items)
     cdef Row* rows = <Row*>PyMem_Malloc(count * sizeof(Row) + 1)
     cdef Arena arena
+    cdef unsigned char work[STACK_BYTES]
+    cdef unsigned char encoded[4 * ENCODED_CHARS]
     cdef _BaseView view
     cdef const CBase* base = NULL
     cdef const CPlan* c = &plan.c
@@ -1201,8 +1257,12 @@ cdef tuple _fast_many(list items, _Plan plan, object base_parts):
     cdef list declined = []
     if rows == NULL:
         raise MemoryError()
-    arena.data = NULL
-    arena.size = arena.used = 0
+    arena.size = 64 * count + 4096  # about a canonical URL a row; grown when short
+    arena.used = 0
+    arena.data = <unsigned char*>malloc(arena.size)
+    if arena.data == NULL:
+        PyMem_Free(rows)
+        raise MemoryError()
     try:
         if base_parts is not None:
             view = _base_view_for(base_parts)
@@ -1212,7 +1272,14 @@ cdef tuple _fast_many(list items, _Plan plan, object base_parts):
             for i in range(count):
                 _note_row(objects[i], &rows[i])
                 if rows[i].result == PENDING:
-                    _run_row(c, &rows[i], base, &arena)
+                    _run_row(c, &rows[i], base, &arena, work)
+                elif rows[i].result == TO_ENCODE and rows[i].chars <= ENCODED_CHARS:
+                    rows[i].n = _utf8_into(objects[i], encoded)
+                    rows[i].s = encoded  # taken at once: the next row reuses it
+                    if rows[i].n < 0:
+                        rows[i].result = DECLINE
+                    else:
+                        _run_row(c, &rows[i], base, &arena, work)
                 elif rows[i].result == TO_ENCODE:
                     encode += 1
         if encode:
@@ -1231,7 +1298,7 @@ cdef tuple _fast_many(list items, _Plan plan, object base_parts):
             with nogil:
                 for i in range(count):
                     if rows[i].result == PENDING:
-                        _run_row(c, &rows[i], base, &arena)
+                        _run_row(c, &rows[i], base, &arena, work)
         for i in range(count):
             if rows[i].result >= 0:
                 results[i] = _ascii_text(arena.data + rows[i].offset, rows[i].result)
