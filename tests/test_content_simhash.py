@@ -111,7 +111,8 @@ def test_twins_agree_across_blocks_and_hash_tails():
 def test_twins_agree_on_runs_outside_ascii():
     """The compiled twin folds a run holding a character outside ASCII alone: at each offset of
     the 64-character steps, in texts of each kind, where folding changes the run's length (and
-    its bytes: U+0390 folds to three two-byte characters), beside runs of digits."""
+    its bytes: U+0390 folds to three two-byte characters), beside runs of digits; and where
+    such runs are dense, the rest of the text at once."""
     from crawldedup.content import _simhash_c
 
     texts = []
@@ -119,6 +120,10 @@ def test_twins_agree_on_runs_outside_ascii():
                 "\u0390" * 300, "\ufb03" * 300):
         texts += ["Ab " * (offset // 3) + "x" * (offset % 3) + odd + "Yz 12 " + "long" * 20 + odd + "End"
                   for offset in range(70)]
+    # Dense runs outside ASCII: the rest of the text is folded in one call, from a run's start.
+    dense = "Привет, МИР 12 ΣΑΣ straße ok \u0663 "
+    texts += [dense * 30, "Ascii words 7 " * 40 + dense * 10 + "Then ASCII 1x " * 20]
+    texts += ["x" * offset + " " + dense * 3 for offset in range(70)]
     assert _simhash_c.simhash_many(texts).tolist() == _simhash_py.simhash_many(texts).tolist()
     assert _simhash_c.simhash_many(texts, _policy(1)).tolist() == _simhash_py.simhash_many(texts, _policy(1)).tolist()
 

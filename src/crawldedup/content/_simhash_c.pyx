@@ -62,6 +62,10 @@ cdef extern from *:
 
 cdef enum:
     MAX_CODE_POINT = 0x10FFFF
+    # _split folds the rest of a text in one call after more than DENSE_RUNS runs outside
+    # ASCII, when they came more often than one per DENSE_SPACING characters.
+    DENSE_RUNS = 4
+    DENSE_SPACING = 32
     # A byte lane counts at most 255 votes: flush the lanes into 64 wide counters this often.
     LANE_LIMIT = 255
 
@@ -339,6 +343,7 @@ cdef int _split(unit* text, Py_ssize_t length, bint ascii, PyObject* source, uin
     cdef uint64_t word_bits, wide_bits, edges, before = 0
     cdef bint in_word = False, run_wide = False
     cdef int bit, first = 0  # first: where the run began in this block (0: before it)
+    cdef Py_ssize_t slow = 0  # runs given to _put_run
     cdef Words found = words[0]  # in registers; words[0] is kept for _put_run
     for base in range(0, length, 64):
         if base + 64 <= length:  # the same function twice: inlined, each is its own loop
@@ -361,6 +366,13 @@ cdef int _split(unit* text, Py_ssize_t length, bint ascii, PyObject* source, uin
                 run_wide = run_wide or (wide_bits & _below(bit) & ~_below(first)) != 0
                 if run_wide:
                     words[0] = found
+                    slow += 1
+                    if slow > DENSE_RUNS and slow * DENSE_SPACING > start:
+                        # Most runs hold characters outside ASCII (Cyrillic, Greek): folding
+                        # the rest in one call costs less than folding each run.
+                        with gil:
+                            _put_run(<str>source, start, length, words)
+                        return 0
                     with gil:
                         _put_run(<str>source, start, base + bit, words)
                     found = words[0]
