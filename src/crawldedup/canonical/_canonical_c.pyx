@@ -64,6 +64,25 @@ cdef extern from *:
     void cdd_prefetch_object(const void* p) nogil
 
 
+cdef extern from *:
+    """
+    /* A table entry's version (a seqlock): written with the GIL, read with or without it. */
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    #define cdd_version_load(p) ((uint64_t)_InterlockedCompareExchange64((volatile __int64 *)(p), 0, 0))
+    #define cdd_version_store(p, v) ((void)_InterlockedExchange64((volatile __int64 *)(p), (__int64)(v)))
+    #define cdd_fence() MemoryBarrier()
+    #else
+    #define cdd_version_load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+    #define cdd_version_store(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+    #define cdd_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+    #endif
+    """
+    uint64_t cdd_version_load(const uint64_t* p) nogil
+    void cdd_version_store(uint64_t* p, uint64_t v) nogil
+    void cdd_fence() nogil
+
+
 # Character classes of one byte (docs/canonical-policy.md rules 4, 5, 7, 8).
 cdef enum:
     UNRESERVED = 1   # A-Z a-z 0-9 - . _ ~ : raw in paths and queries, decoded from escapes
@@ -145,6 +164,7 @@ ctypedef struct KeyTable:
 
 
 ctypedef struct AuthorityEntry:
+    uint64_t version              # odd while it is written
     Py_ssize_t key_len            # 0: an empty slot
     bint https
     Py_ssize_t value_len          # DECLINE: the reference refuses the authority
@@ -166,7 +186,7 @@ ctypedef struct CPlan:
     # that a key reaches the table only when it could be in it.
     uint64_t drop_lengths[256]
     KeyTable drop_keys, keep_keys
-    # Read and written only with the GIL held (see _write_reference_authority).
+    # Written with the GIL held, read with or without it (see _cached_authority).
     AuthorityEntry* authorities
 
 
@@ -281,8 +301,7 @@ cdef class _Plan:
         self.c.authorities = <AuthorityEntry*>PyMem_Malloc(AUTHORITY_SLOTS * sizeof(AuthorityEntry))
         if self.c.prefix_bounds == NULL or self.c.authorities == NULL:
             raise MemoryError()
-        for index in range(AUTHORITY_SLOTS):
-            self.c.authorities[index].key_len = 0
+        memset(self.c.authorities, 0, AUTHORITY_SLOTS * sizeof(AuthorityEntry))
         start = 0
         for index, prefix in enumerate(prefixes):
             self.c.prefix_bounds[2 * index] = start
@@ -715,24 +734,40 @@ cdef Py_ssize_t _write_authority(const CPlan* plan, const Parts* parts, unsigned
     return o
 
 
+cdef inline AuthorityEntry* _authority_slot(const CPlan* plan, const Parts* parts) noexcept nogil:
+    return &plan.authorities[(_fnv(parts.authority, parts.authority_len) + parts.https) % AUTHORITY_SLOTS]
+
+
+cdef Py_ssize_t _cached_authority(const CPlan* plan, const Parts* parts, unsigned char* out,
+                                  Py_ssize_t o) noexcept nogil:
+    """The authority the reference wrote before, from the plan's table: its end in ``out``, or
+    DECLINE (the reference refused it), or NEEDS_PYTHON (not there, or being written)."""
+    cdef AuthorityEntry* entry = _authority_slot(plan, parts)
+    cdef uint64_t version = cdd_version_load(&entry.version)
+    cdef Py_ssize_t length = entry.value_len
+    if version & 1 or entry.key_len != parts.authority_len or entry.https != parts.https \
+            or length > 3 * parts.authority_len + 16 \
+            or memcmp(entry.key, parts.authority, parts.authority_len) != 0:
+        return NEEDS_PYTHON
+    if length > 0:
+        memcpy(out + o, entry.value, length)
+    cdd_fence()
+    if cdd_version_load(&entry.version) != version:  # rewritten meanwhile: what was read may be torn
+        return NEEDS_PYTHON
+    return DECLINE if length < 0 else o + length
+
+
 cdef Py_ssize_t _write_reference_authority(const CPlan* plan, const Parts* parts, unsigned char* out, Py_ssize_t o,
                                            bint python) noexcept nogil:
     """IDNA, IPv6, strip_www and kept user info: the reference's own (cached) rules 5 and 6,
-    when ``python`` says that the caller holds the GIL (else NEEDS_PYTHON). The GIL guards the
-    plan's table of authorities."""
-    cdef AuthorityEntry* entry
-    if not python:
-        return NEEDS_PYTHON
-    entry = &plan.authorities[(_fnv(parts.authority, parts.authority_len) + parts.https) % AUTHORITY_SLOTS]
-    if entry.key_len == parts.authority_len and entry.https == parts.https \
-            and memcmp(entry.key, parts.authority, parts.authority_len) == 0:
-        if entry.value_len < 0:
-            return entry.value_len
-        memcpy(out + o, entry.value, entry.value_len)
-        return o + entry.value_len
+    from the plan's table, else with the GIL taken for them when ``python`` says that the
+    caller holds it (else NEEDS_PYTHON)."""
+    cdef Py_ssize_t end = _cached_authority(plan, parts, out, o)
+    if end != NEEDS_PYTHON or not python:
+        return end
     with gil:
         try:
-            return _reference_authority(plan, parts, out, o, entry)
+            return _reference_authority(plan, parts, out, o, _authority_slot(plan, parts))
         except Exception:  # MemoryError and the like: the reference meets it again and raises it
             return DECLINE
 
@@ -741,6 +776,7 @@ cdef Py_ssize_t _reference_authority(const CPlan* plan, const Parts* parts, unsi
                                      AuthorityEntry* entry) except -2:
     """The reference's authority into ``out`` and ``entry`` (a short one), or DECLINE."""
     cdef Py_ssize_t length = DECLINE
+    cdef uint64_t version
     scheme = "https" if parts.https else "http"
     try:
         authority = PyUnicode_DecodeUTF8(<const char*>parts.authority, parts.authority_len, NULL)
@@ -757,13 +793,18 @@ cdef Py_ssize_t _reference_authority(const CPlan* plan, const Parts* parts, unsi
         length = PyUnicode_GET_LENGTH(text)
         memcpy(out + o, PyUnicode_DATA(text), length)
     if 0 < parts.authority_len <= CACHED_AUTHORITY:
-        # Written with no Python call in between, so another thread never sees half of it.
+        # Written with the GIL held throughout (one writer at a time); a reader without it
+        # sees the version change and reads again or asks the reference.
+        version = entry.version
+        cdd_version_store(&entry.version, version + 1)
+        cdd_fence()
         entry.key_len = parts.authority_len
         entry.https = parts.https
         memcpy(entry.key, parts.authority, parts.authority_len)
         entry.value_len = length
         if length > 0:
             memcpy(entry.value, out + o, length)
+        cdd_version_store(&entry.version, version + 2)
     return DECLINE if length < 0 else o + length
 
 
