@@ -26,6 +26,8 @@ import redis
 from crawldedup import Deduplicator, NamespaceConflict, bloom
 from crawldedup.bloom import hash_many
 from crawldedup.fingerprints import Fingerprints
+from crawldedup.stores import Lease
+from crawldedup.stores.factory import open_store
 from crawldedup.windows import ManualClock, Window
 
 DAY = 86_400.0
@@ -216,3 +218,37 @@ def test_a_real_two_second_window_end_to_end(strategy, request, tmp_path):
             time.sleep(0.2)
         time.sleep(max(0.0, claimed_at + 2.6 - time.time()))
         assert all(d.claim_many(PAGES[:20]))
+
+
+def test_sharded_set_answers_a_shards_claims_together_as_set_answers_each(redis_url):
+    # With a window, sharded-set answers the claims a call has for one shard together (one
+    # SMISMEMBER per live set and one SADD), set each claim by itself: the same answers over
+    # random calls of 1 to 300 claims (repeats included; 16 shards, so from 1 to about 20
+    # claims a shard), lease claims, done and release, across generations.
+    rng = random.Random(21)
+    clock = ManualClock(START)
+    urls = [f"https://shop.example/p/{i}" for i in range(400)]
+    pool = hash_many(urls)
+    stores = [open_store(strategy, namespace=f"alike-{strategy}", policy_digest="0123456789abcdef",
+                         redis_url=redis_url, capacity=400, error_rate=0.01, window=WINDOW, clock=clock)
+              for strategy in ("set", "sharded-set")]
+    try:
+        assert stores[1].shards == 16
+        outcomes = set()
+        for _ in range(60):
+            rows = [rng.randrange(len(urls)) for _ in range(rng.choice([1, 2, 40, 300]))]
+            batch = Fingerprints(pool[rows])
+            owner = rng.choice(["a", "b"])
+            lease = Lease(owner, 60.0, [urls[r] for r in rows]) if rng.random() < 0.3 else None
+            answers = [store.claim_and_read(batch, lease=lease) for store in stores]
+            assert answers[0] == answers[1]
+            outcomes.update(zip(answers[0].won, [i in answers[0].held for i in range(len(rows))]))
+            if lease is not None:
+                won = Fingerprints(batch.hashes[answers[0].won])
+                settle = "finish_leases" if rng.random() < 0.5 else "release_leases"
+                assert [getattr(store, settle)(won, owner) for store in stores] == [[True] * len(won)] * 2
+            clock.advance(rng.uniform(0.1, 0.7) * WINDOW.span)
+        assert outcomes == {(True, False), (False, False), (False, True)}  # won, seen, held
+    finally:
+        for store in stores:
+            store.close()

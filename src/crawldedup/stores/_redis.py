@@ -650,15 +650,37 @@ class RedisStore(ClaimStore):
                 self.client = None
 
 
+#: claim_key on each claim of a call, in order: the ``claim_all`` of a store whose claims take
+#: one command each (see :attr:`GroupedScriptStore._primitives`), put after its ``claim_key``.
+ONE_BY_ONE = """
+local function claim_one_by_one(ks, ms, count, ttl)
+  local won = {}
+  for i = 1, count do won[i] = claim_key(ks[i], ms[i], ttl) end
+  return won
+end
+"""
+
 # First of every script of a grouped store, so that the primitives can read it. KEYS[1] and
 # KEYS[2] are the group's lease records, KEYS[3] the call's receipt; TAG is the group's hash tag
 # ("{<namespace>:<g>}", KEYS[1] less ":leases"), which starts the name of every claim key of the
 # group. ARGV's last three are the window's: GEN is the current generation (-1 without a
 # window), OLDEST the oldest live one, FORGET_AT (Unix seconds) when the current one is
-# forgotten, by the client's clock (the one clock every layer ages by).
+# forgotten, by the client's clock (the one clock every layer ages by). decimal(x) is an
+# integer's text, each made once per call: Lua turns a number into text with sprintf("%.14g"),
+# and redis.call does ("%.17g") for every number given to it, a cost per key that a script
+# looping over keys must not pay.
 _AGE = """
 local TAG = string.sub(KEYS[1], 1, -8)
 local GEN, OLDEST, FORGET_AT = tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
+local decimals = {}
+local function decimal(x)
+  local text = decimals[x]
+  if not text then
+    text = string.format('%d', x)
+    decimals[x] = text
+  end
+  return text
+end
 """
 
 # Shared by every script of a grouped store. ARGV[1] = how many of the records are claims (the
@@ -691,29 +713,35 @@ end
 
 # ARGV from 6: ttl, owner, lease_ms, then the window's. Per key: 1 won, 0 already claimed, 2
 # held by another worker's open lease (claims); 1/0 (reads). A claim whose lease expired, or was
-# handed back, is won again (and leased or made lasting).
+# handed back, is won again (and leased or made lasting). The claims are first tried together
+# (claim_all, one primitive call for all of them, which a store may answer with fewer commands
+# than one per key), then each claim not won is checked against the lease records, in order.
 _CLAIM = """
 local ttl, owner, lease = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local now = nil
 local answers = {}
+local ks, ms, won = {}, {}, {}
+if not RECEIPT then
+  for i = 1, CLAIMS do ks[i], ms[i] = record(i) end
+  won = claim_all(ks, ms, CLAIMS, lease > 0 and 0 or ttl)
+end
 for i = 1, n do
-  local k, m = record(i)
   if i > CLAIMS then
-    answers[i] = claimed(k, m)
+    answers[i] = claimed(record(i))
   elseif RECEIPT then
     answers[i] = string.byte(RECEIPT, i) - 48
   else
-    local won = claim_key(k, m, lease > 0 and 0 or ttl)
+    local k, m, w = ks[i], ms[i], won[i]
     local id = nil
-    if won == 0 then
+    if w == 0 then
       id = claim_id(k, m)
       if redis.call('HEXISTS', HOLDERS, id) == 1 then
         now = now or now_ms()
         local due = redis.call('ZSCORE', LEASES, id)
         if due and tonumber(due) > now then
-          won = 2
+          w = 2
         else
-          won = 1
+          w = 1
           if lease == 0 then
             redis.call('ZREM', LEASES, id)
             redis.call('HDEL', HOLDERS, id)
@@ -722,13 +750,13 @@ for i = 1, n do
         end
       end
     end
-    if won == 1 and lease > 0 then
+    if w == 1 and lease > 0 then
       id = id or claim_id(k, m)
       now = now or now_ms()
       redis.call('ZADD', LEASES, now + lease, id)
       redis.call('HSET', HOLDERS, id, owner .. ' ' .. url(i))
     end
-    answers[i] = won
+    answers[i] = w
   end
 end
 local text = as_text(answers, n)
@@ -808,8 +836,9 @@ class GroupedScriptStore(RedisStore):
     ``{<namespace>:<g>}:receipt:<token>``: the answers of a call that won something, so that
     a retry of that call after a lost reply gets them again. Subclasses give the Lua
     primitives on one claim (:attr:`_primitives`: ``WIDTH`` and ``locate`` of a record,
-    ``claim_key``, ``claimed``, ``visit``, ``unclaim``, ``claim_id``) and each fingerprint's
-    group and record (:meth:`_records`).
+    ``claim_key``, ``claimed``, ``visit``, ``unclaim``, ``claim_id``), ``claim_all`` (the claims
+    of a call tried at once, as ``claim_key`` on each in order would: :data:`ONE_BY_ONE`, or
+    fewer commands) and each fingerprint's group and record (:meth:`_records`).
     """
 
     supports_leases = True

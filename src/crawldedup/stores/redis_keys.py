@@ -26,7 +26,7 @@ from .._checks import complaint, is_integer
 from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
 from .base import StoreCall
-from ._redis import DICT_ENTRY_BYTES, GroupedScriptStore, allocated_bytes
+from ._redis import DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
 
 #: Claim keys :meth:`RedisKeyStore.bytes_per_url` measures, and the most SCAN steps it takes to find them.
 SAMPLE_KEYS = 200
@@ -46,33 +46,36 @@ SHARED_REFCOUNT = 2**31 - 1
 # page, most of what reaches the store), and reads the key only when it exists.
 _PRIMITIVES = """
 local WIDTH = 16
+local LIVE = 'g' .. decimal(GEN)  -- a lasting claim's value with a window
 local function locate(r) return TAG .. r, nil end
 local function live(v)
   return v and (string.sub(v, 1, 1) ~= 'g' or tonumber(string.sub(v, 2)) >= OLDEST)
 end
 local function claim_key(k, m, ttl)
   if GEN >= 0 then
-    local value = ttl > 0 and 'g' .. GEN or 'L'
+    local value = ttl > 0 and LIVE or 'L'
     local added
-    if ttl > 0 then added = redis.call('SET', k, value, 'NX', 'EXAT', FORGET_AT) else added = redis.call('SET', k, value, 'NX') end
+    if ttl > 0 then added = redis.call('SET', k, value, 'NX', 'EXAT', decimal(FORGET_AT)) else added = redis.call('SET', k, value, 'NX') end
     if added then return 1 end
     if live(redis.call('GET', k)) then return 0 end
-    if ttl > 0 then redis.call('SET', k, value, 'EXAT', FORGET_AT) else redis.call('SET', k, value) end
+    if ttl > 0 then redis.call('SET', k, value, 'EXAT', decimal(FORGET_AT)) else redis.call('SET', k, value) end
     return 1
   end
-  if ttl > 0 then return redis.call('SET', k, 1, 'NX', 'EX', ttl) and 1 or 0 end
-  return redis.call('SET', k, 1, 'NX') and 1 or 0
+  if ttl > 0 then return redis.call('SET', k, '1', 'NX', 'EX', decimal(ttl)) and 1 or 0 end
+  return redis.call('SET', k, '1', 'NX') and 1 or 0
 end
 local function claimed(k, m)
   if GEN >= 0 then return live(redis.call('GET', k)) and 1 or 0 end
   return redis.call('EXISTS', k)
 end
 local function visit(k, m, ttl)
-  if GEN >= 0 then redis.call('SET', k, 'g' .. GEN, 'EXAT', FORGET_AT)
-  elseif ttl > 0 then redis.call('EXPIRE', k, ttl) else redis.call('PERSIST', k) end
+  if GEN >= 0 then redis.call('SET', k, LIVE, 'EXAT', decimal(FORGET_AT))
+  elseif ttl > 0 then redis.call('EXPIRE', k, decimal(ttl)) else redis.call('PERSIST', k) end
 end
 local function unclaim(k, m) redis.call('DEL', k) end
 local function claim_id(k, m) return string.sub(k, -16) end
+""" + ONE_BY_ONE + """
+local claim_all = claim_one_by_one
 """
 
 
