@@ -4,9 +4,8 @@
 The text's words are case-folded and copied as UTF-8 into one buffer, each followed by a
 space, so each shingle is one contiguous run of bytes: ASCII eight characters at a time
 (``_split``), a run holding any other character by ``str.casefold`` and the Unicode
-database (``_put_run``). The shingles
-are hashed (MurmurHash3 x64-128, ``_murmur3.h``, the filter's C) and voted with the GIL
-released. Votes are counted eight bits at a time in byte lanes (``_SPREAD``), flushed before
+database (``_put_run``). The shingles are hashed (MurmurHash3 x64-128, ``_murmur3.h``, the
+filter's C) and voted with the GIL released. Votes are counted eight bits at a time in byte lanes (``_SPREAD``), flushed before
 a lane can overflow: eight additions per shingle instead of 64.
 """
 
