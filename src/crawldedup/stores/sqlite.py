@@ -45,6 +45,8 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple, Union
 
+import numpy as np
+
 from .._checks import check_name
 from .._plans import Plan, drive
 from .aliases import Aliases, oldest_live, stamp
@@ -101,6 +103,16 @@ _CLAIM_IN_WINDOW = _RECORDS + f"""INSERT INTO crawldedup_claims (namespace, fing
     ON CONFLICT (namespace, fingerprint) DO UPDATE SET claimed_at = excluded.claimed_at WHERE claimed_at < :live
     RETURNING fingerprint"""
 _LOOKUP_IN_WINDOW = _LOOKUP_FOR_EVER + " AND (claimed_at IS NULL OR claimed_at >= :live)"
+
+
+def _in_key_order(fingerprints: Fingerprints) -> bytes:
+    """The fingerprints as one blob of 16-byte records, in the claims table's key order (their
+    bytes compared as memcmp does, by the first 8: ``h1`` little-endian, so byte-swapped): the
+    statement then walks the B-tree forward, each leaf page in turn while it is still in the
+    CPU's cache, instead of a random leaf per row. A batch's answers do not depend on the order
+    of its rows (RETURNING names them; :func:`_firsts_in` gives a repeat to its first)."""
+    order = np.argsort(fingerprints.first_halves.byteswap(), kind="stable")
+    return fingerprints.take(order).tobytes()
 
 
 def _firsts_in(fingerprints: List[bytes], found: Set[bytes]) -> List[bool]:
@@ -313,7 +325,7 @@ class SQLiteStore(ClaimStore):
         def found(db: sqlite3.Connection, statement: str, fingerprints: Fingerprints) -> Set[bytes]:
             if not len(fingerprints):
                 return set()
-            rows = db.execute(statement, {**terms, "fps": fingerprints.tobytes(), "count": len(fingerprints)})
+            rows = db.execute(statement, {**terms, "fps": _in_key_order(fingerprints), "count": len(fingerprints)})
             return {row[0] for row in rows}
 
         def claim(db: sqlite3.Connection) -> ClaimAnswers:
