@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import io
 import math
@@ -416,6 +417,33 @@ def test_concurrent_adds_of_one_key_give_exactly_one_true(bloom_cls, batch):
     wins = np.sum(results, axis=0)
     assert (wins == 1).all()
     assert bf.approx_items == 10_000
+
+
+@pytest.mark.cython
+@pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="the compiled extension is not built")
+@pytest.mark.parametrize("prehashed", [False, True], ids=["keys", "hashes"])
+def test_a_large_batch_set_region_by_region_gives_the_reference_bits_and_answers(prehashed):
+    """A batch large enough for the compiled twin to set its bits region by region (a filter of
+    at least 256 regions of 16,384 blocks, 32 keys per region) gives the bytes and answers of
+    the reference twin, which sets them in batch order: keys repeated inside the batch are new
+    once, at their first place, and keys added before are not new."""
+    capacity = 215_000_000
+    num_blocks = choose_shape(capacity, 0.01)[0]
+    regions = num_blocks // 16_384 + 1
+    earlier = urls("earlier", 2_000)
+    fresh = urls("regions", 32 * regions)
+    batch = fresh[:5_000] + earlier[::2] + fresh[5_000:] + fresh[:3_000:3] + fresh[-100:]
+    assert regions >= 256 and len(fresh) >= 32 * regions
+    outcomes = []
+    for cls in (bloom.PyBloomFilter, _bloom.CBloomFilter):
+        with cls(capacity, 0.01) as bf:
+            assert bf.num_blocks == num_blocks
+            bf.add_many(earlier)
+            new = bf.add_hashes(fingerprints.hash_many(batch)) if prehashed else bf.add_many(batch)
+            outcomes.append((new, bf.approx_items, hashlib.sha256(bf._file.blocks()).hexdigest()))
+    (reference, reference_count, reference_bits), (new, count, bits) = outcomes
+    assert np.array_equal(new, reference) and count == reference_count and bits == reference_bits
+    assert new.sum() == len(fresh) and new[:5_000].all() and not new[5_000:6_000].any() and not new[-1_100:].any()
 
 
 @pytest.mark.cython
