@@ -6,7 +6,10 @@ URLs/s of two threads over one, rounds alternating, in one run::
     pytest bench/test_bench_threads.py --benchmark-only -s
 
 A ratio near 2 needs the compiled work to run without the GIL; a ratio near 1 says it holds it
-(docs/performance.md says which parts do).
+(docs/performance.md says which parts do). The wall clock is the figure, and only means
+something on a machine with two idle cores: each run also prints its threads' CPU time per URL
+and the cores they kept busy (CPU time over wall time), so that a crowded machine (fewer cores
+busy) reads apart from threads waiting for the GIL or for each other.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import statistics
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, NamedTuple, Sequence
 
 import pytest
 
@@ -35,10 +38,20 @@ def _batches(thread: int) -> List[List[str]]:
             for batch in range(BATCHES_PER_THREAD)]
 
 
-def _rate(work: Callable[[Sequence[str]], object], threads: int, batches: Dict[int, List[List[str]]]) -> float:
+class Run(NamedTuple):
+    urls_per_s: float
+    cpu_ns_per_url: float  # the threads' CPU time (time.thread_time), summed, per URL
+    cores_busy: float      # that CPU time over the wall time
+
+
+def _rate(work: Callable[[Sequence[str]], object], threads: int, batches: Dict[int, List[List[str]]]) -> Run:
+    cpu: Dict[int, float] = {}
+
     def run(thread: int) -> None:
+        started = time.thread_time()
         for batch in batches[thread]:
             work(batch)
+        cpu[thread] = time.thread_time() - started
 
     workers = [threading.Thread(target=run, args=(thread,)) for thread in range(threads)]
     started = time.perf_counter()
@@ -46,12 +59,14 @@ def _rate(work: Callable[[Sequence[str]], object], threads: int, batches: Dict[i
         worker.start()
     for worker in workers:
         worker.join()
-    return threads * BATCHES_PER_THREAD * BATCH / (time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    urls = threads * BATCHES_PER_THREAD * BATCH
+    return Run(urls / wall, sum(cpu.values()) / urls * 1e9, sum(cpu.values()) / wall)
 
 
 def _compare(benchmark, name: str, work: Callable[[Sequence[str]], object]) -> None:
     batches = {thread: _batches(thread) for thread in range(2)}
-    rates: Dict[int, List[float]] = {1: [], 2: []}
+    rates: Dict[int, List[Run]] = {1: [], 2: []}
 
     def one_round() -> None:
         for threads in (1, 2):
@@ -59,13 +74,16 @@ def _compare(benchmark, name: str, work: Callable[[Sequence[str]], object]) -> N
 
     benchmark.group = "two threads against one"
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
-    medians = {threads: statistics.median(values) for threads, values in rates.items()}
+    medians = {threads: statistics.median(run.urls_per_s for run in runs) for threads, runs in rates.items()}
     ratio = medians[2] / medians[1]
     benchmark.extra_info.update(ratio=ratio, load=os.getloadavg()[0],
-                                **{f"threads{threads}_urls_per_s": values for threads, values in rates.items()})
-    for threads, values in rates.items():
+                                **{f"threads{threads}": [run._asdict() for run in runs] for threads, runs in rates.items()})
+    for threads, runs in rates.items():
+        speeds = [run.urls_per_s for run in runs]
         print(f"\n{name}, {threads} thread(s): median {medians[threads]:,.0f} URLs/s, "
-              f"range {min(values):,.0f} to {max(values):,.0f}")
+              f"range {min(speeds):,.0f} to {max(speeds):,.0f}; CPU time a URL median "
+              f"{statistics.median(run.cpu_ns_per_url for run in runs):.0f} ns, cores busy median "
+              f"{statistics.median(run.cores_busy for run in runs):.2f}")
     print(f"{name}: two threads / one: {ratio:.2f}x (load average {os.getloadavg()[0]:.1f})")
 
 
