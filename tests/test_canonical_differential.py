@@ -348,3 +348,16 @@ def test_batches_in_two_threads_at_once_same_as_the_reference(corpus):
         thread.join()
     for thread in range(2):
         assert [url for batch in answers[thread] for url in batch.urls] == expected.urls
+
+
+@pytest.mark.parametrize("byte", [0x00, 0x09, 0x1F, 0x7F, 0x5C, 0x80, 0xFF])
+def test_fast_path_finds_a_declined_byte_anywhere(byte):
+    # The fast path looks for them eight bytes a step: every offset of a word, and the tail.
+    for position in range(19, 33):  # in the path
+        raw = bytearray(b"http://example.com/abcdefghijklmno")
+        raw[position] = byte
+        for url in (bytes(raw), raw.decode("latin-1")):
+            fast = _canonical_c.fast_canonicalize(url, DEFAULT_POLICY)
+            declined = byte < 0x20 or byte == 0x7F or byte == 0x5C or (byte >= 0x80 and isinstance(url, bytes))
+            assert (fast is None) == declined, (url, fast)
+            assert outcome(_canonical_c.canonicalize, url) == outcome(_canonical.canonicalize, url)

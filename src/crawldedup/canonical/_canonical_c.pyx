@@ -891,6 +891,34 @@ cdef inline Py_ssize_t _work_bytes(Py_ssize_t n, const CBase* base) noexcept nog
     return 8 * n + 128
 
 
+cdef inline uint64_t _bytes_below(uint64_t word, uint64_t n) noexcept nogil:
+    """Nonzero when a byte of ``word`` (each below 0x80) is below ``n`` (at most 0x80)."""
+    return (word - 0x0101010101010101ULL * n) & ~word & 0x8080808080808080ULL
+
+
+cdef bint _has_declined_byte(const unsigned char* s, Py_ssize_t n, bint whatwg, bint is_str) noexcept nogil:
+    """Whether ``s`` holds a byte of DECLINED: a control character, a backslash under policy 2,
+    a non-ASCII byte of ``bytes`` input. Eight bytes a step: each test below is exact about
+    whether such a byte exists (a word with a non-ASCII byte is looked at byte by byte)."""
+    cdef const unsigned char* declined = DECLINED[(2 if whatwg else 0) + (0 if is_str else 1)]
+    cdef Py_ssize_t i = 0, k
+    cdef uint64_t word
+    while i + 8 <= n:
+        memcpy(&word, s + i, 8)
+        if word & 0x8080808080808080ULL:
+            for k in range(i, i + 8):
+                if declined[s[k]]:
+                    return True
+        elif _bytes_below(word, 0x20) or _bytes_below(word ^ 0x7F7F7F7F7F7F7F7FULL, 1) \
+                or (whatwg and _bytes_below(word ^ 0x5C5C5C5C5C5C5C5CULL, 1)):
+            return True
+        i += 8
+    for k in range(i, n):
+        if declined[s[k]]:
+            return True
+    return False
+
+
 cdef Py_ssize_t _canonical_bytes(const CPlan* plan, const unsigned char* s, Py_ssize_t n, Py_ssize_t chars,
                                  bint is_str, const CBase* base, bint python, unsigned char* work) noexcept nogil:
     """The fast path for one URL's UTF-8 bytes: the canonical string's length, written at the
@@ -898,10 +926,10 @@ cdef Py_ssize_t _canonical_bytes(const CPlan* plan, const unsigned char* s, Py_s
 
     ``chars`` is the input's length in characters; ``base`` is NULL without a usable base.
     """
-    cdef Py_ssize_t start = 0, end, i, scheme_end, authority_start, path_start, query_start
+    cdef Py_ssize_t start = 0, end, i, scheme_end, authority_start, path_start, content_end
     cdef Py_ssize_t room, base_dir
     cdef bint is_relative = False
-    cdef const unsigned char* declined
+    cdef const unsigned char* found
     cdef Parts parts
     cdef unsigned char* merged
     # Rule 1: strip the ends (ASCII, so characters and bytes alike), then refuse nothing: any
@@ -914,10 +942,8 @@ cdef Py_ssize_t _canonical_bytes(const CPlan* plan, const unsigned char* s, Py_s
     chars -= n - (end - start)
     if end == start or chars > plan.max_length:
         return DECLINE
-    declined = DECLINED[(2 if plan.whatwg else 0) + (0 if is_str else 1)]
-    for i in range(start, end):
-        if declined[s[i]]:
-            return DECLINE
+    if _has_declined_byte(s + start, end - start, plan.whatwg, is_str):
+        return DECLINE
     # Rules 2-4: a scheme ends the longest run of scheme characters and must be followed by
     # ":" (so a wrapped "scheme%3A%2F%2F" is never taken for a URL here).
     i = start
@@ -952,32 +978,30 @@ cdef Py_ssize_t _canonical_bytes(const CPlan* plan, const unsigned char* s, Py_s
         is_relative = True
         parts.https = base.https
     # The authority (after "//"), the path, the query; the fragment is dropped.
+    found = <const unsigned char*>memchr(s + i, 35, end - i)
+    content_end = end if found == NULL else found - s  # the fragment from here on
+    if plan.keep_fragment and end - content_end > 1:
+        return DECLINE
     parts.authority = NULL
     parts.authority_len = 0
     parts.query = NULL
-    if not is_relative or (end - i >= 2 and s[i] == 47 and s[i + 1] == 47):
+    if not is_relative or (content_end - i >= 2 and s[i] == 47 and s[i + 1] == 47):
         if is_relative:
             i += 2
         authority_start = i
-        while i < end and s[i] != 47 and s[i] != 63 and s[i] != 35:
+        while i < content_end and s[i] != 47 and s[i] != 63:
             i += 1
         parts.authority = s + authority_start
         parts.authority_len = i - authority_start
     path_start = i
-    while i < end and s[i] != 63 and s[i] != 35:
-        i += 1
+    found = <const unsigned char*>memchr(s + i, 63, content_end - i)
+    i = content_end if found == NULL else found - s
     parts.path = s + path_start
     parts.path_len = i - path_start
     parts.query_len = -1
-    if i < end and s[i] == 63:
-        query_start = i + 1
-        i = query_start
-        while i < end and s[i] != 35:
-            i += 1
-        parts.query = s + query_start
-        parts.query_len = i - query_start
-    if plan.keep_fragment and end - i > 1:
-        return DECLINE
+    if i < content_end:
+        parts.query = s + i + 1
+        parts.query_len = content_end - i - 1
     room = end - start
     if is_relative:
         room += base.authority_len + base.path_len + base.query_len + 1
