@@ -175,6 +175,10 @@ async def run_wrk(url: str, connections: int, seconds: float, workdir: Path) -> 
     return rate, latency("50"), latency("99"), round(rate * seconds / BATCH), tool
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
 def cell(values: Sequence[float], scale: float = 1.0, digits: int = 0) -> str:
     scaled = [v * scale for v in values]
     return f"{statistics.median(scaled):,.{digits}f} [{min(scaled):,.{digits}f}-{max(scaled):,.{digits}f}]"
@@ -232,9 +236,10 @@ async def measure(args: argparse.Namespace, server: ServeProcess, redis_url: str
         for round_ in range(args.rounds):
             for clients in args.clients:
                 for name, claim in (("direct", direct.claim_many), ("service", client.claim_many)):
-                    results.setdefault(f"{name}, {clients} clients", []).append(
+                    results.setdefault(f"{name}, {plural(clients, 'client')}", []).append(
                         await timed(cpu, in_process(lambda: closed_loop(claim, clients, args.seconds))))
-            direct_rate = statistics.median(row[0] for row in results[f"direct, {8 if 8 in args.clients else args.clients[0]} clients"])
+            rated = 8 if 8 in args.clients else args.clients[0]
+            direct_rate = statistics.median(row[0] for row in results[f"direct, {plural(rated, 'client')}"])
             open_rate = direct_rate / 3
             runs: List[Tuple[str, Callable[[], Awaitable[Run]]]] = [
                 ("direct", in_process(lambda: open_loop(direct.claim_many, 8, open_rate, args.seconds))),
