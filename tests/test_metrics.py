@@ -161,6 +161,27 @@ def test_deduplicators_of_one_namespace_add_up_and_namespaces_stay_apart():
         assert value(samples, "crawldedup_won_total", namespace="b") == third.stats.won == 40
 
 
+def test_gauges_are_read_when_scraped_from_the_fullest_filter_of_the_namespace():
+    """Counting reads no filter: a scrape reads the namespace's filters then, and shows the
+    fullest, even when a less full one counted last; closed, a filter stays as last read."""
+    registry = CollectorRegistry()
+    metrics = DedupMetrics(registry)
+    with Deduplicator("local", namespace="g", capacity=10_000) as fuller, \
+            Deduplicator("local", namespace="g", capacity=10_000) as emptier:
+        metrics.attach(fuller)
+        metrics.attach(emptier)
+        fuller.claim_many([f"https://a.example/{i}" for i in range(2_000)])
+        emptier.claim_many([f"https://b.example/{i}" for i in range(100)])  # counted last
+        fill = fuller.local_filter.approx_items / fuller.local_filter.capacity
+        assert fill > emptier.local_filter.approx_items / emptier.local_filter.capacity
+        samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
+        assert value(samples, "crawldedup_filter_fill_ratio", namespace="g") == fill
+        assert value(samples, "crawldedup_filter_estimated_error_rate", namespace="g") == \
+            pytest.approx(fuller.local_filter.expected_error_rate)
+    samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
+    assert value(samples, "crawldedup_filter_fill_ratio", namespace="g") == fill
+
+
 def test_multiprocess_mode_adds_up_every_process(redis_url, tmp_path, monkeypatch):
     """Three processes claim the same 3,000 pages twice under PROMETHEUS_MULTIPROC_DIR: the scrape's
     counters are the sums of their stats, and exactly one process won each page."""
