@@ -429,12 +429,14 @@ def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: Ca
     """:func:`canonicalize_many` in pieces of :data:`CANONICAL_PIECE` URLs, letting another
     thread take the GIL between two pieces.
 
-    The compiled canonicalization holds the GIL for a whole call (about 0.2 us per URL), and
-    a thread waiting for the GIL gets it only after the 5 ms switch interval unless the
-    holder lets go: ``time.sleep(0)`` lets go, so the event loop of an AsyncDeduplicator
-    whose worker canonicalizes waits at most one piece. 16 tasks claiming 10,000-URL batches
-    lagged a ticker's loop 12 to 24 ms with whole calls, 4 to 8 ms with pieces (about the
-    idle loop's own jitter on this machine: bench/test_bench_async.py).
+    The pure-Python canonicalization holds the GIL for a whole call, and a thread waiting for
+    the GIL gets it only after the 5 ms switch interval unless the holder lets go:
+    ``time.sleep(0)`` lets go, so the event loop of an AsyncDeduplicator whose worker
+    canonicalizes waits at most one piece. (The compiled one holds it only to copy the batch
+    and to make its strings, about 25 ns a URL.) When the compiled one held it throughout,
+    16 tasks claiming 10,000-URL batches lagged a ticker's loop 12 to 24 ms with whole calls,
+    4 to 8 ms with pieces (about the idle loop's own jitter on this machine:
+    bench/test_bench_async.py).
     """
     check_batch("urls", urls, "URLs")
     urls = urls if isinstance(urls, Sequence) else list(urls)
