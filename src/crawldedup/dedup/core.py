@@ -24,8 +24,8 @@ from ..pages import PAGES_SUFFIX, open_pages
 from .._plans import Plan
 from ..bloom import GrowingFilter, hash_many
 from ..canonical import (
-    DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many, policy_conflict,
-    policy_named,
+    DEFAULT_POLICY, HAS_EXTENSION, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many,
+    policy_conflict, policy_named,
 )
 from ..config import DedupConfig
 from ..fingerprints import Fingerprints, take_rows
@@ -50,7 +50,7 @@ DEFAULT_SAMPLE_RATE = 0.01
 #: a fingerprint with a page through its spelling.
 KEY_DOMAIN = "\x00key\x00"
 
-#: URLs canonicalized per call in a batch (about 0.2 ms compiled): see ``_canonicalize_in_pieces``.
+#: URLs canonicalized per call in a batch by the pure-Python twin: see ``_canonicalize_in_pieces``.
 CANONICAL_PIECE = 1_024
 #: The store a Deduplicator drives: a blocking one, or its asyncio shell.
 S = TypeVar("S", ClaimStore, AsyncClaimStore)
@@ -426,21 +426,22 @@ def prepare_batch(urls: Sequence[URL], base: Optional[URL] = None,
 
 
 def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: CanonicalPolicy) -> Canonicalized:
-    """:func:`canonicalize_many` in pieces of :data:`CANONICAL_PIECE` URLs, letting another
-    thread take the GIL between two pieces.
+    """:func:`canonicalize_many` of the pure-Python twin in pieces of :data:`CANONICAL_PIECE`
+    URLs, letting another thread take the GIL between two pieces.
 
     The pure-Python canonicalization holds the GIL for a whole call, and a thread waiting for
     the GIL gets it only after the 5 ms switch interval unless the holder lets go:
     ``time.sleep(0)`` lets go, so the event loop of an AsyncDeduplicator whose worker
-    canonicalizes waits at most one piece. (The compiled one holds it only to copy the batch
-    and to make its strings, about 25 ns a URL.) When the compiled one held it throughout,
-    16 tasks claiming 10,000-URL batches lagged a ticker's loop 12 to 24 ms with whole calls,
-    4 to 8 ms with pieces (about the idle loop's own jitter on this machine:
-    bench/test_bench_async.py).
+    canonicalizes waits at most one piece. When the compiled one held it throughout too, 16
+    tasks claiming 10,000-URL batches lagged a ticker's loop 12 to 24 ms with whole calls, 4 to
+    8 ms with pieces (about the idle loop's own jitter on this machine:
+    bench/test_bench_async.py). The compiled one now holds it only to copy the batch and to
+    make its strings (about 25 ns a URL, 0.25 ms for 10,000), so it takes the batch whole:
+    cutting and joining pieces cost about as much again, all of it with the GIL.
     """
     check_batch("urls", urls, "URLs")
     urls = urls if isinstance(urls, Sequence) else list(urls)
-    if len(urls) <= CANONICAL_PIECE:
+    if HAS_EXTENSION or len(urls) <= CANONICAL_PIECE:
         return canonicalize_many(urls, base=base, policy=policy)
     canonical: List[Optional[str]] = []
     errors: Dict[int, InvalidURL] = {}
