@@ -13,7 +13,10 @@ from typing import List, Optional, Sequence
 import pytest
 
 from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_count
+from crawldedup import cli
 from crawldedup.bloom import open_filter
+from crawldedup.canonical import DEFAULT_POLICY, canonicalize_each
+from crawldedup.cli._io import as_read
 
 COMMAND = [sys.executable, "-m", "crawldedup"]
 PAGES = 300
@@ -158,6 +161,31 @@ def test_relative_links_with_a_base_on_the_line_or_for_the_run(tmp_path: Path) -
                     stdin=b"5?a=1&b=2\n./5?b=2&a=1\n")
     assert with_base.returncode == 0, with_base.stderr.decode()
     assert out_lines(with_base) == [canonical(5)]
+
+
+@pytest.mark.parametrize("base", [None, "https://shop.example/item/"])
+def test_lines_with_and_without_a_base_are_canonicalized_in_input_order(base: Optional[str]) -> None:
+    # The lines without a tab go to one call, those with one are grouped by base: every line's
+    # canonical form and error must come back at its own index, as one line at a time gives.
+    lines = [
+        "https://shop.example/item/1?b=2&a=1",
+        "https://shop.example/list/a\t../item/3",
+        "mailto:someone@shop.example",                  # refused, among the lines without a tab
+        "7?a=1",                                        # relative: needs --base
+        "https://shop.example/list/b\tjavascript:void(0)",  # refused, among the lines with one
+        "http://exa\udcffmple.test/",                   # a byte that is not UTF-8 (surrogateescape)
+        "not a base\t../item/4",                       # a refused base
+        "https://shop.example/list/a\t/item/5#x",
+        "HTTPS://SHOP.EXAMPLE:443/item/6",
+    ]
+    found = cli._canonicalize_lines(lines, base, DEFAULT_POLICY, undecodable=True)
+    for index, line in enumerate(lines):
+        page, tab, link = line.partition("\t")
+        one = canonicalize_each(as_read([link if tab else line]), as_read([page if tab else base]))
+        assert found.urls[index] == one.urls[0], line
+        assert str(found.errors.get(index)) == str(one.errors.get(0)), line
+    assert list(found.errors) == sorted(found.errors)
+    assert len(found.errors) == (5 if base is None else 4)
 
 
 def test_relative_link_without_base_is_invalid(tmp_path: Path) -> None:

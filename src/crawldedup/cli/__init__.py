@@ -36,7 +36,9 @@ import textwrap
 import time
 from functools import partial
 from itertools import compress
-from typing import IO, List, NamedTuple, NoReturn, Optional, Sequence, Tuple, Union, cast
+from typing import IO, List, NamedTuple, NoReturn, Optional, Sequence, Tuple, cast
+
+import numpy as np
 
 from .. import __version__
 from ._io import (
@@ -61,8 +63,8 @@ from ._io import (
 from .._checks import check_error_rate, check_name, check_postgres_url, redis_url_refusal
 from ..config import SETTINGS, DedupConfig
 from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
-from ..canonical import CanonicalPolicy, InvalidURL, canonicalize, canonicalize_each, canonicalize_many, describe_policy
-from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_batch
+from ..canonical import CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_each, canonicalize_many, describe_policy
+from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_canonical
 from ..dedup.state import state_policy
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
@@ -94,21 +96,40 @@ DEFAULT_UNWRITTEN = "crawldedup.unwritten"
 # --------------------------------------------------------------------------- lines to URLs
 
 
-def _split_bases(lines: List[str], base: Optional[str], undecodable: bool = False,
-                 ) -> Tuple[Sequence[Union[str, bytes]], Optional[Sequence[Optional[Union[str, bytes]]]]]:
-    """Split ``BASE<TAB>LINK`` lines into links and their bases; None when no line has a tab.
+def _canonicalize_lines(lines: List[str], base: Optional[str], policy: CanonicalPolicy,
+                        undecodable: bool = False) -> Canonicalized:
+    """Canonicalize lines as read: a ``BASE<TAB>LINK`` line against its own base, any other
+    line against ``base``.
+
+    The lines without a tab (nearly all of a frontier) go to one :func:`canonicalize_many` call
+    that is all compiled; only the lines with one are split, and grouped by base
+    (:func:`canonicalize_each`), in Python.
 
     :param undecodable: some lines may hold bytes that are not UTF-8 (``InputReader.undecodable``):
         those links and bases are handed over as bytes, so the canonicalizer's reason names the
         byte and its offset as it does for a caller of the API.
-    :returns: the links, and one base per link (``base`` for a line without a tab), or None
-        when every line takes ``base``, so the batch is canonicalized in one call.
     """
-    if BASE_SEPARATOR not in "".join(lines):  # one C scan instead of a test per line
-        return (as_read(lines) if undecodable else lines), None
-    split = [line.partition(BASE_SEPARATOR) if BASE_SEPARATOR in line else (base, "", line) for line in lines]
-    links, bases = [link for _, _, link in split], [page for page, _, _ in split]
-    return (as_read(links), as_read(bases)) if undecodable else (links, bases)
+    relative = [i for i, line in enumerate(lines) if BASE_SEPARATOR in line]
+    if not relative:
+        return canonicalize_many(as_read(lines) if undecodable else lines, base=base, policy=policy)
+    table = np.array(lines, dtype=object)
+    absolute = np.ones(len(lines), dtype=bool)
+    absolute[relative] = False
+    pairs = [lines[i].partition(BASE_SEPARATOR) for i in relative]
+    links, bases = [link for _, _, link in pairs], [page for page, _, _ in pairs]
+    plain: List[str] = table[absolute].tolist()
+    if undecodable:
+        found = canonicalize_many(as_read(plain), base=base, policy=policy)
+        joined = canonicalize_each(as_read(links), as_read(bases), policy=policy)
+    else:
+        found = canonicalize_many(plain, base=base, policy=policy)
+        joined = canonicalize_each(links, bases, policy=policy)
+    rows = np.flatnonzero(absolute)
+    table[rows] = found.urls
+    table[relative] = joined.urls
+    errors = {int(rows[i]): error for i, error in found.errors.items()}
+    errors.update((relative[i], error) for i, error in joined.errors.items())
+    return Canonicalized(table.tolist(), dict(sorted(errors.items())))
 
 
 def _display(name: str) -> str:
@@ -147,8 +168,7 @@ def prepare_lines(batch: LineBatch, policy: CanonicalPolicy) -> PreparedLines:
     """Decode a batch of lines and canonicalize and fingerprint them (``BASE<TAB>LINK`` lines
     against their own base) with the run's canonical policy: the work of a ``--jobs`` worker."""
     lines, undecodable = decode_lines(batch.data)
-    links, bases = _split_bases(lines, batch.base, undecodable)
-    prepared = prepare_batch(links, batch.base if bases is None else None, bases, policy)
+    prepared = prepare_canonical(_canonicalize_lines(lines, batch.base, policy, undecodable))
     errors = prepared.errors
     rejects = [f"{lines[i]}\t{_reason(errors[i])}" for i in sorted(errors)]
     return PreparedLines(prepared, lines if batch.keep_lines else None, rejects)
@@ -388,11 +408,7 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     out = Output(_stdout(), "stdout")
     invalid = 0
     for name, first_line, lines in reader.blocks():
-        links, bases = _split_bases(lines, args.base, reader.undecodable)
-        if bases is None:
-            result = canonicalize_many(links, base=args.base, policy=policy)
-        else:
-            result = canonicalize_each(links, bases, policy=policy)
+        result = _canonicalize_lines(lines, args.base, policy, reader.undecodable)
         errors = result.errors
         out.write_lines([url or "" for url in result.urls])
         for index in sorted(errors):

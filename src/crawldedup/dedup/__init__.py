@@ -37,7 +37,7 @@ from ..pages import PageCheck
 from ..stores.base import ClaimStore, check_lease_seconds
 from ..stores.factory import open_store
 from .aio import AsyncDeduplicator
-from .core import DEFAULT_SAMPLE_RATE, KEY_DOMAIN, ClaimBatch, DedupCore, Prepared, prepare_batch
+from .core import DEFAULT_SAMPLE_RATE, KEY_DOMAIN, ClaimBatch, DedupCore, Prepared, prepare_batch, prepare_canonical
 from .held import HOLD_SECONDS, HeldBatch, HoldState
 from .leases import URL
 from .pipeline import StoreAsk
@@ -46,7 +46,7 @@ from .stats import DedupStats, StatsListener
 
 __all__ = [
     "DEFAULT_SAMPLE_RATE", "KEY_DOMAIN", "AsyncDeduplicator", "ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch",
-    "HoldState", "Prepared", "StatsListener", "open_state", "prepare_batch",
+    "HoldState", "Prepared", "StatsListener", "open_state", "prepare_batch", "prepare_canonical",
 ]
 
 

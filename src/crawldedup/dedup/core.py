@@ -413,6 +413,13 @@ def prepare_batch(urls: Sequence[URL], base: Optional[URL] = None,
         if base is not None:
             raise ValueError("give base or bases, not both")
         canonical, errors = canonicalize_each(urls, bases, policy=policy)
+    return prepare_canonical(Canonicalized(canonical, errors))
+
+
+def prepare_canonical(canonicalized: Canonicalized) -> Prepared:
+    """Fingerprint a batch that is already canonicalized: the rest of :func:`prepare_batch`,
+    for a caller that canonicalizes its own way (``crawldedup filter`` splits its lines)."""
+    canonical, errors = canonicalized
     # The refused rows are those of ``errors``: no per-row Python work for a batch without any.
     if errors:
         kept = np.ones(len(canonical), dtype=bool)
