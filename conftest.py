@@ -36,8 +36,21 @@ def _ephemeral_ports() -> range:
     return range(low, high + 1)
 
 
+def _worker_share(ports: Sequence[int]) -> Sequence[int]:
+    """This process's share of ``ports``: under pytest-xdist (``scripts/test`` runs the suite
+    with ``-n``), worker ``gwN`` of ``M`` takes every M-th port from the N-th, so that two
+    workers never choose the same port between one's check that it is free and its server's
+    bind; elsewhere all of them."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count < 2:
+        return ports
+    return ports[int(worker[2:]) % count::count]
+
+
 def _free_ports(count: int) -> List[int]:
-    """``count`` distinct loopback ports free now, outside the kernel's ephemeral range.
+    """``count`` distinct loopback ports free now, outside the kernel's ephemeral range (and
+    within this xdist worker's share of them, :func:`_worker_share`).
 
     A port the kernel handed out with ``bind(("127.0.0.1", 0))`` lies in the range it also
     takes the source ports of outgoing connections from: on a machine whose tests open
@@ -45,7 +58,7 @@ def _free_ports(count: int) -> List[int]:
     cluster node then exits at start). Ports below the range are only ever taken by a bind.
     """
     ephemeral = _ephemeral_ports()
-    candidates = [port for port in range(10000, 65536) if port not in ephemeral]
+    candidates = _worker_share([port for port in range(10000, 65536) if port not in ephemeral])
     held: List[socket.socket] = []
     try:
         for port in _PORT_CHOICE.sample(candidates, len(candidates)):
@@ -776,9 +789,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 _NOT_ON_VALKEY = {"bloom", "redisbloom", "sqlite", "postgres"}
 
 
+#: The test modules of the layers that have a pure-Python twin (the Bloom filter, the
+#: canonicalizer, the content fingerprints) and of what reads their answers directly (a local
+#: Deduplicator, state files, windows, the inputs' limits). scripts/test's pure-Python run
+#: (``CRAWLDEDUP_NO_EXTENSIONS=1``) runs these alone (``-m twins``): the stores, the service, the
+#: CLI and the integrations are the same Python code over the same fingerprint arrays whichever
+#: twin made them (test_bloom.py and test_canonical_differential.py hold the twins equal).
+TWIN_MODULES = frozenset({
+    "test_bloom", "test_bloom_format", "test_bloom_growing", "test_bloom_processes", "test_bloom_windowed",
+    "test_bloom_writers", "test_canonical", "test_canonical_differential", "test_canonical_policy2",
+    "test_canonical_properties", "test_canonical_whatwg", "test_content_check", "test_content_corpus",
+    "test_content_index", "test_content_simhash", "test_dedup", "test_dedup_windows", "test_disk_full",
+    "test_fingerprints", "test_fuzz", "test_limits", "test_policy_upgrade",
+})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks ``redis`` every test that uses a real Redis server (or cluster), and ``postgres`` every
     one that uses PostgreSQL, so ``-m "not redis and not postgres"`` deselects them, and leaves out the Valkey runs of tests that need RedisBloom or no server.
+    Marks ``twins`` the tests of :data:`TWIN_MODULES` and every test run with each twin in turn
+    (``bloom_cls``, ``canonical_impl``).
 
     The wheel builds (cibuildwheel) run where no redis-server exists and deselect these.
     """
@@ -797,6 +827,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.redis)
         if "postgres_server" in names:
             item.add_marker(pytest.mark.postgres)
+        if item.path.stem in TWIN_MODULES or {"bloom_cls", "canonical_impl"} & names:
+            item.add_marker(pytest.mark.twins)
         kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -837,6 +869,26 @@ def canonical_impl(request: pytest.FixtureRequest):
     """Each canonicalizer build in turn, as a module with ``canonicalize`` and ``canonicalize_many``:
     the pure-Python reference ("py") and, when built, the compiled fast path over it ("cy")."""
     return request.param
+
+
+@pytest.fixture
+def cores_of_its_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """For a test that keeps every core busy (a race of 8 processes): under pytest-xdist, it
+    waits until no other worker of the run is in such a test, and holds them off until it
+    ends, so that two races never share the cores (their time bounds assume the cores are
+    theirs). Without xdist it does nothing: tests run one at a time anyway."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    import fcntl  # POSIX; the runs without xdist (cibuildwheel's, Windows included) skip it
+
+    # Each worker's base temporary directory lies in the run's own (pytest-N/popen-gwM).
+    with open(tmp_path_factory.getbasetemp().parent / "cores.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def race_processes(commands: Sequence[Sequence[str]], outs: Sequence[Path], start: Path, timeout: float,

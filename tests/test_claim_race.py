@@ -18,8 +18,10 @@ from crawldedup.dedup import Deduplicator
 
 from conftest import ServeProcess, race_processes
 
-# Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
-pytestmark = pytest.mark.server_matrix
+# Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py). The
+# races keep the cores busy with 8 processes each: under pytest-xdist (scripts/test) no other
+# worker runs such a test meanwhile (conftest.cores_of_its_own), so each meets TIMEOUT_SECONDS.
+pytestmark = [pytest.mark.server_matrix, pytest.mark.usefixtures("cores_of_its_own")]
 WORKER = Path(__file__).parent / "workers" / "claim_race_worker.py"
 ASYNC_WORKER = Path(__file__).parent / "workers" / "async_race_worker.py"
 PROCESSES = 8

@@ -32,6 +32,8 @@ from crawldedup.dedup import open_state
 from crawldedup.stores import RedisKeyStore, RedisShardedSetStore, RetryPolicy
 from crawldedup._checks import redact_url
 
+from conftest import _free_ports
+
 #: A password with characters that URLs must escape; it appears percent-encoded in URLs.
 SECRET = "Sup3r:s3cret@pass/word"
 ENCODED = quote(SECRET, safe="")
@@ -174,7 +176,7 @@ class SecureRedis:
 
     def __init__(self, binary: str, module: Optional[str], certs: Path) -> None:
         self.binary, self.module, self.certs = binary, module, certs
-        self.port, self.tls_port = closed_port(), closed_port()
+        self.port, self.tls_port = _free_ports(2)  # distinct, outside the ephemeral range (conftest.py)
         self.workdir = certs / "data"
         self.workdir.mkdir()
         self.process: Optional[subprocess.Popen] = None
