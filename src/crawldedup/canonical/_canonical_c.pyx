@@ -342,6 +342,7 @@ cdef dict _plans = {}
 # so that another thread never sees a policy paired with another policy's plan.
 cdef tuple _last_plan = (None, None)
 cdef tuple _last_base = (None, None)
+cdef tuple _last_checked = (None, None, None)
 
 
 cdef _Plan _plan_for(object policy):
@@ -366,6 +367,19 @@ cdef _Plan _plan_for(object policy):
             _plans[id(policy)] = (policy, plan)  # holds the policy, so its id stays its own
         _last_plan = (policy, plan)
     return plan if plan.usable else None
+
+
+cdef object _checked_base(object base, object policy):
+    """``reference.check_base(base, policy)``, the last answer kept: a page's links share a base."""
+    global _last_checked
+    cdef tuple last = _last_checked
+    if base is None:
+        return None
+    if base is last[0] and policy is last[1]:
+        return last[2]
+    parts = reference.check_base(base, policy)
+    _last_checked = (base, policy, parts)  # holds base and policy, so neither id is reused
+    return parts
 
 
 cdef _BaseView _base_view_for(object parts):
@@ -1147,7 +1161,7 @@ def fast_canonicalize(url, policy=None, base=None):
     cdef _Plan plan = _plan_for(policy)
     if plan is None:
         return None
-    return _fast(url, plan, None if base is None else reference.check_base(base, plan.policy))
+    return _fast(url, plan, _checked_base(base, plan.policy))
 
 
 def canonicalize(url, base=None, policy=None):
@@ -1166,7 +1180,7 @@ def canonicalize(url, base=None, policy=None):
     cdef _Plan plan = _plan_for(policy)
     if plan is not None:
         # The base is checked first, as the reference does (its parts are cached there).
-        result = _fast(url, plan, None if base is None else reference.check_base(base, plan.policy))
+        result = _fast(url, plan, _checked_base(base, plan.policy))
         if result is not None:
             return result
     return reference.canonicalize(url, base, policy)
@@ -1189,7 +1203,7 @@ def canonicalize_many(urls, base=None, policy=None):
     cdef _Plan plan = _plan_for(policy)
     if plan is None or isinstance(urls, (str, bytes, bytearray, memoryview)):
         return reference.canonicalize_many(urls, base, policy)
-    base_parts = None if base is None else reference.check_base(base, plan.policy)
+    base_parts = _checked_base(base, plan.policy)
     try:
         items = _own_items(urls)  # our own references: the batch is read without the GIL
     except TypeError:
