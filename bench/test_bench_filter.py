@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,12 @@ def _make_frontier(directory: Path, links: int) -> Frontier:
 @pytest.fixture(scope="module")
 def frontier(tmp_path_factory: pytest.TempPathFactory) -> Frontier:
     return _make_frontier(tmp_path_factory.mktemp("frontier"), LINKS)
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the commands this process ran and waited for (with their own workers)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def _run(args: List[str], stdin_path: Path = None, env: Dict[str, str] = None) -> bytes:
@@ -161,6 +168,7 @@ def test_filter_jobs(benchmark, tmp_path: Path) -> None:
     """``--jobs 2`` against ``--jobs 1`` on one frontier, rounds alternating, same bytes out."""
     source = _make_frontier(tmp_path, JOBS_LINKS)
     rates: Dict[int, List[float]] = {1: [], 2: []}
+    cpu: Dict[int, List[float]] = {1: [], 2: []}  # ns of CPU a line, the command and its workers together
     outputs: Dict[int, bytes] = {}
     env = {key: value for key, value in os.environ.items() if key != "CRAWLDEDUP_NO_EXTENSIONS"}
 
@@ -168,11 +176,12 @@ def test_filter_jobs(benchmark, tmp_path: Path) -> None:
         for jobs in (1, 2):
             state = tmp_path / f"jobs{jobs}.bloom"
             state.unlink(missing_ok=True)
-            started = time.perf_counter()
+            started, used = time.perf_counter(), _children_cpu()
             outputs[jobs] = _run([sys.executable, "-m", "crawldedup", "filter", str(source.path), "--state", str(state),
                                   "--quiet", "--jobs", str(jobs), "--capacity", str(max(10_000_000, JOBS_LINKS))],
                                  env=env)
             rates[jobs].append(source.links / (time.perf_counter() - started))
+            cpu[jobs].append((_children_cpu() - used) / source.links * 1e9)
 
     benchmark.group = f"filter --jobs, {JOBS_LINKS:,}-line frontier"
     benchmark.pedantic(one_round, rounds=JOBS_ROUNDS, iterations=1)
@@ -180,8 +189,11 @@ def test_filter_jobs(benchmark, tmp_path: Path) -> None:
     medians = {jobs: statistics.median(values) for jobs, values in rates.items()}
     ratio = medians[2] / medians[1]
     benchmark.extra_info.update(lines=source.links, ratio=ratio, load=os.getloadavg()[0],
-                                **{f"jobs{jobs}_lines_per_s": values for jobs, values in rates.items()})
+                                **{f"jobs{jobs}_lines_per_s": values for jobs, values in rates.items()},
+                                **{f"jobs{jobs}_cpu_ns_per_line": values for jobs, values in cpu.items()})
     for jobs, values in rates.items():
-        print(f"\n--jobs {jobs}: median {medians[jobs]:,.0f} lines/s, range {min(values):,.0f} to {max(values):,.0f}")
+        print(f"\n--jobs {jobs}: median {medians[jobs]:,.0f} lines/s, range {min(values):,.0f} to {max(values):,.0f}; "
+              f"CPU a line (all its processes) median {statistics.median(cpu[jobs]):,.0f} ns, "
+              f"range {min(cpu[jobs]):,.0f} to {max(cpu[jobs]):,.0f}")
     print(f"--jobs 2 / --jobs 1: {ratio:.2f}x ({source.links:,} lines, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f})")

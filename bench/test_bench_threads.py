@@ -1,4 +1,5 @@
-"""Two threads against one: ``canonicalize_many`` and ``Deduplicator.claim_many`` (``local``).
+"""Two threads against one: ``canonicalize_many``, ``Deduplicator.claim_many`` (``local``), and
+``crawldedup filter``'s preparation of a batch of frontier lines (what ``--jobs`` shares out).
 
 Each thread works through batches of its own (10,000 URLs, the CLI's batch); the figure is
 URLs/s of two threads over one, rounds alternating, in one run::
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -24,10 +27,12 @@ from typing import Callable, Dict, List, NamedTuple, Sequence
 import pytest
 
 from crawldedup import Deduplicator, canonicalize_many
-from crawldedup.canonical import HAS_EXTENSION
+from crawldedup.canonical import DEFAULT_POLICY, HAS_EXTENSION
+from crawldedup.cli import LineBatch, prepare_lines
 
 BATCH = 10_000
 BATCHES_PER_THREAD = 20
+FRONTIER_SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "frontier.py"
 ROUNDS = 5
 
 pytestmark = pytest.mark.skipif(not HAS_EXTENSION, reason="the figure is the compiled extension's")
@@ -64,8 +69,8 @@ def _rate(work: Callable[[Sequence[str]], object], threads: int, batches: Dict[i
     return Run(urls / wall, sum(cpu.values()) / urls * 1e9, sum(cpu.values()) / wall)
 
 
-def _compare(benchmark, name: str, work: Callable[[Sequence[str]], object]) -> None:
-    batches = {thread: _batches(thread) for thread in range(2)}
+def _compare(benchmark, name: str, work: Callable[[Sequence[str]], object], batches: Dict[int, list] = None) -> None:
+    batches = batches or {thread: _batches(thread) for thread in range(2)}
     rates: Dict[int, List[Run]] = {1: [], 2: []}
 
     def one_round() -> None:
@@ -94,3 +99,15 @@ def test_canonicalize_many_threads(benchmark) -> None:
 def test_claim_many_local_threads(benchmark, tmp_path: Path) -> None:
     with Deduplicator("local", state=tmp_path / "threads.bloom", capacity=50_000_000) as dedup:
         _compare(benchmark, "claim_many (local)", dedup.claim_many)
+
+
+def test_filter_batch_preparation_threads(benchmark) -> None:
+    """``prepare_lines`` (decode, split the ``BASE<TAB>LINK`` lines, canonicalize, fingerprint)
+    on batches of the example frontier: the work ``crawldedup filter --jobs`` shares out."""
+    links = 2 * BATCHES_PER_THREAD * BATCH
+    lines = subprocess.run([sys.executable, str(FRONTIER_SCRIPT), "--links", str(links), "--pages", "5000", "--seed", "1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout.split(b"\n")
+    batches = {thread: [LineBatch(b"\n".join(lines[start:start + BATCH]), None, False)
+                        for start in range(thread * links // 2, (thread + 1) * links // 2, BATCH)]
+               for thread in range(2)}
+    _compare(benchmark, "filter's prepare_lines", lambda batch: prepare_lines(batch, DEFAULT_POLICY), batches)
