@@ -282,6 +282,8 @@ def test_a_sigkill_during_growth_keeps_every_claim(kind, tmp_path):
             stages = len(reopened.stages()) if isinstance(reopened, GrowingFilter) else 1
         # Killed at a growth: the next add grows, replacing an orphan stage file left behind.
         with GrowingFilter(bloom.open_filter_file(path, "r+")) as again:
-            assert again.add_many(keys(f"after{run}", 2_000)).sum() >= 2_000 * 0.99
+            # New keys meet a filter whose stages together answer up to 1% falsely: 20 expected
+            # of 2,000, so the bound leaves four standard deviations above that.
+            assert again.add_many(keys(f"after{run}", 2_000)).sum() >= 2_000 - 20 - 4 * 5
             assert again.contains_many(keys(f"after{run}", 2_000)).all()
             assert crash == "random" or len(again.stages()) == stages + 1
