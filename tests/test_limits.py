@@ -148,6 +148,10 @@ def test_refusal_by_max_length_costs_the_same_at_any_length(canonical_impl, fami
     assert count_calls(lambda: pytest.raises(InvalidURL, refuse, huge)) == \
         count_calls(lambda: pytest.raises(InvalidURL, refuse, just_over))
     assert peak_bytes(lambda: pytest.raises(InvalidURL, refuse, huge)) < 64 * 1024  # no copy of the input
+    # In a batch too: the refusal is decided before any room is set aside for the row.
+    batch = [huge]
+    assert canonical_impl.canonicalize_many(batch).errors[0] is not None
+    assert peak_bytes(lambda: canonical_impl.canonicalize_many(batch)) < 64 * 1024
 
 
 def test_a_megabyte_url_when_max_length_allows_it(canonical_impl):

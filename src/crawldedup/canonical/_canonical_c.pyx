@@ -933,6 +933,18 @@ cdef bint _has_declined_byte(const unsigned char* s, Py_ssize_t n, bint whatwg, 
     return False
 
 
+cdef inline bint _too_long(const CPlan* plan, const unsigned char* s, Py_ssize_t n,
+                           Py_ssize_t chars) noexcept nogil:
+    """Whether the input, its ends stripped (rule 1), has more characters than max_length:
+    asked before any work room is allocated, so a refused input costs no copy of itself."""
+    cdef Py_ssize_t start = 0, end = n
+    while start < end and _is_strip(s[start]):
+        start += 1
+    while end > start and _is_strip(s[end - 1]):
+        end -= 1
+    return chars - (n - (end - start)) > plan.max_length
+
+
 cdef Py_ssize_t _canonical_bytes(const CPlan* plan, const unsigned char* s, Py_ssize_t n, Py_ssize_t chars,
                                  bint is_str, const CBase* base, bint python, unsigned char* work) noexcept nogil:
     """The fast path for one URL's UTF-8 bytes: the canonical string's length, written at the
@@ -1126,6 +1138,8 @@ cdef object _fast(object url, _Plan plan, object base_parts, bint may_unwrap=Tru
         view = _base_view_for(base_parts)
         if view.usable:
             base = &view.c
+    if _too_long(&plan.c, s, n, chars):
+        return None
     if _work_bytes(n, base) > STACK_BYTES:
         work = <unsigned char*>PyMem_Malloc(_work_bytes(n, base))
         if work == NULL:
@@ -1292,6 +1306,9 @@ cdef inline void _run_row(const CPlan* plan, Row* row, const CBase* base, Arena*
     cdef Py_ssize_t length
     cdef unsigned char* buffer = work
     cdef unsigned char* grown
+    if _too_long(plan, row.s, row.n, row.chars):
+        row.result = DECLINE
+        return
     if _work_bytes(row.n, base) > STACK_BYTES:
         buffer = <unsigned char*>malloc(_work_bytes(row.n, base))
         if buffer == NULL:
