@@ -184,7 +184,10 @@ def _sentinel_master(url: str, sentinel_class: Any, redis_class: Any, options: D
     connection it opens asks them where the primary is, so after a failover the next attempt
     reaches the promoted replica."""
     where = parse_sentinel_url(url)
-    sentinel_options = {name: value for name, value in options.items() if name.startswith("socket_")}
+    # The Sentinels get the store's timeouts and its no-retry policy too: redis-py's own retries
+    # with backoff would make one lookup against a closed port take seconds.
+    sentinel_options = {name: value for name, value in options.items()
+                        if name.startswith("socket_") or name == "retry"}
     sentinel_options.update(username=where.sentinel_username, password=where.sentinel_password)
     manager = sentinel_class(where.sentinels, sentinel_kwargs=sentinel_options, **options)
     return manager.master_for(where.service, redis_class=redis_class, db=where.db,
