@@ -21,8 +21,8 @@ import pytest
 
 from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_counts
 from crawldedup.bloom import open_filter
-from crawldedup.cli._io import line_batches
-from crawldedup.cli._jobs import OrderedWork, available_cores
+from crawldedup.cli._io import Interruptions, line_batches
+from crawldedup.cli._jobs import OrderedWork, _Worker, available_cores
 
 COMMAND = [sys.executable, "-m", "crawldedup", "filter"]
 
@@ -250,3 +250,18 @@ def _children(pid: int) -> List[int]:
             return found
         time.sleep(0.01)
     return []
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals of a forked worker")
+def test_a_worker_stopped_as_it_starts_ends_quietly(capfd):
+    """stop() right after the fork: the worker must not meet the main process's handlers, which
+    would raise KeyboardInterrupt in it and print a traceback under a closed pipe's exit."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    with Interruptions():
+        for _ in range(40):
+            worker = _Worker(len, context)
+            worker.stop()
+            assert worker.process.exitcode == -signal.SIGTERM
+    assert "Traceback" not in capfd.readouterr().err

@@ -60,6 +60,11 @@ class _Failed(Exception):
         self.error = error
 
 
+#: Blocked across a worker's fork until the worker has set its own handlers: a child starts with
+#: the main process's, which would raise KeyboardInterrupt in it when stop() comes at once.
+_STOPPING = {signal.SIGINT, signal.SIGTERM}
+
+
 def _serve(function: Callable[[Any], Any], tasks: Connection, results: Connection) -> None:
     """A worker: prepare each task that arrives, until the main process terminates it.
 
@@ -67,6 +72,7 @@ def _serve(function: Callable[[Any], Any], tasks: Connection, results: Connectio
     send one, whatever the size of a batch, even while this worker waits to send a result."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process stops the run between two batches
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the main process's handler: stop() may terminate
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # a SIGTERM already sent ends it here
     arrived: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
     threading.Thread(target=_take_tasks, args=(tasks, arrived), daemon=True).start()
     while True:
@@ -91,7 +97,11 @@ class _Worker:
                                                     daemon=True, name="crawldedup-job")
         for connection in (self.tasks, self.results):
             _widen(connection)
-        self.process.start()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+        try:
+            self.process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         task_reader.close()
         result_writer.close()
 
