@@ -799,7 +799,7 @@ TWIN_MODULES = frozenset({
     "test_bloom", "test_bloom_format", "test_bloom_growing", "test_bloom_processes", "test_bloom_windowed",
     "test_bloom_writers", "test_canonical", "test_canonical_differential", "test_canonical_policy2",
     "test_canonical_properties", "test_canonical_whatwg", "test_content_check", "test_content_corpus",
-    "test_content_index", "test_content_simhash", "test_dedup", "test_dedup_windows", "test_disk_full",
+    "test_content_index", "test_content_simhash", "test_dedup", "test_dedup_packed", "test_dedup_windows", "test_disk_full",
     "test_fingerprints", "test_fuzz", "test_limits", "test_policy_upgrade",
 })
 

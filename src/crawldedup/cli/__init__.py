@@ -218,7 +218,7 @@ class FilterRun:
         with self.interruptions.deferred():
             batch = self.dedup.hold_prepared(batch_lines.prepared)
             if batch_lines.lines is None:
-                winners = list(compress(batch.canonical, batch.won))  # invalid lines are never won
+                winners = batch.won_canonical()
             else:
                 winners = list(compress(batch_lines.lines, batch.won))
             try:

@@ -17,6 +17,7 @@ two batches as with ``--jobs 1``.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import queue
@@ -211,7 +212,13 @@ class OrderedWork(Generic[T, R]):
     def _start(self) -> None:
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
-        self._workers = [_Worker(self.function, context) for _ in range(self.jobs)]
+        # The objects made so far stay out of the workers' garbage collections: walking them
+        # would copy their pages into each worker (copy on write), batch after batch.
+        gc.freeze()
+        try:
+            self._workers = [_Worker(self.function, context) for _ in range(self.jobs)]
+        finally:
+            gc.unfreeze()
 
     def close(self) -> None:
         """Stop the workers; a batch one of them is still preparing is dropped."""

@@ -38,6 +38,7 @@ from .aliases import LocalAliases, aliases_path
 from .content import ContentChecks
 from .seed import Seed, load_seed
 from .leases import URL, Leases, lease_store
+from .packed import PackedCanonical, PackedURLs, packed_bytes
 from .pipeline import ClaimPipeline, StoreAsk
 from .state import open_state
 from .stats import DedupStats, StatsCounter, StatsListener
@@ -59,32 +60,27 @@ D = TypeVar("D", bound="DedupCore[Any]")
 
 class Prepared(NamedTuple):
     """A batch canonicalized and fingerprinted: ``hashes[row]`` is the fingerprint of
-    ``valid[row]``, the canonical form of input URL ``positions[row]``."""
+    ``valid[row]``, the canonical form of input URL ``positions[row]``.
 
-    canonical: List[Optional[str]]
+    A batch sent to another process arrives with ``canonical`` and ``valid`` packed
+    (:mod:`.packed`): their strings are made as they are read."""
+
+    canonical: Sequence[Optional[str]]
     errors: Dict[int, InvalidURL]
     positions: np.ndarray
-    valid: List[str]
+    valid: Sequence[str]
     hashes: np.ndarray
 
     def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
-        # Sent to or from another process as one string: a canonical URL holds no newline, and
-        # one string is pickled (and rebuilt) several times faster than a list of them.
-        return _unpack_prepared, (len(self.canonical), self.errors, self.positions, "\n".join(self.valid), self.hashes)
+        # Sent to or from another process as one block of bytes: pickled many times faster
+        # than a list of strings, and unpacked without making them.
+        return _unpack_prepared, (len(self.canonical), self.errors, self.positions, packed_bytes(self.valid), self.hashes)
 
 
-def _unpack_prepared(count: int, errors: Dict[int, InvalidURL], positions: np.ndarray, joined: str,
+def _unpack_prepared(count: int, errors: Dict[int, InvalidURL], positions: np.ndarray, valid: bytes,
                      hashes: np.ndarray) -> Prepared:
-    valid = joined.split("\n") if len(positions) else []
-    canonical: List[Optional[str]] = []
-    taken = 0  # valid rows in canonical
-    for position in sorted(errors):  # the rows between two invalid ones in one slice
-        rows = position - len(canonical)
-        canonical += valid[taken:taken + rows]
-        canonical.append(None)
-        taken += rows
-    canonical += valid[taken:]
-    return Prepared(canonical, errors, positions, valid, hashes)
+    urls = PackedURLs(valid, len(positions))
+    return Prepared(PackedCanonical(urls, positions, count), errors, positions, urls, hashes)
 
 
 class ClaimBatch(NamedTuple):
@@ -270,7 +266,7 @@ class DedupCore(Generic[S]):
         if len(batch.positions):
             rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease)
             won[batch.positions[rows]] = True
-        return ClaimBatch(won.tolist(), batch.canonical, batch.errors)
+        return ClaimBatch(won.tolist(), cast(List[Optional[str]], batch.canonical), batch.errors)  # made here: a list
 
     def _keys_plan(self, keys: Sequence[URL]) -> Plan[List[bool]]:
         """:meth:`Deduplicator.claim_keys`, as a plan."""
@@ -366,7 +362,7 @@ class DedupCore(Generic[S]):
         self._counter.add(urls=len(batch.canonical), invalid=len(batch.errors))
         return batch
 
-    def _claim_and_learn(self, hashes: np.ndarray, canonical: List[str], lease: Optional[float],
+    def _claim_and_learn(self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float],
                          aliases: Optional[Aliases] = None) -> Plan[np.ndarray]:
         """Claim one batch in one step (recording ``aliases`` in the same round trip); the local
         filter learns its lasting claims at once (only once the store answered: a batch that

@@ -26,6 +26,7 @@ from ..bloom import LocalFilter
 from ..canonical import InvalidURL
 from ..fingerprints import Fingerprints, take_rows
 from ..stores.base import ClaimStore, StoreUnavailable
+from .packed import pick
 from .pipeline import Claimed
 from .stats import StatsCounter
 
@@ -53,7 +54,7 @@ class HeldBatch:
     :ivar errors: why the invalid ones were refused (``errors[i]``).
     """
 
-    def __init__(self, won: List[bool], canonical: List[Optional[str]], errors: Dict[int, InvalidURL], *,
+    def __init__(self, won: List[bool], canonical: Sequence[Optional[str]], errors: Dict[int, InvalidURL], *,
                  hashes: np.ndarray, valid: Sequence[str], claimed: Claimed, local_filter: LocalFilter,
                  store: Optional[ClaimStore], leased: bool, owner: str, counter: StatsCounter) -> None:
         self.won = won
@@ -74,6 +75,10 @@ class HeldBatch:
     def state(self) -> HoldState:
         """Held, committed or abandoned."""
         return self._state
+
+    def won_canonical(self) -> List[str]:
+        """The canonical forms of the URLs won, in input order (one per page)."""
+        return pick(self._valid, self._claimed.won)
 
     def commit(self) -> None:
         """Make the won pages seen: lasting in the store, and in the local filter.
@@ -127,10 +132,10 @@ class HeldBatch:
                     elif self._store.supports_unclaim:
                         self._store.unclaim_many(fingerprints)
                     else:
-                        stranded = [self._valid[row] for row in won.tolist()]
+                        stranded = pick(self._valid, won)
                 except StoreUnavailable:
                     if not self._leased:
-                        stranded = [self._valid[row] for row in won.tolist()]
+                        stranded = pick(self._valid, won)
             self._state = HoldState.ABANDONED
         self._counter.add(abandoned=len(won) - len(stranded), stranded=len(stranded))
         return stranded
