@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import gzip
 import os
+import pickle
 import random
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
+import numpy as np
 import pytest
 
 from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_counts
 from crawldedup.bloom import open_filter
 from crawldedup.cli._io import Interruptions, line_batches
-from crawldedup.cli._jobs import OrderedWork, _Worker, available_cores
+from crawldedup.cli._jobs import SLOT_BYTES, OrderedWork, _Worker, available_cores
 
 COMMAND = [sys.executable, "-m", "crawldedup", "filter"]
 
@@ -154,6 +156,25 @@ def test_ordered_work_keeps_order_and_raises_as_one_process_would() -> None:
             for _, result in work.map(iter([1, 2, 3, -1, 5])):
                 results.append(result)
         assert results == [1, 4, 9]
+
+
+def _checksum_and_echo(item: Tuple[int, pickle.PickleBuffer]) -> Tuple[int, np.ndarray, pickle.PickleBuffer]:
+    seed, data = item
+    view = memoryview(data)
+    return seed, np.frombuffer(view, dtype=np.uint8).astype(np.uint64).cumsum(), pickle.PickleBuffer(bytes(view[::-1]))
+
+
+def test_ordered_work_moves_large_items_through_shared_memory_or_whole_through_the_pipe() -> None:
+    """Items and results with buffers out of band, in the slots or (too large) through the pipe,
+    come back intact and in order, also after a slot was used many times over."""
+    sizes = [0, 1, 600_000, SLOT_BYTES + 1, 3, SLOT_BYTES, 700_000] + [50_000 + n for n in range(40)]
+    payloads = [np.random.default_rng(n).integers(0, 256, size, dtype=np.uint8).tobytes() for n, size in enumerate(sizes)]
+    with OrderedWork(_checksum_and_echo, 2) as work:
+        results = list(work.map(iter([(n, pickle.PickleBuffer(data)) for n, data in enumerate(payloads)])))
+    assert [seed for _, (seed, _, _) in results] == list(range(len(payloads)))
+    for (_, (seed, sums, echo)), data in zip(results, payloads):
+        expected = np.frombuffer(data, dtype=np.uint8).astype(np.uint64).cumsum()
+        assert np.array_equal(sums, expected) and bytes(echo) == data[::-1], seed
 
 
 def test_available_cores_is_the_affinity() -> None:

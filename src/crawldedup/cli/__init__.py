@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import os
+import pickle
 import signal
 import sys
 import textwrap
 import time
 from functools import partial
 from itertools import compress
-from typing import IO, List, NamedTuple, NoReturn, Optional, Sequence, Tuple, cast
+from typing import IO, Any, List, NamedTuple, NoReturn, Optional, Sequence, SupportsIndex, Tuple, cast
 
 import numpy as np
 
@@ -50,6 +52,7 @@ from ._io import (
     EXIT_STORE,
     EXIT_STORE_REFUSED,
     EXIT_USAGE,
+    Block,
     CLIError,
     InputReader,
     Interruptions,
@@ -148,10 +151,15 @@ class LineBatch(NamedTuple):
     """One batch of ``filter``'s input: its lines as read (bytes, joined by newlines), and how to
     read them. What a ``--jobs`` worker receives: one bytes object costs next to nothing to send."""
 
-    data: bytes
+    data: Block
     base: Optional[str]
     #: Whether the main process needs the lines back (``--output raw`` prints them).
     keep_lines: bool
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Tuple[Any, Tuple[Any, ...]]:
+        # Protocol 5 lets the lines travel out of band: through the shared memory of --jobs.
+        data = pickle.PickleBuffer(self.data) if operator.index(protocol) >= 5 else bytes(self.data)
+        return LineBatch, (data, self.base, self.keep_lines)
 
 
 class PreparedLines(NamedTuple):

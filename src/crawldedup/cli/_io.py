@@ -56,6 +56,8 @@ EXIT_CODES: Tuple[Tuple[int, str], ...] = (
 
 GZIP_MAGIC = b"\x1f\x8b"
 NEWLINE = 0x0A
+#: A block of lines as read: bytes, or a view of them (shared memory, for a --jobs worker).
+Block = Union[bytes, memoryview]
 #: One read takes up to 1 MiB: about 13,000 frontier lines of 80 bytes, so one read feeds one batch.
 READ_BYTES = 1 << 20
 #: A "line" longer than this without a newline is cut here, so a binary file cannot grow memory
@@ -216,15 +218,15 @@ class InputReader:
             yield rest
 
 
-def decode_lines(block: bytes) -> Tuple[List[str], bool]:
+def decode_lines(block: Block) -> Tuple[List[str], bool]:
     """The lines of a block of :meth:`InputReader.raw_blocks`, and whether some held bytes that
     are not UTF-8 (then :func:`as_read` gives them back as bytes)."""
     try:
-        return _split(block.decode("utf-8")), False  # as fast as the fallback on valid input
+        return _split(str(block, "utf-8")), False  # as fast as the fallback on valid input
     except UnicodeDecodeError:
         # surrogateescape keeps the bytes that are not UTF-8: --output raw and --rejects
         # write them back unchanged, and as_read() gives them back to the canonicalizer.
-        return _split(block.decode("utf-8", "surrogateescape")), True
+        return _split(str(block, "utf-8", "surrogateescape")), True
 
 
 def line_batches(blocks: Iterator[bytes], size: int) -> Iterator[bytes]:

@@ -9,11 +9,13 @@ local filter -> one :class:`~crawldedup.dedup.pipeline.StoreAsk` -> let the loca
 
 from __future__ import annotations
 
+import operator
 import os
+import pickle
 import time
 import secrets
 from dataclasses import replace
-from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
+from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, SupportsIndex, Tuple, Type, TypeVar, Union, cast
 
 import numpy as np
 
@@ -71,15 +73,19 @@ class Prepared(NamedTuple):
     valid: Sequence[str]
     hashes: np.ndarray
 
-    def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Tuple[Any, Tuple[Any, ...]]:
         # Sent to or from another process as one block of bytes: pickled many times faster
-        # than a list of strings, and unpacked without making them.
-        return _unpack_prepared, (len(self.canonical), self.errors, self.positions, packed_bytes(self.valid), self.hashes)
+        # than a list of strings, and unpacked without making them. Protocol 5 lets the block
+        # and the arrays travel out of band (the shared memory of ``crawldedup filter --jobs``).
+        valid: Union[bytes, pickle.PickleBuffer] = packed_bytes(self.valid)
+        if operator.index(protocol) >= 5:
+            valid = pickle.PickleBuffer(valid)
+        return _unpack_prepared, (len(self.canonical), self.errors, self.positions, valid, self.hashes)
 
 
-def _unpack_prepared(count: int, errors: Dict[int, InvalidURL], positions: np.ndarray, valid: bytes,
+def _unpack_prepared(count: int, errors: Dict[int, InvalidURL], positions: np.ndarray, valid: Union[bytes, memoryview],
                      hashes: np.ndarray) -> Prepared:
-    urls = PackedURLs(valid, len(positions))
+    urls = PackedURLs(bytes(valid), len(positions))
     return Prepared(PackedCanonical(urls, positions, count), errors, positions, urls, hashes)
 
 
