@@ -905,6 +905,31 @@ def test_many_refuses_a_single_string_or_non_iterable(impl, urls):
         impl.canonicalize_many(urls)
 
 
+def test_many_answers_a_refusal_seen_before_as_the_first_time(impl):
+    """A refused link that comes back (mailto:, "#top", "") is refused with the same message, a
+    new exception for each row, under the base and policy of each call, str and bytes apart."""
+    refused = ["mailto:a@shop.example", "#top", "", b"tel:+1-555", "ftp://files.example/a", "http://a.example:99999/"]
+    first = impl.canonicalize_many(refused * 3)
+    assert first.urls == [None] * 18 and sorted(first.errors) == list(range(18))
+    messages = [str(first.errors[i]) for i in range(6)]
+    assert [str(first.errors[i]) for i in range(18)] == messages * 3
+    assert len({id(error) for error in first.errors.values()}) == 18
+    assert [str(error) for error in impl.canonicalize_many(refused).errors.values()] == messages
+    assert "bytes" not in messages[0] and impl.canonicalize_many([b"mailto:a@shop.example"]).urls == [None]
+    # The same text under another base or policy is another question.
+    based = impl.canonicalize_many(refused, base="https://shop.example/list")
+    assert based.urls[1] == "https://shop.example/list" and sorted(based.errors) == [0, 2, 3, 4, 5]
+    assert str(based.errors[5]) == messages[5]
+    ftp = CanonicalPolicy(schemes={"http", "https", "ftp"})
+    assert impl.canonicalize_many(refused, policy=ftp).urls[4] == "ftp://files.example/a"
+    assert impl.canonicalize_many(refused).urls[4] is None
+    # Many more refusals than are kept: every answer is still the reference's.
+    many = [f"mailto:user{n}@shop.example" for n in range(5_000)] + refused
+    again = impl.canonicalize_many(many + many)
+    assert again.urls == [None] * len(many) * 2
+    assert [str(again.errors[i]) for i in range(len(many))] == [str(again.errors[len(many) + i]) for i in range(len(many))]
+
+
 def test_many_refuses_a_bad_base_up_front(impl):
     with pytest.raises(InvalidURL, match="base"):
         impl.canonicalize_many(["http://a.example/"], base="not a url")
