@@ -1240,31 +1240,35 @@ cdef Py_ssize_t REFUSAL_MAX_LENGTH = 256
 
 cdef void _answer_declined(list items, list positions, object base, object policy, _Plan plan, list results,
                            dict errors) except *:
-    """The reference's answers for the rows at ``positions``, a refusal seen before copied."""
+    """The reference's answers for the rows at ``positions`` (ascending), a refusal seen before
+    copied; ``errors`` gets them in row order, as the reference gives them."""
+    cdef dict known = {}
     cdef list asked = []
     for position in positions:
         item = items[position]
         if (type(item) is str or type(item) is bytes) and len(item) <= REFUSAL_MAX_LENGTH:
-            known = _refusals.get((item, base, plan))
-            if known is not None:
-                results[position] = None
-                errors[position] = InvalidURL(*known.args)  # each row its own exception
+            refusal = _refusals.get((item, base, plan))
+            if refusal is not None:
+                known[position] = InvalidURL(*refusal.args)  # each row its own exception
                 continue
         asked.append(position)
-    if not asked:
-        return
-    answered = reference.canonicalize_many([items[position] for position in asked], base, policy)
-    for index, position in enumerate(asked):
-        results[position] = answered.urls[index]
-        error = answered.errors.get(index)
-        if error is None:
-            continue
-        errors[position] = error
-        item = items[position]
-        if (type(item) is str or type(item) is bytes) and len(item) <= REFUSAL_MAX_LENGTH and error.__cause__ is None:
-            if len(_refusals) >= REFUSALS_KEPT:
-                _refusals.clear()
-            _refusals[(item, base, plan)] = error
+    if asked:
+        answered = reference.canonicalize_many([items[position] for position in asked], base, policy)
+        for index, position in enumerate(asked):
+            results[position] = answered.urls[index]
+            error = answered.errors.get(index)
+            if error is None:
+                continue
+            known[position] = error
+            item = items[position]
+            if (type(item) is str or type(item) is bytes) and len(item) <= REFUSAL_MAX_LENGTH and error.__cause__ is None:
+                if len(_refusals) >= REFUSALS_KEPT:
+                    _refusals.clear()
+                _refusals[(item, base, plan)] = InvalidURL(*error.args)  # never raised: holds no traceback
+    for position in positions:
+        error = known.get(position)
+        if error is not None:
+            errors[position] = error
 
 
 ctypedef struct Row:
