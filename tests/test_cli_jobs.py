@@ -258,6 +258,39 @@ def test_a_worker_killed_is_one_line_and_loses_no_page(tmp_path: Path) -> None:
     _every_page_once(tmp_path, printed, 25_000)
 
 
+@pytest.mark.skipif(os.name != "posix", reason="kills the main process")
+def test_the_workers_end_when_the_main_process_is_killed(tmp_path: Path) -> None:
+    """A main process killed outright (SIGKILL, the OOM killer) leaves no worker behind, and a
+    rerun loses no page; at most the batch printed but not yet committed is printed again."""
+    run = _long_run(tmp_path, 25_000)
+    assert run.stdout is not None
+    printed = [run.stdout.readline().decode().strip()]
+    workers = _children(run.pid)
+    assert len(workers) == 2, workers
+    run.kill()
+    printed += run.communicate(timeout=60)[0].decode().split()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers), "a worker outlived the main process"
+    again = subprocess.run([*COMMAND, "long.txt", "--state", "s.bloom", "--jobs", "2"], cwd=tmp_path,
+                           capture_output=True, timeout=120)
+    assert again.returncode == 0, again.stderr.decode()
+    rest = again.stdout.decode().split()
+    pages = {f"https://shop.example/item/{p}?v={v}" for v in "ab" for p in range(25_000)}
+    assert set(printed) | set(rest) == pages  # none lost
+    assert len(printed) + len(rest) - len(pages) <= 200  # won twice: one batch at most
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _children(pid: int) -> List[int]:
     """The child processes of ``pid`` (Linux /proc), waiting up to 10 s for the first."""
     deadline = time.monotonic() + 10

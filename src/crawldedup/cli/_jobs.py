@@ -128,8 +128,9 @@ class _Channel:
         self.connection.close()
 
 
-def _serve(function: Callable[[Any], Any], tasks: _Channel, results: _Channel) -> None:
-    """A worker: prepare each task that arrives, until the main process terminates it.
+def _serve(function: Callable[[Any], Any], tasks: _Channel, results: _Channel, parent: int) -> None:
+    """A worker: prepare each task that arrives, until the main process terminates it or is
+    gone (killed: nothing else would end a worker waiting for its next task).
 
     A thread takes the tasks out of the pipe as they come, so the main process never waits to
     send one, whatever the size of a batch, even while this worker waits to send a result."""
@@ -137,19 +138,39 @@ def _serve(function: Callable[[Any], Any], tasks: _Channel, results: _Channel) -
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the main process's handler: stop() may terminate
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # a SIGTERM already sent ends it here
     arrived: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-    threading.Thread(target=_take_tasks, args=(tasks, arrived), daemon=True).start()
+    threading.Thread(target=_take_tasks, args=(tasks, arrived, parent), daemon=True).start()
     while True:
         task = arrived.get()
+        if task is _ORPHANED:
+            return
         try:
             result = function(task)
         except Exception as exc:  # raised again in the main process, as with --jobs 1
             result = _Failed(exc)
-        results.send(result)
+        try:
+            results.send(result)
+        except OSError:  # the main process is gone
+            return
 
 
-def _take_tasks(tasks: _Channel, arrived: "queue.SimpleQueue[Any]") -> None:
-    while True:
-        arrived.put(tasks.receive(copy=False))
+#: What the task thread hands over when the main process is gone.
+_ORPHANED = object()
+#: How often a worker waiting for a task looks whether the main process is still there.
+PARENT_CHECK_SECONDS = 1.0
+
+
+def _take_tasks(tasks: _Channel, arrived: "queue.SimpleQueue[Any]", parent: int) -> None:
+    # The pipe never reaches its end while the main process is killed: the workers forked
+    # after this one hold its writing end too. So the parent is looked at while waiting.
+    try:
+        while True:
+            while not tasks.connection.poll(PARENT_CHECK_SECONDS):
+                if os.getppid() != parent:
+                    arrived.put(_ORPHANED)
+                    return
+            arrived.put(tasks.receive(copy=False))
+    except (EOFError, OSError):
+        arrived.put(_ORPHANED)
 
 
 class _Worker:
@@ -160,7 +181,8 @@ class _Worker:
         task_slots, result_slots = (_slots(), _slots()) if forked else (None, None)
         self.tasks, self.results = _Channel(task_writer, task_slots), _Channel(result_reader, result_slots)
         self.process: BaseProcess = context.Process(
-            target=_serve, args=(function, _Channel(task_reader, task_slots), _Channel(result_writer, result_slots)),
+            target=_serve,
+            args=(function, _Channel(task_reader, task_slots), _Channel(result_writer, result_slots), os.getpid()),
             daemon=True, name="crawldedup-job")
         for connection in (task_writer, result_reader):
             _widen(connection)
