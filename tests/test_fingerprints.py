@@ -51,3 +51,13 @@ def test_first_rows_keeps_the_first_row_of_each_fingerprint_in_row_order() -> No
     assert subset.rows.tolist() == [2, 4, 7]
     assert subset.inverse.tolist() == [0, 1, 1, 2]
     assert first_rows(hashes, np.zeros(0, dtype=np.intp)).rows.tolist() == []
+
+
+def test_first_rows_tells_fingerprints_apart_by_both_halves() -> None:
+    distinct = np.array([[5, 1], [2, 1], [9, 1], [7, 7], [3, 1]], dtype=np.uint64)
+    found = first_rows(distinct, np.array([4, 0, 2]))
+    assert (found.rows.tolist(), found.inverse.tolist()) == ([4, 0, 2], [0, 1, 2])
+    # Equal first halves, different second ones: different fingerprints.
+    shared = np.array([[5, 1], [5, 2], [5, 1], [2, 2]], dtype=np.uint64)
+    found = first_rows(shared, np.arange(4))
+    assert (found.rows.tolist(), found.inverse.tolist()) == ([0, 1, 3], [0, 1, 0, 2])

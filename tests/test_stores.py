@@ -475,3 +475,47 @@ def test_bad_capacity_is_refused(redis_url, store_class, capacity):
     extra = {"error_rate": 0.01} if store_class is RedisBloomStore else {}
     with pytest.raises(ValueError, match="capacity must be an integer in \\[1, 2\\*\\*48\\], got"):
         store_class(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=capacity, **extra)
+
+
+def test_lasting_set_claims_set_in_chunks_answer_as_claims_one_by_one(redis_url):
+    # One group and 300 claims: several MSETNX chunks of a script call; repeats inside a chunk
+    # and across chunks, then a call mixing claimed keys (whole chunks refused) with new ones.
+    first, second = fingerprints(300, seed=40), fingerprints(150, seed=41)
+    batch = first + first[:5] + [first[100]]
+    mixed = [fp for pair in zip(first[::2], second) for fp in pair]
+    with RedisKeyStore(redis_url, namespace="chunks", policy_digest=DIGEST, groups=1) as store:
+        assert store.claim_many(batch) == [True] * 300 + [False] * 6
+        assert store.claim_many(mixed + second[:3]) == [False, True] * 150 + [False] * 3
+        assert store.claim_many(second[-1:] + fingerprints(70, seed=42)) == [False] + [True] * 70
+        client = redis.Redis.from_url(redis_url)
+        key = b"{chunks:0}" + second[0]
+        assert (client.get(key), client.ttl(key)) == (b"1", -1)
+        client.close()
+
+
+def test_sqlite_batches_answer_alike_before_and_after_a_batch_that_won_every_claim(tmp_path):
+    # A batch tried without RETURNING after one that won everything, and one after one that did
+    # not: a claim already held, or a repeat, changes nothing else (the attempt is rolled back).
+    a, b, c = fingerprints(400, seed=43), fingerprints(400, seed=44), fingerprints(400, seed=45)
+    path = tmp_path / "claims.sqlite"
+    with SQLiteStore(path, namespace="crawl", policy_digest=DIGEST) as store:
+        assert store.claim_many(a) == [True] * 400
+        assert store.claim_many(b[:200] + a[:1] + b[200:]) == [True] * 200 + [False] + [True] * 200
+        assert store.claim_many(c[:200] + c[:2]) == [True] * 200 + [False] * 2
+        assert store.claim_many(c[200:] + b[:1]) == [True] * 200 + [False]
+        assert store.claim_many(a[-1:]) == [False]
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT count(*) FROM crawldedup_claims").fetchone()[0] == 1_200
+
+
+def test_sqlite_window_wins_a_forgotten_claim_again_in_a_batch_of_new_ones(tmp_path):
+    from crawldedup.windows import ManualClock, Window
+
+    clock, window = ManualClock(), Window(3_600, generations=4)
+    old, new = fingerprints(50, seed=46), fingerprints(50, seed=47)
+    with SQLiteStore(tmp_path / "claims.sqlite", namespace="crawl", policy_digest=DIGEST, window=window,
+                     clock=clock) as store:
+        assert store.claim_many(old) == [True] * 50
+        clock.advance(2 * 3_600)
+        assert store.claim_many(new + old + new[:1]) == [True] * 100 + [False]
+        assert store.claim_many(old[:1] + new[:1]) == [False, False]

@@ -66,6 +66,9 @@ def first_rows(hashes: np.ndarray, rows: np.ndarray) -> FirstRows:
     if len(rows) == 0:
         return FirstRows(_NO_ROWS, _NO_ROWS)
     picked = take_rows(hashes, rows)
+    halves = np.sort(picked[:, 0])
+    if not (halves[1:] == halves[:-1]).any():  # distinct first halves, so distinct fingerprints: the common case
+        return FirstRows(rows, np.arange(len(rows)))
     order = np.lexsort((picked[:, 1], picked[:, 0]))  # stable: equal fingerprints keep row order
     ordered = picked[order]
     starts = np.ones(len(rows), dtype=bool)

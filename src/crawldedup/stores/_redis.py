@@ -896,7 +896,8 @@ class GroupedScriptStore(RedisStore):
         """
         groups, records = self._records(fingerprints)
         # Positions by group, ascending within each (a stable sort): a group's claims come first.
-        order = np.argsort(groups, kind="stable")
+        # Groups fit 16 bits (at most 16,384), for which numpy's stable sort is a radix sort.
+        order = np.argsort(groups.astype(np.uint16), kind="stable")
         ordered = records[order]
         width = ordered.nbytes // max(len(ordered), 1)
         blob = ordered.tobytes()

@@ -10,9 +10,9 @@ Key layout (part of the documented format, see docs/stores.md)::
 
 ``<fingerprint>`` is the 16 raw bytes (also the claim id of the lease records); ``<group>``
 (decimal) is the multiply-shift of the fingerprint's first 64 bits into ``groups``. A batch is
-one ``EVAL`` per group, all in one pipeline: the script runs ``SET NX EX`` for each of its keys,
-which costs the Python client one command per group instead of one per URL (figures in
-docs/stores.md).
+one ``EVAL`` per group, all in one pipeline: the script runs ``SET NX EX`` for each of its keys
+(``MSETNX`` for up to 64 at once when they take no expiry), which costs the Python client one
+command per group instead of one per URL (figures in docs/stores.md).
 """
 
 from __future__ import annotations
@@ -44,8 +44,15 @@ SHARED_REFCOUNT = 2**31 - 1
 # key holds "L" and no generation: its lease decides. "1" (claims without a window) never ages
 # here; its own EX, if any, ends it. With a window a claim first tries SET NX (one call for a new
 # page, most of what reaches the store), and reads the key only when it exists.
+#
+# A claim without a window or an expiry (lasting, or leased) is the key set to "1" alone, so
+# claim_all sets up to MSETNX_KEYS keys in one MSETNX, which sets all of them or none: one
+# command instead of one per key for new pages (redis-server's CPU a claim 3.5 -> 3.0 us,
+# INFO commandstats), key by key only for a chunk where some key exists. A key repeated in
+# the call is lost to its first.
 _PRIMITIVES = """
 local WIDTH = 16
+local MSETNX_KEYS = 64
 local LIVE = 'g' .. decimal(GEN)  -- a lasting claim's value with a window
 local function locate(r) return TAG .. r, nil end
 local function live(v)
@@ -75,7 +82,29 @@ end
 local function unclaim(k, m) redis.call('DEL', k) end
 local function claim_id(k, m) return string.sub(k, -16) end
 """ + ONE_BY_ONE + """
-local claim_all = claim_one_by_one
+local function claim_all(ks, ms, count, ttl)
+  if GEN >= 0 or ttl > 0 then return claim_one_by_one(ks, ms, count, ttl) end
+  local won, seen, args, at = {}, {}, {}, {}
+  for first = 1, count, MSETNX_KEYS do
+    local j = 0
+    for i = first, math.min(first + MSETNX_KEYS - 1, count) do
+      local k = ks[i]
+      if seen[k] then
+        won[i] = 0
+      else
+        seen[k] = true
+        j = j + 1
+        args[2 * j - 1], args[2 * j], at[j] = k, '1', i
+      end
+    end
+    if j > 0 and redis.call('MSETNX', unpack(args, 1, 2 * j)) == 1 then
+      for t = 1, j do won[at[t]] = 1 end
+    else
+      for t = 1, j do won[at[t]] = claim_key(ks[at[t]], ms[at[t]], ttl) end
+    end
+  end
+  return won
+end
 """
 
 
@@ -98,7 +127,7 @@ class RedisKeyStore(GroupedScriptStore):
 
     strategy = "set"
     kind = "keys"
-    commands = (*GroupedScriptStore.commands, "EXPIRE", "PERSIST", "DEL")
+    commands = (*GroupedScriptStore.commands, "MSETNX", "EXPIRE", "PERSIST", "DEL")
     _primitives = _PRIMITIVES
 
     def __init__(self, url: Optional[str] = None, *, ttl_seconds: Optional[int] = None, **kwargs: Any) -> None:

@@ -28,7 +28,11 @@ connection, each run in one transaction: the sync store runs them in the calling
 async one in the store's own worker thread, so the event loop never waits on the file.
 
 A batch is one ``BEGIN IMMEDIATE`` transaction of ``INSERT OR IGNORE`` (claims; a row
-inserted means won) and lookups (reads). The file is in WAL mode, so several processes on
+inserted means won) and lookups (reads). While batches win every claim (every URL new, the
+common case behind a local filter), the insert is tried without ``RETURNING`` inside a
+savepoint: when it changed as many rows as the batch has distinct fingerprints, each first
+occurrence won; otherwise it is rolled back to the savepoint and run again with ``RETURNING``,
+and the next batches go that way until one wins every claim again. The file is in WAL mode, so several processes on
 one host share it: writers take turns (waiting up to ``busy_timeout_seconds``), readers never
 wait. ``synchronous=NORMAL``: a committed claim survives a process crash; a power cut may
 roll back the last transactions, which the local filter of a restarted crawl does not know.
@@ -103,16 +107,36 @@ _CLAIM_IN_WINDOW = _RECORDS + f"""INSERT INTO crawldedup_claims (namespace, fing
     ON CONFLICT (namespace, fingerprint) DO UPDATE SET claimed_at = excluded.claimed_at WHERE claimed_at < :live
     RETURNING fingerprint"""
 _LOOKUP_IN_WINDOW = _LOOKUP_FOR_EVER + " AND (claimed_at IS NULL OR claimed_at >= :live)"
+# The claims without RETURNING: RETURNING gathers the rows in a temporary table, then Python
+# makes a tuple and a bytes object of each; a count of the rows changed is enough when the
+# batch won all of them (measured 3.9 -> 2.6 us of CPU a claim for the statement with them).
+_RETURNING = " RETURNING fingerprint"
+_CLAIM_FOR_EVER_COUNTED = _CLAIM_FOR_EVER.removesuffix(_RETURNING)
+_CLAIM_IN_WINDOW_COUNTED = _CLAIM_IN_WINDOW.removesuffix(_RETURNING)
 
 
-def _in_key_order(fingerprints: Fingerprints) -> bytes:
-    """The fingerprints as one blob of 16-byte records, in the claims table's key order (their
-    bytes compared as memcmp does, by the first 8: ``h1`` little-endian, so byte-swapped): the
-    statement then walks the B-tree forward, each leaf page in turn while it is still in the
-    CPU's cache, instead of a random leaf per row. A batch's answers do not depend on the order
-    of its rows (RETURNING names them; :func:`_firsts_in` gives a repeat to its first)."""
-    order = np.argsort(fingerprints.first_halves.byteswap(), kind="stable")
-    return fingerprints.take(order).tobytes()
+class KeyOrder(NamedTuple):
+    """A batch's fingerprints as one blob of 16-byte records in the claims table's key order,
+    and, per fingerprint in the batch's order, whether it is the first of its value."""
+
+    blob: bytes
+    firsts: np.ndarray
+
+
+def _in_key_order(fingerprints: Fingerprints) -> KeyOrder:
+    """The batch in the claims table's key order (the records' bytes compared as memcmp does:
+    ``h1`` then ``h2``, little-endian, so byte-swapped): the statement then walks the B-tree
+    forward, each leaf page in turn while it is still in the CPU's cache, instead of a random
+    leaf per row. A batch's answers do not depend on the order of its rows (RETURNING names
+    them; a repeat is lost to its first). The sort is stable, so a repeat follows its first."""
+    swapped = fingerprints.hashes.byteswap()
+    order = np.lexsort((swapped[:, 1], swapped[:, 0]))
+    ordered = fingerprints.hashes[order]
+    starts = np.ones(len(order), dtype=bool)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    firsts = np.zeros(len(order), dtype=bool)
+    firsts[order[starts]] = True
+    return KeyOrder(ordered.astype("<u8", copy=False).tobytes(), firsts)
 
 
 def _firsts_in(fingerprints: List[bytes], found: Set[bytes]) -> List[bool]:
@@ -213,6 +237,8 @@ class SQLiteStore(ClaimStore):
         self._busy_timeout_seconds = busy_timeout_seconds
         self._lock = threading.Lock()
         self._db: Optional[sqlite3.Connection] = None
+        #: Whether the last batch won every claim, so the next one is first tried without RETURNING.
+        self._expect_all_won = True
         #: The thread an asynchronous store runs its file's work in (one: the work is serial).
         self._worker: Optional[ThreadPoolExecutor] = None
         if asynchronous:
@@ -316,21 +342,39 @@ class SQLiteStore(ClaimStore):
         # leaves nothing (rolled back below), so every attempt starts from the same state.
         terms: Dict[str, Any] = {"ns": self._namespace_id}
         if self.window is None:
-            insert, lookup = _CLAIM_FOR_EVER, _LOOKUP_FOR_EVER
+            insert, counted, lookup = _CLAIM_FOR_EVER, _CLAIM_FOR_EVER_COUNTED, _LOOKUP_FOR_EVER
         else:
             now = self.clock()
-            insert, lookup = _CLAIM_IN_WINDOW, _LOOKUP_IN_WINDOW
+            insert, counted, lookup = _CLAIM_IN_WINDOW, _CLAIM_IN_WINDOW_COUNTED, _LOOKUP_IN_WINDOW
             terms.update(now=now, live=self.window.live_since(now))
 
-        def found(db: sqlite3.Connection, statement: str, fingerprints: Fingerprints) -> Set[bytes]:
-            if not len(fingerprints):
+        def found(db: sqlite3.Connection, statement: str, blob: bytes, count: int) -> Set[bytes]:
+            if not count:
                 return set()
-            rows = db.execute(statement, {**terms, "fps": _in_key_order(fingerprints), "count": len(fingerprints)})
-            return {row[0] for row in rows}
+            return {row[0] for row in db.execute(statement, {**terms, "fps": blob, "count": count})}
+
+        def all_won(db: sqlite3.Connection, batch: KeyOrder, distinct: int) -> bool:
+            """Claim the batch without RETURNING: whether every distinct fingerprint was won
+            (a row changed is a row inserted, or re-won in the window); nothing changed if not."""
+            db.execute("SAVEPOINT all_won")
+            before = db.total_changes
+            db.execute(counted, {**terms, "fps": batch.blob, "count": len(claims)})
+            won = db.total_changes - before == distinct
+            if not won:
+                db.execute("ROLLBACK TO all_won")
+            db.execute("RELEASE all_won")
+            return won
 
         def claim(db: sqlite3.Connection) -> ClaimAnswers:
-            won = _firsts_in(claims.as_bytes(), found(db, insert, claims))
-            present = found(db, lookup, reads)
+            batch = _in_key_order(claims)
+            distinct = int(batch.firsts.sum())
+            if distinct and self._expect_all_won and all_won(db, batch, distinct):
+                won = batch.firsts.tolist()
+            else:
+                found_rows = found(db, insert, batch.blob, len(claims))
+                self._expect_all_won = len(found_rows) == distinct
+                won = _firsts_in(claims.as_bytes(), found_rows)
+            present = found(db, lookup, _in_key_order(reads).blob, len(reads))
             return ClaimAnswers(won, [fp in present for fp in reads.as_bytes()])
 
         return (yield Work(claim))
