@@ -93,7 +93,14 @@ CREATE TABLE IF NOT EXISTS crawldedup_alias_counts (namespace INTEGER PRIMARY KE
 # of them), which the statement cuts (substr of a blob counts bytes), so the per-fingerprint work
 # stays in SQLite's C, not in one Python call of execute() per fingerprint. RETURNING names the
 # rows the statement inserted (or, with a window, re-won: updated): the batch's wins.
-_RECORDS = """WITH RECURSIVE batch(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM batch WHERE n + 1 < :count)
+# The rows 0 .. :count - 1 come from a recursive CTE stepping by 100 joined with a constant table
+# of the 100 units (CROSS JOIN keeps the steps as the outer loop, so the rows come in order):
+# the insert of 200,000 new fingerprints took 2.73 -> 2.36 us of CPU a claim against a
+# recursive CTE stepping by one (medians of 9 alternating rounds).
+_UNITS = ", ".join(f"({unit})" for unit in range(100))
+_RECORDS = f"""WITH RECURSIVE hundreds(b) AS (SELECT 0 UNION ALL SELECT b + 100 FROM hundreds WHERE b + 100 < :count),
+    units(x) AS (VALUES {_UNITS}),
+    batch(n) AS (SELECT b + x FROM hundreds CROSS JOIN units WHERE b + x < :count)
 """
 _FINGERPRINT = "substr(:fps, 16 * n + 1, 16)"
 _CLAIM_FOR_EVER = _RECORDS + f"""INSERT INTO crawldedup_claims (namespace, fingerprint)
