@@ -65,9 +65,15 @@ INTSET_HEADER_BYTES = 8
 # one, a claim is one SADD, which batching would not make cheaper.
 _PRIMITIVES = """
 local WIDTH = 12
+local shard_keys = {}  -- a call has several claims per shard: its key is made once
 local function locate(r)
   local shard, m = struct.unpack('<I8i4', r)
-  return TAG .. ':' .. string.format('%d', shard), string.format('%d', m)
+  local k = shard_keys[shard]
+  if not k then
+    k = TAG .. ':' .. string.format('%d', shard)
+    shard_keys[shard] = k
+  end
+  return k, string.format('%d', m)
 end
 local SETS = {''}
 if GEN >= 0 then
