@@ -148,8 +148,8 @@ def _reason(error: Exception) -> str:
 
 
 class LineBatch(NamedTuple):
-    """One batch of ``filter``'s input: its lines as read (bytes, joined by newlines), and how to
-    read them. What a ``--jobs`` worker receives: one bytes object costs next to nothing to send."""
+    """One batch of ``filter``'s input: its lines as read (bytes, joined by newlines; in a
+    ``--jobs`` worker, a view of the shared memory they came through), and how to read them."""
 
     data: Block
     base: Optional[str]
