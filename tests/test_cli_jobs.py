@@ -24,7 +24,7 @@ import pytest
 from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_counts
 from crawldedup.bloom import open_filter
 from crawldedup.cli._io import Interruptions, line_batches
-from crawldedup.cli._jobs import SLOT_BYTES, OrderedWork, _Worker, available_cores
+from crawldedup.cli._jobs import SLOT_BYTES, OrderedWork, _Worker, available_cores, cpu_quota
 
 COMMAND = [sys.executable, "-m", "crawldedup", "filter"]
 
@@ -177,9 +177,44 @@ def test_ordered_work_moves_large_items_through_shared_memory_or_whole_through_t
         assert np.array_equal(sums, expected) and bytes(echo) == data[::-1], seed
 
 
-def test_available_cores_is_the_affinity() -> None:
-    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert available_cores() == expected
+def test_available_cores_is_the_affinity_within_the_cpu_quota(tmp_path: Path) -> None:
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert available_cores(str(tmp_path)) == affinity  # no cgroup files: no quota
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    for limit, cores in [("max 100000", affinity), ("50000 100000", 1), ("150000 100000", min(2, affinity)),
+                         ("100000000 100000", affinity), ("garbage", affinity)]:
+        (v2 / "cpu.max").write_text(limit + "\n")
+        assert available_cores(str(v2)) == cores, limit
+    assert cpu_quota(str(v2 / "none")) is None
+    (v2 / "cpu.max").write_text("150000 100000\n")
+    assert cpu_quota(str(v2)) == 1.5
+    v1 = tmp_path / "v1" / "cpu"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    for quota, cores in [("-1", affinity), ("20000", 1), ("100000", 1)]:
+        (v1 / "cpu.cfs_quota_us").write_text(quota + "\n")
+        assert available_cores(str(tmp_path / "v1")) == cores, quota
+    assert available_cores() >= 1
+
+
+def test_jobs_default_to_the_cores_available(tmp_path: Path) -> None:
+    """Without --jobs, a run of several batches starts a worker a core (here, two cores: one
+    asked through the CPU affinity)."""
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores and CPU affinity")
+    two = sorted(os.sched_getaffinity(0))[:2]
+    (tmp_path / "in.txt").write_text("".join(f"https://shop.example/item/{n}\n" for n in range(20_000)))
+    run = subprocess.Popen([*COMMAND, "in.txt", "--state", "s.bloom", "--batch-size", "100"], cwd=tmp_path,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                           preexec_fn=lambda: os.sched_setaffinity(0, two))
+    assert run.stdout is not None
+    first = run.stdout.readline()
+    workers = _children(run.pid)
+    rest, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err.decode()
+    assert len(workers) == 2
+    assert (first + rest).decode().splitlines() == [f"https://shop.example/item/{n}" for n in range(20_000)]
 
 
 # ---------------------------------------------------------------------------- fault paths

@@ -732,10 +732,10 @@ def build_parser() -> argparse.ArgumentParser:
                            f"(redisbloom: it cannot take a claim back; default ./{DEFAULT_UNWRITTEN}, created when needed)")
     filt.add_argument("--batch-size", type=_positive_int, default=BATCH_LINES, metavar="N",
                       help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time")
-    filt.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+    filt.add_argument("--jobs", type=_jobs, default=0, metavar="N",
                       help="processes that canonicalize and fingerprint batches while the main one claims and "
-                           "writes them, in input order (default 1: all in one process; 0: the cores available, "
-                           f"here {available_cores()})")
+                           "writes them, in input order (default 0: the cores available, here "
+                           f"{available_cores()}; 1: all in one process, for a machine other jobs keep busy)")
     filt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="progress bar on stderr (default: when stderr is a terminal)")
     filt.add_argument("-q", "--quiet", action="store_true", help="no summary")

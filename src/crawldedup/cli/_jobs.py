@@ -21,6 +21,7 @@ two batches as with ``--jobs 1``.
 from __future__ import annotations
 
 import gc
+import math
 import mmap
 import multiprocessing
 import os
@@ -55,12 +56,37 @@ PIPE_BYTES = 1 << 20
 SLOT_BYTES = 8 << 20
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which ``taskset`` and containers set)."""
+def available_cores(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The cores this process may keep busy: those it may run on (its CPU affinity, which
+    ``taskset`` and ``docker --cpuset-cpus`` set), or fewer under a CPU quota (``docker --cpus``,
+    a Kubernetes CPU limit), whose time the extra processes would only share."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover  (no affinity outside Linux)
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = cpu_quota(cgroup_root)
+    return max(1, min(cores, math.ceil(quota))) if quota is not None else cores
+
+
+def cpu_quota(cgroup_root: str = "/sys/fs/cgroup") -> Optional[float]:
+    """The CPUs' worth of time the process's cgroup may use (``cpu.max`` of cgroup v2, or
+    ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us`` of v1), as a container sees its own at the
+    root of the mount; None without a quota (or where none can be read)."""
+    try:
+        with open(os.path.join(cgroup_root, "cpu.max")) as limits:
+            quota, _, period = limits.read().strip().partition(" ")
+    except OSError:
+        try:
+            with open(os.path.join(cgroup_root, "cpu", "cpu.cfs_quota_us")) as limit, \
+                    open(os.path.join(cgroup_root, "cpu", "cpu.cfs_period_us")) as every:
+                quota, period = limit.read().strip(), every.read().strip()
+        except OSError:
+            return None
+    try:
+        share = int(quota) / int(period)
+    except (ValueError, ZeroDivisionError):  # "max" (v2) or nothing readable
+        return None
+    return share if share > 0 else None  # v1 writes -1 for no quota
 
 
 class _Failed(Exception):
