@@ -2,8 +2,9 @@
 
 All three read the same file in the same run:
 
-- ``crawldedup filter`` (canonical policy + Bloom filter file), with the compiled extension
-  (``cy``) and with the pure-Python twins (``py``, ``CRAWLDEDUP_NO_EXTENSIONS=1``);
+- ``crawldedup filter`` (canonical policy + Bloom filter file), with the compiled extension in
+  one process (``cy``, ``--jobs 1``) and on the cores available (``cy-cores``, the default), and
+  with the pure-Python twins (``py``, ``CRAWLDEDUP_NO_EXTENSIONS=1``, ``--jobs 1``);
 - ``sort -u`` (exact string dedup, no canonicalization, ``LC_ALL=C``);
 - a short Python script keeping a ``set`` of ``w3lib.url.canonicalize_url`` results (what a
   Scrapy user would write; relative ``BASE<TAB>LINK`` lines joined with ``urljoin`` first).
@@ -41,6 +42,7 @@ from typing import Dict, List, NamedTuple
 import pytest
 
 from crawldedup import bloom
+from crawldedup.cli._jobs import available_cores
 
 FRONTIER_SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "frontier.py"
 LINKS = 1_000_000
@@ -120,13 +122,15 @@ def _record(benchmark, frontier: Frontier, label: str, distinct: int, **extra: o
           f"{frontier.links:,} lines, {frontier.invalid:,} of them not web pages)")
 
 
-IMPLS = [pytest.param("py", id="py")]
+#: (build, --jobs): one process, and the default (the cores available) for the compiled build.
+IMPLS = [pytest.param("py", "1", id="py")]
 if bloom.HAS_EXTENSION:
-    IMPLS.insert(0, pytest.param("cy", id="cy", marks=pytest.mark.cython))
+    IMPLS[:0] = [pytest.param("cy", "1", id="cy", marks=pytest.mark.cython),
+                 pytest.param("cy", "0", id="cy-cores", marks=pytest.mark.cython)]
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-def test_crawldedup_filter(benchmark, frontier: Frontier, impl: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("impl,jobs", IMPLS)
+def test_crawldedup_filter(benchmark, frontier: Frontier, impl: str, jobs: str, tmp_path: Path) -> None:
     benchmark.group = GROUP
     state = tmp_path / "state.bloom"
     env = dict(os.environ)
@@ -134,7 +138,9 @@ def test_crawldedup_filter(benchmark, frontier: Frontier, impl: str, tmp_path: P
     if impl == "py":
         env["CRAWLDEDUP_NO_EXTENSIONS"] = "1"
     command = [sys.executable, "-m", "crawldedup", "filter", str(frontier.path), "--state", str(state), "--quiet",
-               "--jobs", "1"]
+               "--jobs", jobs]
+    if jobs == "0":
+        impl = f"{impl}, --jobs {available_cores()} (the default)"
 
     def fresh_state() -> None:
         state.unlink(missing_ok=True)
