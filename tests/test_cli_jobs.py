@@ -23,7 +23,7 @@ import pytest
 
 from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_counts
 from crawldedup.bloom import open_filter
-from crawldedup.cli._io import Interruptions, line_batches
+from crawldedup.cli._io import NEWLINE_PIECE, Interruptions, line_batches
 from crawldedup.cli._jobs import SLOT_BYTES, OrderedWork, _Worker, available_cores, cpu_quota
 
 COMMAND = [sys.executable, "-m", "crawldedup", "filter"]
@@ -141,6 +141,24 @@ def test_line_batches_cut_every_size_lines(size: int) -> None:
     assert [batch.split(b"\n") for batch in batches] == [lines[i:i + size] for i in range(0, len(lines), size)]
 
 
+@pytest.mark.parametrize("size", [1, 7, 1_000, 50_000])
+def test_line_batches_cut_blocks_longer_than_a_counted_piece(size: int) -> None:
+    # Blocks of several NEWLINE_PIECEs, lines of 0 to 40 bytes (empty ones too), cut anywhere.
+    rng = random.Random(size)
+    lines = [b"y" * rng.randrange(41) for _ in range(60_000)]
+    text = b"\n".join(lines)
+    assert len(text) > 8 * NEWLINE_PIECE
+    blocks, start = [], 0
+    for cut in sorted(rng.sample(range(len(text)), 5)):
+        cut = text.find(b"\n", cut)
+        if cut >= start:
+            blocks.append(text[start:cut])
+            start = cut + 1
+    blocks.append(text[start:])
+    batches = list(line_batches(iter(blocks), size))
+    assert [batch.split(b"\n") for batch in batches] == [lines[i:i + size] for i in range(0, len(lines), size)]
+
+
 def _square(value: int) -> int:
     if value < 0:
         raise ValueError(f"negative: {value}")
@@ -199,8 +217,8 @@ def test_available_cores_is_the_affinity_within_the_cpu_quota(tmp_path: Path) ->
 
 
 def test_jobs_default_to_the_cores_available(tmp_path: Path) -> None:
-    """Without --jobs, a run of several batches starts a worker a core (here, two cores: one
-    asked through the CPU affinity)."""
+    """Without --jobs, a run of several batches uses a process a core: the main one and a
+    worker for each other core (here, two cores asked through the CPU affinity: one worker)."""
     if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores and CPU affinity")
     two = sorted(os.sched_getaffinity(0))[:2]
@@ -209,11 +227,11 @@ def test_jobs_default_to_the_cores_available(tmp_path: Path) -> None:
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
                            preexec_fn=lambda: os.sched_setaffinity(0, two))
     assert run.stdout is not None
-    first = run.stdout.readline()
+    first = b"".join(run.stdout.readline() for _ in range(100))  # the first batch: the workers start after it
     workers = _children(run.pid)
     rest, err = run.communicate(timeout=120)
     assert run.returncode == 0, err.decode()
-    assert len(workers) == 2
+    assert len(workers) == 1
     assert (first + rest).decode().splitlines() == [f"https://shop.example/item/{n}" for n in range(20_000)]
 
 
@@ -221,13 +239,20 @@ def test_jobs_default_to_the_cores_available(tmp_path: Path) -> None:
 
 
 def _long_run(tmp_path: Path, pages: int) -> subprocess.Popen:
-    """A run of ``2 * pages`` lines in batches of 200 with two workers, in a session of its own
+    """A run of ``2 * pages`` lines in batches of 200 with ``--jobs 2`` (the main process and a
+    worker, started once the first batch is read: :func:`_first_batch`), in a session of its own
     (its process group can be signalled as a terminal's Ctrl-C signals it)."""
     lines = [f"https://shop.example/item/{page}?v={variant}" for variant in ("a", "b") for page in range(pages)]
     (tmp_path / "long.txt").write_text("".join(f"{line}\n" for line in lines))
     return subprocess.Popen([*COMMAND, "long.txt", "--state", "s.bloom", "--batch-size", "200", "--jobs", "2"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
                             start_new_session=True)
+
+
+def _first_batch(run: subprocess.Popen) -> List[str]:
+    """The lines of a :func:`_long_run`'s first batch, read whole (the run waits for that)."""
+    assert run.stdout is not None
+    return [run.stdout.readline().decode().strip() for _ in range(200)]
 
 
 def _every_page_once(tmp_path: Path, printed: List[str], pages: int) -> None:
@@ -274,7 +299,7 @@ def test_dev_full_with_jobs_is_one_line_and_loses_no_page(tmp_path: Path) -> Non
 def test_a_worker_killed_is_one_line_and_loses_no_page(tmp_path: Path) -> None:
     worker = _long_run(tmp_path, 25_000)
     assert worker.stdout is not None
-    printed = [worker.stdout.readline().decode().strip()]
+    printed = _first_batch(worker)
     children = _children(worker.pid)
     assert children, "no worker process"
     os.kill(children[0], signal.SIGKILL)
@@ -299,9 +324,9 @@ def test_the_workers_end_when_the_main_process_is_killed(tmp_path: Path) -> None
     rerun loses no page; at most the batch printed but not yet committed is printed again."""
     run = _long_run(tmp_path, 25_000)
     assert run.stdout is not None
-    printed = [run.stdout.readline().decode().strip()]
+    printed = _first_batch(run)
     workers = _children(run.pid)
-    assert len(workers) == 2, workers
+    assert len(workers) == 1, workers
     run.kill()
     printed += run.communicate(timeout=60)[0].decode().split()
     deadline = time.monotonic() + 30

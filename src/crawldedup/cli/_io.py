@@ -231,26 +231,47 @@ def decode_lines(block: Block) -> Tuple[List[str], bool]:
 
 def line_batches(blocks: Iterator[bytes], size: int) -> Iterator[bytes]:
     """Regroup blocks of :meth:`InputReader.raw_blocks` into blocks of ``size`` lines each (the
-    last one may hold fewer), cut at the newlines that one vectorized scan per block finds."""
+    last one may hold fewer), cut at the newlines that one vectorized comparison per block marks."""
     pending: List[bytes] = []
     count = 0  # lines in pending
     for block in blocks:
-        ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == NEWLINE)
-        start, first_end = 0, 0  # where the block's lines not yet batched begin, and their first newline
-        while count + len(ends) - first_end + 1 >= size:
-            last = first_end + size - count - 1  # the newline after the batch's last line, if any
-            stop = int(ends[last]) if last < len(ends) else len(block)
+        newlines = np.frombuffer(block, dtype=np.uint8) == NEWLINE
+        start = 0  # where the block's lines not yet batched begin
+        while True:
+            # The batch's last line ends at the newline that many lines on, or at the block's end.
+            stop, found = _nth_newline(newlines, start, size - count)
+            if stop < 0 and found + 1 == size - count:
+                stop = len(block)
+            if stop < 0:
+                pending.append(block[start:])
+                count += found + 1
+                break
             pending.append(block[start:stop])
             yield b"\n".join(pending)
             pending, count = [], 0
-            start, first_end = stop + 1, last + 1
-            if stop == len(block):
+            start = stop + 1
+            if start > len(block):
                 break
-        else:
-            pending.append(block[start:])
-            count += len(ends) - first_end + 1
     if pending:
         yield b"\n".join(pending)
+
+
+#: Bytes of a block whose newlines are counted at once when looking for a batch's end: listing
+#: every newline's position (numpy's nonzero) cost 0.45 ms a MiB, counting them 0.1 ms.
+NEWLINE_PIECE = 1 << 16
+
+
+def _nth_newline(newlines: np.ndarray, start: int, n: int) -> Tuple[int, int]:
+    """The position of the ``n``-th newline at or after ``start`` (marked True in ``newlines``)
+    and ``n``; or -1 and the number of newlines there are from ``start``, when fewer."""
+    found = 0
+    for piece in range(start, len(newlines), NEWLINE_PIECE):
+        marks = newlines[piece:piece + NEWLINE_PIECE]
+        here = int(np.count_nonzero(marks))
+        if found + here >= n:
+            return piece + int(np.flatnonzero(marks)[n - found - 1]), n
+        found += here
+    return -1, found
 
 
 def _stdin() -> IO[bytes]:

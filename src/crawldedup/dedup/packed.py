@@ -65,6 +65,8 @@ class PackedURLs(Sequence[str]):
 
     def pick(self, rows: np.ndarray) -> List[str]:
         """The strings at ``rows`` (positions), in that order."""
+        if not len(rows):  # a batch of repeats: nothing to find
+            return []
         if self._strings is not None or 8 * len(rows) >= self._count:  # most of them: one split is cheaper
             strings = self.strings()
             return [strings[row] for row in rows.tolist()]
