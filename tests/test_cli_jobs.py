@@ -122,14 +122,12 @@ def test_a_batch_is_printed_before_more_input_arrives(tmp_path: Path) -> None:
     assert worker.returncode == 0
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 10, 64])
-def test_line_batches_cut_every_size_lines(size: int) -> None:
-    rng = random.Random(size)
-    lines = [b"x" * rng.randrange(4) for _ in range(500)]
+def _batched_as_read(lines: List[bytes], size: int, rng: random.Random, cuts: int) -> None:
+    """``line_batches`` of ``lines`` cut into blocks of whole lines at ``cuts`` random places, as
+    the reader yields them, gives every ``size`` lines in turn."""
     text = b"\n".join(lines)
-    cuts = sorted(rng.sample(range(len(text)), 40))
     blocks, start = [], 0
-    for cut in cuts:  # blocks of whole lines, as the reader yields them
+    for cut in sorted(rng.sample(range(len(text)), cuts)):
         cut = text.find(b"\n", cut)
         if cut < 0:
             break
@@ -141,22 +139,19 @@ def test_line_batches_cut_every_size_lines(size: int) -> None:
     assert [batch.split(b"\n") for batch in batches] == [lines[i:i + size] for i in range(0, len(lines), size)]
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 10, 64])
+def test_line_batches_cut_every_size_lines(size: int) -> None:
+    rng = random.Random(size)
+    _batched_as_read([b"x" * rng.randrange(4) for _ in range(500)], size, rng, 40)
+
+
 @pytest.mark.parametrize("size", [1, 7, 1_000, 50_000])
 def test_line_batches_cut_blocks_longer_than_a_counted_piece(size: int) -> None:
-    # Blocks of several NEWLINE_PIECEs, lines of 0 to 40 bytes (empty ones too), cut anywhere.
+    # Blocks of several NEWLINE_PIECEs, lines of 0 to 40 bytes (empty ones too).
     rng = random.Random(size)
     lines = [b"y" * rng.randrange(41) for _ in range(60_000)]
-    text = b"\n".join(lines)
-    assert len(text) > 8 * NEWLINE_PIECE
-    blocks, start = [], 0
-    for cut in sorted(rng.sample(range(len(text)), 5)):
-        cut = text.find(b"\n", cut)
-        if cut >= start:
-            blocks.append(text[start:cut])
-            start = cut + 1
-    blocks.append(text[start:])
-    batches = list(line_batches(iter(blocks), size))
-    assert [batch.split(b"\n") for batch in batches] == [lines[i:i + size] for i in range(0, len(lines), size)]
+    assert sum(map(len, lines)) > 8 * NEWLINE_PIECE
+    _batched_as_read(lines, size, rng, 5)
 
 
 def _square(value: int) -> int:
