@@ -211,7 +211,7 @@ class FilterRun:
 
     def run(self) -> None:
         """Claim every line of the inputs, a batch at a time, in input order; with ``--jobs``
-        above 1, worker processes prepare the batches ahead (:mod:`._jobs`)."""
+        above 1, worker processes prepare batches ahead beside this one (:mod:`._jobs`)."""
         keep_lines = self.args.output == "raw"
         batches = (LineBatch(data, self.args.base, keep_lines)
                    for data in line_batches(self.reader.raw_blocks(), self.args.batch_size))
@@ -733,8 +733,8 @@ def build_parser() -> argparse.ArgumentParser:
     filt.add_argument("--batch-size", type=_positive_int, default=BATCH_LINES, metavar="N",
                       help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time")
     filt.add_argument("--jobs", type=_jobs, default=0, metavar="N",
-                      help="processes that canonicalize and fingerprint batches while the main one claims and "
-                           "writes them, in input order (default 0: the cores available, here "
+                      help="processes that canonicalize and fingerprint batches, the main one among them, which "
+                           "also claims and writes them in input order (default 0: the cores available, here "
                            f"{available_cores()}; 1: all in one process, for a machine other jobs keep busy)")
     filt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                       help="progress bar on stderr (default: when stderr is a terminal)")

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, NamedTuple, Optional, Sequence, Tuple, Type, Union
 from urllib.parse import urlsplit
 
 from .._checks import check_name, check_postgres_url, redact_url
@@ -55,17 +55,23 @@ from .base import (
     window_stamp,
 )
 
-try:
+if TYPE_CHECKING:
     import psycopg
-    from psycopg import errors as _pg_errors
 
-    #: What psycopg reports about the server: lost or refused connections, deadlocks and
-    #: serialization failures, shutdowns (OperationalError: retried), and the permanent ones
-    #: :meth:`PostgresStore._refusal` names (a missing privilege, a read-only standby).
-    _STORE_ERRORS: Tuple[type, ...] = (psycopg.OperationalError, _pg_errors.InsufficientPrivilege,
-                                       _pg_errors.ReadOnlySqlTransaction)
-except ImportError:  # the extra is not installed: the store says so when it is made
-    _STORE_ERRORS = ()
+
+def _store_errors() -> Tuple[Type[BaseException], ...]:
+    """What psycopg reports about the server: lost or refused connections, deadlocks and
+    serialization failures, shutdowns (OperationalError: retried), and the permanent ones
+    :meth:`PostgresStore._refusal` names (a missing privilege, a read-only standby); nothing
+    without the extra. psycopg is imported only once a store is made: with it imported, a ``filter``
+    run of an empty input took 0.48 s instead of 0.30 s."""
+    try:
+        import psycopg
+        from psycopg import errors
+    except ImportError:
+        return ()
+    return (psycopg.OperationalError, errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction)
+
 
 #: The schema that holds the namespace records and the claim tables.
 SCHEMA = "crawldedup"
@@ -184,7 +190,7 @@ class PostgresStore(ClaimStore):
 
     strategy = "postgres"
     kind = "postgres"
-    store_errors = _STORE_ERRORS
+    store_errors: ClassVar[Tuple[Type[BaseException], ...]] = ()
     supports_unclaim = True
     supports_aliases = True
 
@@ -199,7 +205,9 @@ class PostgresStore(ClaimStore):
         clock: Clock = system_clock,
         asynchronous: bool = False,
     ) -> None:
-        if not _STORE_ERRORS:
+        if not PostgresStore.store_errors:
+            PostgresStore.store_errors = _store_errors()
+        if not PostgresStore.store_errors:
             raise ImportError("the postgres store needs psycopg 3: pip install 'crawldedup[postgres]'")
         super().__init__(retry, window, clock, asynchronous=asynchronous)
         self._url = check_postgres_url("url", url)
@@ -240,6 +248,8 @@ class PostgresStore(ClaimStore):
             if self._closed:
                 raise ValueError(f"{self.description} is closed")
             if self._db is None or self._db.closed:  # first use, or lost with the server: again
+                import psycopg
+
                 self._db = psycopg.connect(self._url, **self._connect_options())
             db = self._db
             if len(request) == 1:  # autocommit: the statement is its own transaction
@@ -254,6 +264,8 @@ class PostgresStore(ClaimStore):
             if self._closed:
                 raise ValueError(f"{self.description} is closed")
             if self._adb is None or self._adb.closed:
+                import psycopg
+
                 self._adb = await psycopg.AsyncConnection.connect(self._url, **self._connect_options())
             db = self._adb
             if len(request) == 1:
