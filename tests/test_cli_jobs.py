@@ -171,6 +171,42 @@ def test_ordered_work_keeps_order_and_raises_as_one_process_would() -> None:
         assert results == [1, 4, 9]
 
 
+#: The process the tests run in: a worker forked from it has another id.
+_TEST_PROCESS = os.getpid()
+
+
+def _square_where(item: Tuple[int, float]) -> Tuple[int, bool]:
+    """The square, and whether the main process made it; a worker first waits ``delay``
+    seconds, so that the main process, finding it full, prepares items itself."""
+    value, delay = item
+    here = os.getpid() == _TEST_PROCESS
+    if not here:
+        time.sleep(delay)
+    if value < 0:
+        raise ValueError(f"negative: {value}")
+    return value * value, here
+
+
+def test_the_main_process_prepares_items_while_the_workers_are_full() -> None:
+    with OrderedWork(_square_where, 2) as work:
+        results = [result for _, result in work.map(iter([(n, 0.02) for n in range(60)]))]
+    assert [square for square, _ in results] == [n * n for n in range(60)]
+    made_here = sum(here for _, here in results)
+    assert 1 < made_here < 60  # the first item and more here, the rest in the worker
+
+
+def test_an_item_that_fails_in_the_main_process_raises_in_its_turn() -> None:
+    # The first item is made here, the next four fill the worker (each takes it half a
+    # second), so the sixth and the seventh (which fails) are made here, before the worker's.
+    items = [(n, 0.5) for n in (1, 2, 3, 4, 5, 6, -7, 8)]
+    seen = []
+    with OrderedWork(_square_where, 2) as work:
+        with pytest.raises(ValueError, match="negative: -7"):
+            for (value, _), (square, here) in work.map(iter(items)):
+                seen.append((value, here))
+    assert seen == [(1, True), (2, False), (3, False), (4, False), (5, False), (6, True)]
+
+
 def _checksum_and_echo(item: Tuple[int, pickle.PickleBuffer]) -> Tuple[int, np.ndarray, pickle.PickleBuffer]:
     seed, data = item
     view = memoryview(data)
