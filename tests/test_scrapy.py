@@ -380,8 +380,26 @@ def test_crawl_fetches_each_page_once_where_scrapy_default_fetches_more(tmp_path
     assert stats["crawldedup/filtered"] == stats["dupefilter/filtered"] > 0
 
 
+#: Crawls of two processes tried until both took part (each fetched a tenth of the pages).
+OVERLAP_ATTEMPTS = 3
+
+
 @pytest.mark.slow
 def test_two_processes_sharing_redis_fetch_each_page_once_in_total(tmp_path, redis_url):
+    # Every attempt must fetch each page once in total. Which process wins how many pages is
+    # the scheduler's: a process set aside for a second on a busy machine finds its links all
+    # claimed by the other, so a crawl where one barely took part proves nothing about two, and
+    # is tried again (in a namespace of its own).
+    for attempt in range(OVERLAP_ATTEMPTS):
+        by_agent = _crawl_in_two_processes(tmp_path / f"attempt{attempt}", redis_url, f"shop-crawl-{attempt}")
+        if all(fetched >= PAGES // 10 for fetched in by_agent.values()):
+            return
+    pytest.fail(f"in {OVERLAP_ATTEMPTS} attempts one process barely crawled each time; the last: {by_agent}")
+
+
+def _crawl_in_two_processes(directory: Path, redis_url: str, namespace: str) -> Dict[str, int]:
+    """One crawl of the site by two processes sharing ``namespace``; the pages each fetched."""
+    directory.mkdir()
     workers = {"worker-a": 0, "worker-b": PAGES // 2 + 1}  # each starts on its own page
     with site_module.ShopSite(PAGES, wait_for_agents=len(workers)) as site:
         running = {}
@@ -389,15 +407,15 @@ def test_two_processes_sharing_redis_fetch_each_page_once_in_total(tmp_path, red
             for agent, start in workers.items():
                 settings = {
                     **DUPEFILTER, "CRAWLDEDUP_STRATEGY": "set", "CRAWLDEDUP_REDIS_URL": redis_url,
-                    "CRAWLDEDUP_NAMESPACE": "shop-crawl", "USER_AGENT": agent,
+                    "CRAWLDEDUP_NAMESPACE": namespace, "USER_AGENT": agent,
                 }
-                command = crawl_command(site, tmp_path, agent, settings, start_pages=(start,))
-                log = open(tmp_path / f"{agent}.log", "w+", encoding="utf-8")
+                command = crawl_command(site, directory, agent, settings, start_pages=(start,))
+                log = open(directory / f"{agent}.log", "w+", encoding="utf-8")
                 running[agent] = (subprocess.Popen(**command, stdout=subprocess.DEVNULL, stderr=log), log)
             for agent, (process, log) in running.items():
                 returncode = process.wait(timeout=CRAWL_TIMEOUT_SECONDS)
                 log.seek(0)
-                running[agent] = (process, log, crawl_result(tmp_path, agent, returncode, log.read()))
+                running[agent] = (process, log, crawl_result(directory, agent, returncode, log.read()))
         finally:
             for entry in running.values():
                 if entry[0].poll() is None:
@@ -409,10 +427,10 @@ def test_two_processes_sharing_redis_fetch_each_page_once_in_total(tmp_path, red
     summary = f"{PAGES} pages, two processes: {describe(fetches)}; per process: {by_agent}"
     print(summary)
     assert fetches == {page: 1 for page in range(PAGES)}, summary
-    assert all(by_agent.get(agent, 0) >= PAGES // 10 for agent in workers), f"one process barely crawled: {summary}"
     won = [entry[2]["stats"]["crawldedup/new"] for entry in running.values()]
-    assert sum(won) == PAGES and sorted(won) == sorted(by_agent.values()), summary
+    assert sum(won) == PAGES and sorted(won) == sorted(by_agent.get(agent, 0) for agent in workers), summary
     assert all(entry[2]["stats"]["crawldedup/sent_to_store"] > 0 for entry in running.values())
+    return {agent: by_agent.get(agent, 0) for agent in workers}
 
 
 @pytest.mark.slow
