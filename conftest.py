@@ -15,8 +15,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from urllib.parse import quote
 from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Union
+from urllib.parse import quote
 
 import pytest
 
@@ -45,7 +45,7 @@ def _worker_share(ports: Sequence[int]) -> Sequence[int]:
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if not worker.startswith("gw") or count < 2:
         return ports
-    return ports[int(worker[2:]) % count::count]
+    return ports[int(worker[2:]) % count :: count]
 
 
 def _free_ports(count: int) -> List[int]:
@@ -120,7 +120,9 @@ class RedisServer:
     ``durable`` keeps every acknowledged write across SIGKILL (AOF, fsync always), for the soak.
     """
 
-    def __init__(self, binary: str, module: Optional[str], durable: bool = False, extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, binary: str, module: Optional[str], durable: bool = False, extra_args: Sequence[str] = ()
+    ) -> None:
         self.binary = binary
         self.module = module
         self.durable = durable
@@ -140,8 +142,17 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> None:
         args = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-            "--save", "", "--dir", self.workdir, "--protected-mode", "no",
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            self.workdir,
+            "--protected-mode",
+            "no",
             *(("--appendonly", "yes", "--appendfsync", "always") if self.durable else ("--appendonly", "no")),
         ]
         if self.module:
@@ -263,7 +274,7 @@ def serve_redis(binary: str, module: Optional[str], extra_args: Sequence[str] = 
     yield from serving(RedisServer(binary, module, extra_args=extra_args))
 
 
-def serving(server: Union["RedisServer", "PostgresServer"]) -> Iterator[Any]:
+def serving(server: Union[RedisServer, PostgresServer]) -> Iterator[Any]:
     """Start ``server`` (a RedisServer or PostgresServer) for a fixture to yield; stop it and
     remove its files afterwards."""
     server.start()
@@ -336,13 +347,23 @@ class SentinelSet:
 
     SERVICE = "crawl"
 
-    def __init__(self, binary: str, sentinel: Sequence[str], module: Optional[str] = None, replicas: int = 2,
-                 sentinels: int = 3, down_after_ms: int = 1000, sentinel_password: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        binary: str,
+        sentinel: Sequence[str],
+        module: Optional[str] = None,
+        replicas: int = 2,
+        sentinels: int = 3,
+        down_after_ms: int = 1000,
+        sentinel_password: Optional[str] = None,
+    ) -> None:
         #: The Sentinels' own password (``requirepass`` in their configuration), or None.
         self.sentinel_password = sentinel_password
         self.primary = RedisServer(binary, module)
-        self.replicas = [RedisServer(binary, module, extra_args=("--replicaof", "127.0.0.1", str(self.primary.port)))
-                         for _ in range(replicas)]
+        self.replicas = [
+            RedisServer(binary, module, extra_args=("--replicaof", "127.0.0.1", str(self.primary.port)))
+            for _ in range(replicas)
+        ]
         self.sentinel_command = list(sentinel)
         self.sentinel_ports = _free_ports(sentinels)
         self.down_after_ms = down_after_ms
@@ -363,8 +384,11 @@ class SentinelSet:
     def start(self, timeout: float = 30.0) -> None:
         for server in self.servers:
             server.start()
-        _wait_for("replicas in sync", lambda: all(
-            _replication(r.port).get("master_link_status") == "up" for r in self.replicas), timeout)
+        _wait_for(
+            "replicas in sync",
+            lambda: all(_replication(r.port).get("master_link_status") == "up" for r in self.replicas),
+            timeout,
+        )
         for port in self.sentinel_ports:
             config = Path(self.workdir) / f"sentinel-{port}.conf"
             config.write_text(
@@ -373,9 +397,13 @@ class SentinelSet:
                 f"sentinel down-after-milliseconds {self.SERVICE} {self.down_after_ms}\n"
                 f"sentinel failover-timeout {self.SERVICE} 10000\n"
                 f"sentinel parallel-syncs {self.SERVICE} 2\n"
-                + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else ""))
-            self.sentinels.append(subprocess.Popen([*self.sentinel_command, str(config)],
-                                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else "")
+            )
+            self.sentinels.append(
+                subprocess.Popen(
+                    [*self.sentinel_command, str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+            )
         # Each Sentinel has found the replicas and the other Sentinels (through the primary).
         _wait_for("sentinels ready", lambda: all(self._sentinel_sees(port) for port in self.sentinel_ports), timeout)
 
@@ -383,8 +411,10 @@ class SentinelSet:
         info = _ask(port, "SENTINEL", "MASTER", self.SERVICE, password=self.sentinel_password)
         if not info:
             return False
-        return (int(info.get(b"num-slaves", 0)) == len(self.replicas)
-                and int(info.get(b"num-other-sentinels", 0)) == len(self.sentinel_ports) - 1)
+        return (
+            int(info.get(b"num-slaves", 0)) == len(self.replicas)
+            and int(info.get(b"num-other-sentinels", 0)) == len(self.sentinel_ports) - 1
+        )
 
     def primary_port(self) -> Optional[int]:
         """The primary's port as the first Sentinel that answers names it."""
@@ -458,8 +488,9 @@ class RedisClusterServers:
 
     MASTERS = 3
 
-    def __init__(self, binary: str, cli: str, replicas: int = 0, node_timeout_ms: int = 5000,
-                 durable: bool = False) -> None:
+    def __init__(
+        self, binary: str, cli: str, replicas: int = 0, node_timeout_ms: int = 5000, durable: bool = False
+    ) -> None:
         self.binary = binary
         self.cli = cli
         #: Replicas of each master (``--cluster-replicas``), and how long a node may stay silent
@@ -493,9 +524,18 @@ class RedisClusterServers:
                     raise RuntimeError(f"cluster node on port {port} did not answer within {timeout}s")
                 time.sleep(0.05)
         created = subprocess.run(
-            [self.cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
-             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-            capture_output=True, text=True, timeout=timeout,
+            [
+                self.cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in self.ports),
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if created.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed: {created.stdout}{created.stderr}")
@@ -505,22 +545,43 @@ class RedisClusterServers:
                     raise RuntimeError(f"cluster node on port {port} did not reach cluster_state:ok within {timeout}s")
                 time.sleep(0.1)
         if self.replicas:
+
             def synced() -> bool:
                 infos = [_replication(port) for port in self.ports]
                 replicas = [info for info in infos if info.get("role") == "slave"]
-                return (len(replicas) == self.MASTERS * self.replicas
-                        and all(info.get("master_link_status") == "up" for info in replicas))
+                return len(replicas) == self.MASTERS * self.replicas and all(
+                    info.get("master_link_status") == "up" for info in replicas
+                )
+
             _wait_for("cluster replicas in sync", synced, timeout)
 
     def _start_node(self, index: int) -> subprocess.Popen:
         port, node_dir = self.ports[index], Path(self.workdir) / str(self.ports[index])
         return subprocess.Popen(
-            [self.binary, "--port", str(port), "--cluster-port", str(self.bus_ports[index]), "--bind", "127.0.0.1",
-             "--cluster-enabled", "yes",
-             "--cluster-config-file", str(node_dir / "nodes.conf"), "--cluster-node-timeout", str(self.node_timeout_ms),
-             "--save", "", "--dir", str(node_dir), "--protected-mode", "no",
-             *(("--appendonly", "yes", "--appendfsync", "always") if self.durable else ("--appendonly", "no"))],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                self.binary,
+                "--port",
+                str(port),
+                "--cluster-port",
+                str(self.bus_ports[index]),
+                "--bind",
+                "127.0.0.1",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                str(node_dir / "nodes.conf"),
+                "--cluster-node-timeout",
+                str(self.node_timeout_ms),
+                "--save",
+                "",
+                "--dir",
+                str(node_dir),
+                "--protected-mode",
+                "no",
+                *(("--appendonly", "yes", "--appendfsync", "always") if self.durable else ("--appendonly", "no")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
 
     def restart(self, index: int) -> None:
@@ -531,8 +592,9 @@ class RedisClusterServers:
 
     def _ask(self, port: int, *command: str) -> str:
         try:
-            return subprocess.run([self.cli, "-p", str(port), *command], capture_output=True, text=True,
-                                  timeout=5).stdout.strip()
+            return subprocess.run(
+                [self.cli, "-p", str(port), *command], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
         except subprocess.TimeoutExpired:
             return ""
 
@@ -573,8 +635,9 @@ def _redis_cli() -> str:
 def replicated_cluster() -> Iterator[RedisClusterServers]:
     """A fresh Redis 7 cluster of 3 masters with a replica each; a master silent for 1 s is failed
     over to its replica (a test may kill any node)."""
-    yield from _running(RedisClusterServers(required_redis_server(), _redis_cli(), replicas=1, node_timeout_ms=1000),
-                        timeout=60)
+    yield from _running(
+        RedisClusterServers(required_redis_server(), _redis_cli(), replicas=1, node_timeout_ms=1000), timeout=60
+    )
 
 
 @pytest.fixture
@@ -591,13 +654,15 @@ def redis_cluster_url(redis_cluster: RedisClusterServers) -> str:
     return redis_cluster.url
 
 
-@pytest.fixture(params=[
-    pytest.param("set", marks=pytest.mark.redis),
-    pytest.param("sharded-set", marks=pytest.mark.redis),
-    pytest.param("bloom", marks=pytest.mark.redis),
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-])
+@pytest.fixture(
+    params=[
+        pytest.param("set", marks=pytest.mark.redis),
+        pytest.param("sharded-set", marks=pytest.mark.redis),
+        pytest.param("bloom", marks=pytest.mark.redis),
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def store_strategy(request: pytest.FixtureRequest) -> str:
     """Each claim store in turn, by its ``DEDUP_STRATEGY`` name."""
     return request.param
@@ -618,8 +683,11 @@ def store_location(store_strategy: str, server_kind: str, request: pytest.Fixtur
 def find_postgres_bin() -> Optional[Path]:
     """The directory of ``initdb`` and ``postgres`` (Debian's /usr/lib/postgresql/<version>/bin, the
     newest first, else ``pg_config --bindir`` or PATH), or None when PostgreSQL is not installed."""
-    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name)
-                        if p.parent.name.isdigit() else 0, reverse=True)
+    candidates = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+        reverse=True,
+    )
     pg_config = shutil.which("pg_config")
     if pg_config:
         found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True)
@@ -659,27 +727,54 @@ class PostgresServer:
         password_file.write_text(self.PASSWORD + "\n")
         if self._as_user:
             shutil.chown(password_file, "postgres", "postgres")
-        subprocess.run([*self._as_user, str(bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
-                        "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={password_file}",
-                        "-E", "UTF8", "--no-sync"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                *self._as_user,
+                str(bindir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                f"--pwfile={password_file}",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+        )
 
     def url(self, user: str = "postgres", password: Optional[str] = None, database: str = "postgres") -> str:
         return f"postgresql://{user}:{password or self.PASSWORD}@127.0.0.1:{self.port}/{database}"
 
     def start(self, timeout: float = 30.0) -> None:
-        args = [*self._as_user, str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port),
-                "-k", str(self.workdir), "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200"]
+        args = [
+            *self._as_user,
+            str(self.bindir / "postgres"),
+            "-D",
+            str(self.data),
+            "-p",
+            str(self.port),
+            "-k",
+            str(self.workdir),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "max_connections=200",
+        ]
         if not self.durable:
             args += ["-c", "fsync=off", "-c", "full_page_writes=off"]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
                 raise RuntimeError(f"postgres exited with {self.process.returncode}: {err}")
-            ready = subprocess.run([str(self.bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)],
-                                   capture_output=True)
+            ready = subprocess.run(
+                [str(self.bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)], capture_output=True
+            )
             if ready.returncode == 0:
                 return
             time.sleep(0.1)
@@ -744,8 +839,11 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("no mount command")
     point = tmp_path / "small"
     point.mkdir()
-    mounted = subprocess.run([mount, "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0777", "crawldedup-test",
-                              str(point)], capture_output=True, text=True)
+    mounted = subprocess.run(
+        [mount, "-t", "tmpfs", "-o", f"size={TMPFS_BYTES},mode=0777", "crawldedup-test", str(point)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -795,13 +893,33 @@ _NOT_ON_VALKEY = {"bloom", "redisbloom", "sqlite", "postgres"}
 #: (``CRAWLDEDUP_NO_EXTENSIONS=1``) runs these alone (``-m twins``): the stores, the service, the
 #: CLI and the integrations are the same Python code over the same fingerprint arrays whichever
 #: twin made them (test_bloom.py and test_canonical_differential.py hold the twins equal).
-TWIN_MODULES = frozenset({
-    "test_bloom", "test_bloom_format", "test_bloom_growing", "test_bloom_processes", "test_bloom_windowed",
-    "test_bloom_writers", "test_canonical", "test_canonical_differential", "test_canonical_policy2",
-    "test_canonical_properties", "test_canonical_whatwg", "test_content_check", "test_content_corpus",
-    "test_content_index", "test_content_simhash", "test_dedup", "test_dedup_packed", "test_dedup_windows", "test_disk_full",
-    "test_fingerprints", "test_fuzz", "test_limits", "test_policy_upgrade",
-})
+TWIN_MODULES = frozenset(
+    {
+        "test_bloom",
+        "test_bloom_format",
+        "test_bloom_growing",
+        "test_bloom_processes",
+        "test_bloom_windowed",
+        "test_bloom_writers",
+        "test_canonical",
+        "test_canonical_differential",
+        "test_canonical_policy2",
+        "test_canonical_properties",
+        "test_canonical_whatwg",
+        "test_content_check",
+        "test_content_corpus",
+        "test_content_index",
+        "test_content_simhash",
+        "test_dedup",
+        "test_dedup_packed",
+        "test_dedup_windows",
+        "test_disk_full",
+        "test_fingerprints",
+        "test_fuzz",
+        "test_limits",
+        "test_policy_upgrade",
+    }
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -891,8 +1009,13 @@ def cores_of_its_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def race_processes(commands: Sequence[Sequence[str]], outs: Sequence[Path], start: Path, timeout: float,
-                   midway: Optional[Callable[[], None]] = None) -> List[int]:
+def race_processes(
+    commands: Sequence[Sequence[str]],
+    outs: Sequence[Path],
+    start: Path,
+    timeout: float,
+    midway: Optional[Callable[[], None]] = None,
+) -> List[int]:
     """Start one worker process per command, let them all go at once, and wait for them.
 
     Worker ``i`` writes ``outs[i].ready`` once ready, then waits for ``start`` to exist.
@@ -928,8 +1051,10 @@ def summary_count(result: subprocess.CompletedProcess, label: str) -> int:
 
 def summary_counts(stderr: bytes) -> Dict[str, int]:
     """Every count of a ``crawldedup filter`` summary on stderr, by label (``lines read``, ``new``...)."""
-    return {label: int(value.replace(",", ""))
-            for label, value in re.findall(r"^  ([a-z -]+?)\s{2,}([\d,]+)\b", stderr.decode(), re.MULTILINE)}
+    return {
+        label: int(value.replace(",", ""))
+        for label, value in re.findall(r"^  ([a-z -]+?)\s{2,}([\d,]+)\b", stderr.decode(), re.MULTILINE)
+    }
 
 
 def interrupt_after_first_line(worker: subprocess.Popen, state: Path, *, to_group: bool = False) -> List[str]:
@@ -938,7 +1063,7 @@ def interrupt_after_first_line(worker: subprocess.Popen, state: Path, *, to_grou
     from crawldedup.bloom import open_filter
 
     assert worker.stdout is not None
-    printed = [worker.stdout.readline().decode().strip()]   # a first batch has been claimed
+    printed = [worker.stdout.readline().decode().strip()]  # a first batch has been claimed
     if to_group:
         os.killpg(worker.pid, signal.SIGINT)
     else:
@@ -1013,23 +1138,32 @@ class PageReference:
             if previous is not None and hamming(previous, fp) <= self.k:
                 verdicts.append(("unchanged", None, hamming(previous, fp)))
             else:
-                near = min(((hamming(other, fp), name) for name, other in self.pages.items()
-                            if name != url and hamming(other, fp) <= self.k), default=None)
+                near = min(
+                    (
+                        (hamming(other, fp), name)
+                        for name, other in self.pages.items()
+                        if name != url and hamming(other, fp) <= self.k
+                    ),
+                    default=None,
+                )
                 if near is not None:
                     verdicts.append(("duplicate", near[1], near[0]))
                 else:
-                    verdicts.append(("new", None, None) if previous is None else ("changed", None, hamming(previous, fp)))
+                    verdicts.append(
+                        ("new", None, None) if previous is None else ("changed", None, hamming(previous, fp))
+                    )
             self.pages[url] = fp
         return verdicts
 
-    def copy(self) -> "PageReference":
+    def copy(self) -> PageReference:
         other = PageReference(self.k)
         other.pages = dict(self.pages)
         return other
 
 
-def reinspected(current: Dict[str, int], url: str, contents: Sequence[int], bits: Sequence[int],
-                rng: random.Random) -> int:
+def reinspected(
+    current: Dict[str, int], url: str, contents: Sequence[int], bits: Sequence[int], rng: random.Random
+) -> int:
     """The fingerprint of ``url`` fetched again: its content in ``current`` kept (most often),
     replaced (15%) or another page's of ``contents`` (10%), then a choice of ``bits`` bits off."""
     move = rng.random()
@@ -1087,7 +1221,9 @@ class LosingProxy:
             upstream = socket.create_connection(("127.0.0.1", self.redis_port))
             self._sockets += [client, upstream]
             for source, target, replies in ((client, upstream, False), (upstream, client, True)):
-                thread = threading.Thread(target=self._pump, args=(source, target, replies, (client, upstream)), daemon=True)
+                thread = threading.Thread(
+                    target=self._pump, args=(source, target, replies, (client, upstream)), daemon=True
+                )
                 self._threads.append(thread)
                 thread.start()
 
@@ -1135,12 +1271,17 @@ class ServeProcess:
         self._listening = threading.Event()
         self.process: Optional[subprocess.Popen] = None
 
-    def start(self) -> "ServeProcess":
+    def start(self) -> ServeProcess:
         self.lines = []
         self._listening.clear()
-        self.process = subprocess.Popen([sys.executable, "-m", "crawldedup", "serve", *self.args], env=self.env,
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "crawldedup", "serve", *self.args],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
         self._reader.start()
         deadline = time.monotonic() + SERVE_START_SECONDS
@@ -1180,9 +1321,8 @@ class ServeProcess:
         self.process = None
         return code
 
-    def __enter__(self) -> "ServeProcess":
+    def __enter__(self) -> ServeProcess:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop(signal.SIGKILL)
-

@@ -52,8 +52,11 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except COMPILE_ERRORS as exc:
             if REQUIRE_EXTENSIONS:
-                print(f"error: crawldedup: {ext.name} did not compile and CRAWLDEDUP_REQUIRE_EXTENSIONS"
-                      " is set", file=sys.stderr, flush=True)
+                print(
+                    f"error: crawldedup: {ext.name} did not compile and CRAWLDEDUP_REQUIRE_EXTENSIONS is set",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 raise
             self.failed[ext.name] = short_reason(exc)
 

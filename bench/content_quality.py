@@ -20,7 +20,9 @@ from crawldedup.content import page_text, simhash_many, words
 
 
 def _load_pages_module() -> Any:
-    spec = importlib.util.spec_from_file_location("content_pages", Path(__file__).parent.parent / "tests" / "content_pages.py")
+    spec = importlib.util.spec_from_file_location(
+        "content_pages", Path(__file__).parent.parent / "tests" / "content_pages.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -54,12 +56,14 @@ def main() -> None:
         theirs = np.array([int(content_fingerprint(text), 16) for text in texts], dtype=np.uint64)
         for k in (3, 6):
             rows.append((f"crawldedup simhash, k = {k}", *_pairs(same, _by_distance(ours, k), len(same))))
-            rows.append((f"trafilatura content_fingerprint, k = {k}", *_pairs(same, _by_distance(theirs, k), len(same))))
+            rows.append(
+                (f"trafilatura content_fingerprint, k = {k}", *_pairs(same, _by_distance(theirs, k), len(same)))
+            )
         signatures = []
         for text in texts:
             found = words(text)
             signature = MinHash(num_perm=128, seed=1)
-            signature.update_batch([" ".join(found[i:i + 2]).encode("utf-8") for i in range(max(len(found) - 1, 1))])
+            signature.update_batch([" ".join(found[i : i + 2]).encode("utf-8") for i in range(max(len(found) - 1, 1))])
             signatures.append(signature)
         for threshold in (0.5, 0.8):
             lsh = MinHashLSH(threshold=threshold, num_perm=128)

@@ -32,7 +32,7 @@ from crawldedup import AsyncDeduplicator, Deduplicator
 
 URLS = [f"https://shop.example/item/{i}?utm_source=bench&color={i % 7}" for i in range(128_000)]
 BATCH = 1_000
-BATCHES = [URLS[i:i + BATCH] for i in range(0, len(URLS), BATCH)]
+BATCHES = [URLS[i : i + BATCH] for i in range(0, len(URLS), BATCH)]
 ROUNDS = 3
 LAG_BATCHES = [[f"https://shop.example/t{t}/p/{i}?utm_source=x" for i in range(10_000)] for t in range(16)]
 RESULTS: Dict[str, List[float]] = {}
@@ -131,8 +131,10 @@ def test_loop_lag(strategy, redis_url):
 def test_summary():
     for name, values in sorted(RESULTS.items()):
         if name.startswith("lag"):
-            print(f"{name}: worst loop lag median {statistics.median(values) * 1000:.1f} ms "
-                  f"(range {min(values) * 1000:.1f}-{max(values) * 1000:.1f})")
+            print(
+                f"{name}: worst loop lag median {statistics.median(values) * 1000:.1f} ms "
+                f"(range {min(values) * 1000:.1f}-{max(values) * 1000:.1f})"
+            )
         else:
             print(f"{name}: {statistics.median(values):,.0f} claims/s (range {min(values):,.0f}-{max(values):,.0f})")
     for workers in (1, 16, 64):

@@ -85,11 +85,16 @@ class PyBloomLive:
         self.contains_one = self.filter.__contains__
 
 
-COMPILED = [pytest.param(lambda c, p: Ours(bloom.BloomFilter, c, p), id="crawldedup"),
-            pytest.param(RBloom, id="rbloom"), pytest.param(FastBloom, id="fastbloom-rs"),
-            pytest.param(PyBloomFilterMmap, id="pybloomfiltermmap3")]
-PURE_PYTHON = [pytest.param(lambda c, p: Ours(bloom.PyBloomFilter, c, p), id="crawldedup-py"),
-               pytest.param(PyBloomLive, id="pybloom-live")]
+COMPILED = [
+    pytest.param(lambda c, p: Ours(bloom.BloomFilter, c, p), id="crawldedup"),
+    pytest.param(RBloom, id="rbloom"),
+    pytest.param(FastBloom, id="fastbloom-rs"),
+    pytest.param(PyBloomFilterMmap, id="pybloomfiltermmap3"),
+]
+PURE_PYTHON = [
+    pytest.param(lambda c, p: Ours(bloom.PyBloomFilter, c, p), id="crawldedup-py"),
+    pytest.param(PyBloomLive, id="pybloom-live"),
+]
 
 
 #: Timed rounds per benchmark, after one warm-up: 8 x 100,000 keys keep the add tests within a
@@ -150,8 +155,10 @@ def test_pure_python_contains_batch(benchmark, filters, peer):
     run_fresh(benchmark, filters(peer, 1_000_000).contains_batch, 10_000)
 
 
-@pytest.mark.skipif(not (writer_lock.SUPPORTED and bloom.HAS_EXTENSION),
-                    reason="writers see each other on Linux, and share a file with the extension")
+@pytest.mark.skipif(
+    not (writer_lock.SUPPORTED and bloom.HAS_EXTENSION),
+    reason="writers see each other on Linux, and share a file with the extension",
+)
 @pytest.mark.parametrize("writers", ["alone", "shared", "memory"])
 @pytest.mark.parametrize("capacity", [1_000_000, 50_000_000], ids=["1M", "50M"])
 def test_add_batch_in_a_shared_file(benchmark, tmp_path, writers, capacity):
@@ -163,10 +170,13 @@ def test_add_batch_in_a_shared_file(benchmark, tmp_path, writers, capacity):
     bf = bloom.BloomFilter(capacity, ERROR_RATE, None if writers == "memory" else path)
     holder = None
     if writers == "shared":
-        code = "import sys; from crawldedup import bloom; f = bloom.BloomFilter.open(sys.argv[1], 'r+'); " \
-               "print('ready', flush=True); sys.stdin.readline()"
-        holder = subprocess.Popen([sys.executable, "-c", code, path], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
+        code = (
+            "import sys; from crawldedup import bloom; f = bloom.BloomFilter.open(sys.argv[1], 'r+'); "
+            "print('ready', flush=True); sys.stdin.readline()"
+        )
+        holder = subprocess.Popen(
+            [sys.executable, "-c", code, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
     try:
         run_fresh(benchmark, bf.add_many)
@@ -181,8 +191,9 @@ def test_prehashed_batch(benchmark, bloom_cls, tmp_path, operation):
     """The probe loop alone, on a half-full filter: fresh keys hashed beforehand (untimed)."""
     bf = bloom_cls(1_000_000, ERROR_RATE, str(tmp_path / "hashed.bloom"))
     bf.add_hashes(bloom.hash_many(fresh_urls(500_000)))
-    benchmark.pedantic(getattr(bf, operation), setup=lambda: ((bloom.hash_many(fresh_urls()),), {}),
-                       rounds=ROUNDS, warmup_rounds=1)
+    benchmark.pedantic(
+        getattr(bf, operation), setup=lambda: ((bloom.hash_many(fresh_urls()),), {}), rounds=ROUNDS, warmup_rounds=1
+    )
 
 
 # -- the three paths crawldedup offers, on the same keys ----------------------------------------
@@ -200,7 +211,7 @@ class RedisBloom:
     def _send(self, command: str, keys: list[str]) -> list:
         pipe = self.client.pipeline(transaction=False)
         for start in range(0, len(keys), 1000):
-            pipe.execute_command(command, "bench:bloom", *keys[start:start + 1000])
+            pipe.execute_command(command, "bench:bloom", *keys[start : start + 1000])
         return pipe.execute()
 
     def add_batch(self, keys: list[str]) -> list:

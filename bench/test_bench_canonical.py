@@ -11,8 +11,8 @@ second is ``len(URLS) / median``.
 from __future__ import annotations
 
 import random
-from urllib.parse import urljoin
 from typing import Callable, List, Optional, Tuple
+from urllib.parse import urljoin
 
 import pytest
 
@@ -26,19 +26,79 @@ URL_COUNT = 12_000
 _rng = random.Random(20240603)
 
 _HOSTS = [
-    "example.com", "www.Example.com", "shop.example.co.uk", "news.example.org", "CDN.example.net",
-    "blog.example.io", "m.example.com", "api.example.dev", "Bücher.example", "例え.テスト",
-    "xn--bcher-kva.example", "www.münchen.de", "192.0.2.10", "[2001:DB8::1]",
+    "example.com",
+    "www.Example.com",
+    "shop.example.co.uk",
+    "news.example.org",
+    "CDN.example.net",
+    "blog.example.io",
+    "m.example.com",
+    "api.example.dev",
+    "Bücher.example",
+    "例え.テスト",
+    "xn--bcher-kva.example",
+    "www.münchen.de",
+    "192.0.2.10",
+    "[2001:DB8::1]",
 ]
-_WORDS = ["products", "Item", "category", "search", "news", "2024", "article", "a b", "café",
-          "%7Euser", "index.html", "view.php", "detail", "..", ".", "%2e%2e", "Produits", "中文"]
-_TRACKING = ["utm_source=newsletter", "utm_medium=email", "UTM_Campaign=spring", "gclid=Cj0KCQ",
-             "fbclid=IwAR2x", "ref=homepage", "spm=a2e0b.1", "sessionid=abc123", "_ga=2.1.2.3"]
-_CONTENT = ["id={}", "page={}", "sort=price", "q=red+shoes", "q=a%20b", "filter=color%3Ablue",
-            "lang=en", "size={}", "cat=%E4%B8%AD", "name=Caf%C3%A9", "x=", "flag", "tag=a&tag=b"]
+_WORDS = [
+    "products",
+    "Item",
+    "category",
+    "search",
+    "news",
+    "2024",
+    "article",
+    "a b",
+    "café",
+    "%7Euser",
+    "index.html",
+    "view.php",
+    "detail",
+    "..",
+    ".",
+    "%2e%2e",
+    "Produits",
+    "中文",
+]
+_TRACKING = [
+    "utm_source=newsletter",
+    "utm_medium=email",
+    "UTM_Campaign=spring",
+    "gclid=Cj0KCQ",
+    "fbclid=IwAR2x",
+    "ref=homepage",
+    "spm=a2e0b.1",
+    "sessionid=abc123",
+    "_ga=2.1.2.3",
+]
+_CONTENT = [
+    "id={}",
+    "page={}",
+    "sort=price",
+    "q=red+shoes",
+    "q=a%20b",
+    "filter=color%3Ablue",
+    "lang=en",
+    "size={}",
+    "cat=%E4%B8%AD",
+    "name=Caf%C3%A9",
+    "x=",
+    "flag",
+    "tag=a&tag=b",
+]
 _BASES = ["https://example.com/dir/page.html", "http://shop.example.co.uk/a/b/c?x=1"]
-_RELATIVE = ["page2.html", "../up/one.html", "./same?x=1", "/root/path", "?only=query", "#frag",
-             "//cdn.example.net/lib.js", "sub/dir/", "../../a/b/../c"]
+_RELATIVE = [
+    "page2.html",
+    "../up/one.html",
+    "./same?x=1",
+    "/root/path",
+    "?only=query",
+    "#frag",
+    "//cdn.example.net/lib.js",
+    "sub/dir/",
+    "../../a/b/../c",
+]
 
 
 def _absolute(index: int) -> str:

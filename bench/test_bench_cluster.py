@@ -33,11 +33,11 @@ RESULTS: Dict[str, float] = {}
 def claim_all(store, mode: str) -> int:
     won = 0
     for start in range(0, len(FINGERPRINTS), BATCH):
-        fps = FINGERPRINTS[start:start + BATCH]
+        fps = FINGERPRINTS[start : start + BATCH]
         if mode == "claims":
             won += sum(store.claim_many(fps))
         else:
-            answers = store.claim_and_read(fps, lease=Lease(OWNER, 60, URLS[start:start + BATCH]))
+            answers = store.claim_and_read(fps, lease=Lease(OWNER, 60, URLS[start : start + BATCH]))
             won += sum(store.finish_leases(fps, OWNER)) if all(answers.won) else 0
     return won
 
@@ -55,8 +55,17 @@ def test_claims(benchmark, request, where, strategy, mode):
             request.getfixturevalue("redis_server").client().flushall()
         else:
             request.getfixturevalue("redis_cluster").flush()
-        stores.append(open_store(strategy, namespace="bench", policy_digest=DEFAULT_POLICY.digest, redis_url=url,
-                                 capacity=1_000_000, error_rate=0.01, ttl_seconds=30 * 86_400))
+        stores.append(
+            open_store(
+                strategy,
+                namespace="bench",
+                policy_digest=DEFAULT_POLICY.digest,
+                redis_url=url,
+                capacity=1_000_000,
+                error_rate=0.01,
+                ttl_seconds=30 * 86_400,
+            )
+        )
         assert stores[-1].in_cluster == (where == "cluster")
         return (stores[-1],), {}
 
@@ -73,7 +82,10 @@ def test_claims(benchmark, request, where, strategy, mode):
 def test_summary(capsys):
     if not RESULTS:
         pytest.skip("run with the benchmarks")
-    lines = ["| store | mode | single node, claims/s | 3-master cluster, claims/s | cluster / single |", "|---|---|---|---|---|"]
+    lines = [
+        "| store | mode | single node, claims/s | 3-master cluster, claims/s | cluster / single |",
+        "|---|---|---|---|---|",
+    ]
     for strategy in ("set", "sharded-set"):
         for mode in ("claims", "leases"):
             single, cluster = RESULTS[f"{strategy} {mode} single"], RESULTS[f"{strategy} {mode} cluster"]

@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from crawldedup import content
-from crawldedup.content import NearDuplicateIndex, page_text
-from crawldedup.content import _simhash_py
+from crawldedup.content import NearDuplicateIndex, _simhash_py, page_text
 
 simhash_package = pytest.importorskip("simhash")
 deduplication = pytest.importorskip("trafilatura.deduplication")
@@ -41,8 +40,10 @@ TEXTS = []
 while len(TEXTS) < 1000:
     text = " ".join(_site.article(500, 700))
     TEXTS.append(text[:3500])
-PAGES = [_site.fetch(_site.phrase(4, 9), _site.article(600, 1200), padding_bytes=_site.rng.randint(45_000, 115_000))
-         for _ in range(20)]
+PAGES = [
+    _site.fetch(_site.phrase(4, 9), _site.article(600, 1200), padding_bytes=_site.rng.randint(45_000, 115_000))
+    for _ in range(20)
+]
 _TWINS = [pytest.param(_simhash_py, id="py")]
 if content.HAS_EXTENSION:
     from crawldedup.content import _simhash_c

@@ -32,11 +32,11 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
-from pathlib import Path
-import statistics
 import time
+from pathlib import Path
 from typing import Dict, List, NamedTuple
 
 import pytest
@@ -86,7 +86,9 @@ def _make_frontier(directory: Path, links: int) -> Frontier:
     with path.open("wb") as out:
         done = subprocess.run(
             [sys.executable, str(FRONTIER_SCRIPT), "--links", str(links), "--pages", str(PAGES), "--seed", str(SEED)],
-            stdout=out, stderr=subprocess.PIPE, check=True,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            check=True,
         )
     match = re.search(rb"(\d+) links, (\d+) distinct pages, (\d+) not web pages", done.stderr)
     assert match, done.stderr
@@ -116,17 +118,27 @@ def _run(args: List[str], stdin_path: Path = None, env: Dict[str, str] = None) -
 
 
 def _record(benchmark, frontier: Frontier, label: str, distinct: int, **extra: object) -> None:
-    benchmark.extra_info.update(label=f"{label}: {distinct:,} pages", lines=frontier.links, distinct_pages_found=distinct,
-                                true_pages=frontier.pages, not_web_pages=frontier.invalid, **extra)
-    print(f"\n{label}: {distinct:,} distinct pages found ({frontier.pages:,} true, "
-          f"{frontier.links:,} lines, {frontier.invalid:,} of them not web pages)")
+    benchmark.extra_info.update(
+        label=f"{label}: {distinct:,} pages",
+        lines=frontier.links,
+        distinct_pages_found=distinct,
+        true_pages=frontier.pages,
+        not_web_pages=frontier.invalid,
+        **extra,
+    )
+    print(
+        f"\n{label}: {distinct:,} distinct pages found ({frontier.pages:,} true, "
+        f"{frontier.links:,} lines, {frontier.invalid:,} of them not web pages)"
+    )
 
 
 #: (build, --jobs): one process, and the default (the cores available) for the compiled build.
 IMPLS = [pytest.param("py", "1", id="py")]
 if bloom.HAS_EXTENSION:
-    IMPLS[:0] = [pytest.param("cy", "1", id="cy", marks=pytest.mark.cython),
-                 pytest.param("cy", "0", id="cy-cores", marks=pytest.mark.cython)]
+    IMPLS[:0] = [
+        pytest.param("cy", "1", id="cy", marks=pytest.mark.cython),
+        pytest.param("cy", "0", id="cy-cores", marks=pytest.mark.cython),
+    ]
 
 
 @pytest.mark.parametrize("impl,jobs", IMPLS)
@@ -137,19 +149,27 @@ def test_crawldedup_filter(benchmark, frontier: Frontier, impl: str, jobs: str, 
     env.pop("CRAWLDEDUP_NO_EXTENSIONS", None)
     if impl == "py":
         env["CRAWLDEDUP_NO_EXTENSIONS"] = "1"
-    command = [sys.executable, "-m", "crawldedup", "filter", str(frontier.path), "--state", str(state), "--quiet",
-               "--jobs", jobs]
+    command = [
+        sys.executable,
+        "-m",
+        "crawldedup",
+        "filter",
+        str(frontier.path),
+        "--state",
+        str(state),
+        "--quiet",
+        "--jobs",
+        jobs,
+    ]
     if jobs == "0":
         impl = f"{impl}, --jobs {available_cores()} (the default)"
 
     def fresh_state() -> None:
         state.unlink(missing_ok=True)
 
-    out = benchmark.pedantic(_run, args=(command,), kwargs={"env": env}, setup=fresh_state,
-                             rounds=ROUNDS, iterations=1)
+    out = benchmark.pedantic(_run, args=(command,), kwargs={"env": env}, setup=fresh_state, rounds=ROUNDS, iterations=1)
     distinct = out.count(b"\n")
-    _record(benchmark, frontier, f"crawldedup filter [{impl}]", distinct,
-            state_file_bytes=state.stat().st_size)
+    _record(benchmark, frontier, f"crawldedup filter [{impl}]", distinct, state_file_bytes=state.stat().st_size)
     # Canonicalization finds the true pages; the Bloom filter may lose a few to false positives.
     assert frontier.pages * 0.99 <= distinct <= frontier.pages
 
@@ -159,16 +179,22 @@ def test_sort_u(benchmark, frontier: Frontier) -> None:
         pytest.skip("no sort(1) on this system")
     benchmark.group = GROUP
     env = dict(os.environ, LC_ALL="C")
-    out = benchmark.pedantic(_run, args=(["sort", "-u", str(frontier.path)],), kwargs={"env": env},
-                             rounds=ROUNDS, iterations=1)
+    out = benchmark.pedantic(
+        _run, args=(["sort", "-u", str(frontier.path)],), kwargs={"env": env}, rounds=ROUNDS, iterations=1
+    )
     _record(benchmark, frontier, "sort -u (exact strings)", out.count(b"\n"))
 
 
 def test_python_set_of_w3lib_canonicalize_url(benchmark, frontier: Frontier) -> None:
     pytest.importorskip("w3lib")
     benchmark.group = GROUP
-    out = benchmark.pedantic(_run, args=([sys.executable, "-c", W3LIB_SCRIPT],), kwargs={"stdin_path": frontier.path},
-                             rounds=SLOW_ROUNDS, iterations=1)
+    out = benchmark.pedantic(
+        _run,
+        args=([sys.executable, "-c", W3LIB_SCRIPT],),
+        kwargs={"stdin_path": frontier.path},
+        rounds=SLOW_ROUNDS,
+        iterations=1,
+    )
     _record(benchmark, frontier, "Python set of w3lib canonicalize_url", out.count(b"\n"))
 
 
@@ -185,8 +211,20 @@ def test_filter_jobs(benchmark, tmp_path: Path) -> None:
 
     def command(path: Path, jobs: int, state: Path) -> List[str]:
         state.unlink(missing_ok=True)
-        return [sys.executable, "-m", "crawldedup", "filter", str(path), "--state", str(state), "--quiet",
-                "--jobs", str(jobs), "--capacity", str(max(10_000_000, JOBS_LINKS))]
+        return [
+            sys.executable,
+            "-m",
+            "crawldedup",
+            "filter",
+            str(path),
+            "--state",
+            str(state),
+            "--quiet",
+            "--jobs",
+            str(jobs),
+            "--capacity",
+            str(max(10_000_000, JOBS_LINKS)),
+        ]
 
     def one_round() -> None:
         for jobs in (1, 2):
@@ -195,8 +233,10 @@ def test_filter_jobs(benchmark, tmp_path: Path) -> None:
             rates[jobs].append(source.links / (time.perf_counter() - started))
             cpu[jobs].append((_children_cpu() - used) / source.links * 1e9)
         started = time.perf_counter()
-        both = [subprocess.Popen(command(half, 1, tmp_path / f"half{n}.bloom"), stdout=subprocess.DEVNULL, env=env)
-                for n, half in enumerate(halves)]
+        both = [
+            subprocess.Popen(command(half, 1, tmp_path / f"half{n}.bloom"), stdout=subprocess.DEVNULL, env=env)
+            for n, half in enumerate(halves)
+        ]
         assert [run.wait() for run in both] == [0, 0]
         ceiling.append(source.links / (time.perf_counter() - started))
 
@@ -205,19 +245,29 @@ def test_filter_jobs(benchmark, tmp_path: Path) -> None:
     assert outputs[1] == outputs[2]
     medians = {jobs: statistics.median(values) for jobs, values in rates.items()}
     ratio = medians[2] / medians[1]
-    benchmark.extra_info.update(lines=source.links, ratio=ratio, load=os.getloadavg()[0],
-                                **{f"jobs{jobs}_lines_per_s": values for jobs, values in rates.items()},
-                                **{f"jobs{jobs}_cpu_ns_per_line": values for jobs, values in cpu.items()})
+    benchmark.extra_info.update(
+        lines=source.links,
+        ratio=ratio,
+        load=os.getloadavg()[0],
+        **{f"jobs{jobs}_lines_per_s": values for jobs, values in rates.items()},
+        **{f"jobs{jobs}_cpu_ns_per_line": values for jobs, values in cpu.items()},
+    )
     for jobs, values in rates.items():
-        print(f"\n--jobs {jobs}: median {medians[jobs]:,.0f} lines/s, range {min(values):,.0f} to {max(values):,.0f}; "
-              f"CPU a line (all its processes) median {statistics.median(cpu[jobs]):,.0f} ns, "
-              f"range {min(cpu[jobs]):,.0f} to {max(cpu[jobs]):,.0f}")
+        print(
+            f"\n--jobs {jobs}: median {medians[jobs]:,.0f} lines/s, range {min(values):,.0f} to {max(values):,.0f}; "
+            f"CPU a line (all its processes) median {statistics.median(cpu[jobs]):,.0f} ns, "
+            f"range {min(cpu[jobs]):,.0f} to {max(cpu[jobs]):,.0f}"
+        )
     top = statistics.median(ceiling)
     benchmark.extra_info.update(ceiling_lines_per_s=ceiling, ceiling_ratio=top / medians[1])
-    print(f"two halves at once (the ceiling): median {top:,.0f} lines/s, range {min(ceiling):,.0f} to "
-          f"{max(ceiling):,.0f}, {top / medians[1]:.2f}x --jobs 1")
-    print(f"--jobs 2 / --jobs 1: {ratio:.2f}x ({source.links:,} lines, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}); {medians[2] / top:.0%} of the ceiling")
+    print(
+        f"two halves at once (the ceiling): median {top:,.0f} lines/s, range {min(ceiling):,.0f} to "
+        f"{max(ceiling):,.0f}, {top / medians[1]:.2f}x --jobs 1"
+    )
+    print(
+        f"--jobs 2 / --jobs 1: {ratio:.2f}x ({source.links:,} lines, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}); {medians[2] / top:.0%} of the ceiling"
+    )
 
 
 def _halves(path: Path, lines: int) -> List[Path]:

@@ -63,7 +63,7 @@ class CountingConnection(redis.Connection):
         return super().send_packed_command(command, check_health)
 
 
-def counting_client(url: str) -> "redis.Redis":
+def counting_client(url: str) -> redis.Redis:
     pool = redis.ConnectionPool.from_url(url, connection_class=CountingConnection)
     return redis.Redis(connection_pool=pool)
 
@@ -71,14 +71,15 @@ def counting_client(url: str) -> "redis.Redis":
 def record(name: str, benchmark, round_trips: int) -> None:
     median = benchmark.stats.stats.median
     RESULTS[name] = (len(STREAM) / median, round_trips)
-    benchmark.extra_info.update(claims_per_second=len(STREAM) / median, round_trips=round_trips,
-                                urls=len(STREAM), distinct_pages=DISTINCT)
+    benchmark.extra_info.update(
+        claims_per_second=len(STREAM) / median, round_trips=round_trips, urls=len(STREAM), distinct_pages=DISTINCT
+    )
 
 
-def plain_design(client: "redis.Redis") -> int:
+def plain_design(client: redis.Redis) -> int:
     won = 0
     for start in range(0, len(STREAM), PLAIN_BATCH):
-        canonical = canonicalize_many(STREAM[start:start + PLAIN_BATCH]).urls
+        canonical = canonicalize_many(STREAM[start : start + PLAIN_BATCH]).urls
         pipe = client.pipeline(transaction=False)
         for url in canonical:
             if url is not None:
@@ -106,7 +107,7 @@ def test_plain_set_nx(benchmark, redis_url):
     record("plain SET NX, 1,000 per round trip", benchmark, sends[-1])
 
 
-def open_store(strategy: str, client: "redis.Redis", tmp_path: Path):
+def open_store(strategy: str, client: redis.Redis, tmp_path: Path):
     common = {"namespace": "bench", "policy_digest": DEFAULT_POLICY.digest}
     if strategy == "set":
         return RedisKeyStore(client=client, ttl_seconds=TTL_SECONDS, **common)
@@ -136,7 +137,7 @@ def test_deduplicator(benchmark, redisbloom_url, tmp_path, strategy, batch):
         return (dedups[-1],), {}
 
     def run(dedup: Deduplicator) -> None:
-        won = sum(sum(dedup.claim_many(STREAM[s:s + batch])) for s in range(0, len(STREAM), batch))
+        won = sum(sum(dedup.claim_many(STREAM[s : s + batch])) for s in range(0, len(STREAM), batch))
         sends.append(CountingConnection.sends if strategy not in ("local", "sqlite") else dedup.stats.round_trips)
         assert DISTINCT - 10 <= won <= DISTINCT  # RedisBloom may lose a few to false positives
         dedup.close()
@@ -171,14 +172,14 @@ KEYS_BATCH = 1_000
 
 
 def _claim_with_script(store: RedisKeyStore) -> int:
-    return sum(sum(store.claim_many(FINGERPRINTS[s:s + KEYS_BATCH])) for s in range(0, len(FINGERPRINTS), KEYS_BATCH))
+    return sum(sum(store.claim_many(FINGERPRINTS[s : s + KEYS_BATCH])) for s in range(0, len(FINGERPRINTS), KEYS_BATCH))
 
 
 def _claim_with_pipelined_set(store: RedisKeyStore) -> int:
     won = 0
     for start in range(0, len(FINGERPRINTS), KEYS_BATCH):
         pipe = store.client.pipeline(transaction=False)
-        batch = FINGERPRINTS[start:start + KEYS_BATCH]
+        batch = FINGERPRINTS[start : start + KEYS_BATCH]
         groups = multiply_shift(Fingerprints.of(batch).first_halves, store.groups).tolist()
         for group, fp in zip(groups, batch):  # the store's keys: {<namespace>:<group>}<fingerprint>
             pipe.set(b"{%s:%d}" % (store.namespace.encode(), group) + fp, 1, nx=True, ex=TTL_SECONDS)
@@ -195,8 +196,15 @@ def test_keys_store_claims(benchmark, redis_url, method, groups):
 
     def setup():
         redis.Redis.from_url(redis_url).flushall()
-        stores.append(RedisKeyStore(redis_url, namespace="bench", policy_digest=DEFAULT_POLICY.digest,
-                                    ttl_seconds=TTL_SECONDS, groups=groups))
+        stores.append(
+            RedisKeyStore(
+                redis_url,
+                namespace="bench",
+                policy_digest=DEFAULT_POLICY.digest,
+                ttl_seconds=TTL_SECONDS,
+                groups=groups,
+            )
+        )
         return (stores[-1],), {}
 
     def run(store: RedisKeyStore) -> None:

@@ -39,14 +39,16 @@ pytestmark = pytest.mark.skipif(not HAS_EXTENSION, reason="the figure is the com
 
 
 def _batches(thread: int) -> List[List[str]]:
-    return [[f"HTTPS://Shop.Example:443/t{thread}/item/{batch}-{i}/?b=2&a=1&utm_source=x#top" for i in range(BATCH)]
-            for batch in range(BATCHES_PER_THREAD)]
+    return [
+        [f"HTTPS://Shop.Example:443/t{thread}/item/{batch}-{i}/?b=2&a=1&utm_source=x#top" for i in range(BATCH)]
+        for batch in range(BATCHES_PER_THREAD)
+    ]
 
 
 class Run(NamedTuple):
     urls_per_s: float
     cpu_ns_per_url: float  # the threads' CPU time (time.thread_time), summed, per URL
-    cores_busy: float      # that CPU time over the wall time
+    cores_busy: float  # that CPU time over the wall time
 
 
 def _rate(work: Callable[[Sequence[str]], object], threads: int, batches: Dict[int, List[List[str]]]) -> Run:
@@ -81,14 +83,19 @@ def _compare(benchmark, name: str, work: Callable[[Sequence[str]], object], batc
     benchmark.pedantic(one_round, rounds=ROUNDS, iterations=1)
     medians = {threads: statistics.median(run.urls_per_s for run in runs) for threads, runs in rates.items()}
     ratio = medians[2] / medians[1]
-    benchmark.extra_info.update(ratio=ratio, load=os.getloadavg()[0],
-                                **{f"threads{threads}": [run._asdict() for run in runs] for threads, runs in rates.items()})
+    benchmark.extra_info.update(
+        ratio=ratio,
+        load=os.getloadavg()[0],
+        **{f"threads{threads}": [run._asdict() for run in runs] for threads, runs in rates.items()},
+    )
     for threads, runs in rates.items():
         speeds = [run.urls_per_s for run in runs]
-        print(f"\n{name}, {threads} thread(s): median {medians[threads]:,.0f} URLs/s, "
-              f"range {min(speeds):,.0f} to {max(speeds):,.0f}; CPU time a URL median "
-              f"{statistics.median(run.cpu_ns_per_url for run in runs):.0f} ns, cores busy median "
-              f"{statistics.median(run.cores_busy for run in runs):.2f}")
+        print(
+            f"\n{name}, {threads} thread(s): median {medians[threads]:,.0f} URLs/s, "
+            f"range {min(speeds):,.0f} to {max(speeds):,.0f}; CPU time a URL median "
+            f"{statistics.median(run.cpu_ns_per_url for run in runs):.0f} ns, cores busy median "
+            f"{statistics.median(run.cores_busy for run in runs):.2f}"
+        )
     print(f"{name}: two threads / one: {ratio:.2f}x (load average {os.getloadavg()[0]:.1f})")
 
 
@@ -105,9 +112,17 @@ def test_filter_batch_preparation_threads(benchmark) -> None:
     """``prepare_lines`` (decode, split the ``BASE<TAB>LINK`` lines, canonicalize, fingerprint)
     on batches of the example frontier: the work ``crawldedup filter --jobs`` shares out."""
     links = 2 * BATCHES_PER_THREAD * BATCH
-    lines = subprocess.run([sys.executable, str(FRONTIER_SCRIPT), "--links", str(links), "--pages", "5000", "--seed", "1"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout.split(b"\n")
-    batches = {thread: [LineBatch(b"\n".join(lines[start:start + BATCH]), None, False)
-                        for start in range(thread * links // 2, (thread + 1) * links // 2, BATCH)]
-               for thread in range(2)}
+    lines = subprocess.run(
+        [sys.executable, str(FRONTIER_SCRIPT), "--links", str(links), "--pages", "5000", "--seed", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        check=True,
+    ).stdout.split(b"\n")
+    batches = {
+        thread: [
+            LineBatch(b"\n".join(lines[start : start + BATCH]), None, False)
+            for start in range(thread * links // 2, (thread + 1) * links // 2, BATCH)
+        ]
+        for thread in range(2)
+    }
     _compare(benchmark, "filter's prepare_lines", lambda batch: prepare_lines(batch, DEFAULT_POLICY), batches)

@@ -35,7 +35,7 @@ LEASE_SECONDS = 120.0
 
 
 async def crawl(start: str, pages: int, workers: int) -> None:
-    queue: "asyncio.Queue[str]" = asyncio.Queue()
+    queue: asyncio.Queue[str] = asyncio.Queue()
     host = urlsplit(start).hostname
     fetched = 0
     async with AsyncDeduplicator.from_env() as dedup, aiohttp.ClientSession() as session:
@@ -73,8 +73,10 @@ async def crawl(start: str, pages: int, workers: int) -> None:
 
         await asyncio.gather(*(worker() for _ in range(workers)))
         stats = dedup.stats
-    print(f"fetched {fetched} pages; {stats.won} links won, {stats.lost} already claimed, "
-          f"{stats.local_answer_ratio or 0:.0%} answered by the local filter")
+    print(
+        f"fetched {fetched} pages; {stats.won} links won, {stats.lost} already claimed, "
+        f"{stats.local_answer_ratio or 0:.0%} answered by the local filter"
+    )
 
 
 def main() -> None:

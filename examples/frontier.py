@@ -29,12 +29,31 @@ from typing import Callable, List, NamedTuple, Sequence, Tuple
 from urllib.parse import quote
 
 #: Parameters the default canonical policy drops (a sample; values are random per click).
-TRACKING = ("utm_source", "utm_medium", "utm_campaign", "gclid", "fbclid", "spm", "ref",
-            "from", "sessionid", "_ga", "mc_cid", "igshid")
+TRACKING = (
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "gclid",
+    "fbclid",
+    "spm",
+    "ref",
+    "from",
+    "sessionid",
+    "_ga",
+    "mc_cid",
+    "igshid",
+)
 FRAGMENTS = ("top", "reviews", "comments", "main", "section-2", "")
-NOT_PAGES = ("javascript:void(0)", "mailto:sales@shop.example", "tel:+1-555-0100",
-             "data:text/plain,hello", "https://shop..example/cart", "http://forum.example.net:99999/",
-             "#top", "")
+NOT_PAGES = (
+    "javascript:void(0)",
+    "mailto:sales@shop.example",
+    "tel:+1-555-0100",
+    "data:text/plain,hello",
+    "https://shop..example/cart",
+    "http://forum.example.net:99999/",
+    "#top",
+    "",
+)
 #: Links per chunk written to stdout: one large write per chunk keeps output cheap.
 CHUNK_LINKS = 50_000
 
@@ -43,18 +62,21 @@ class Page(NamedTuple):
     """One distinct page: its parts as a site would write them, and ready-made pieces."""
 
     scheme: str
-    host: str                     # as written on the site (may be non-ASCII)
-    segments: Tuple[str, ...]     # path segments, unencoded (may hold non-ASCII or "~")
-    path: str                     # the segments joined, raw
-    plain_path: bool              # no segment has a percent-encoded spelling
-    query_plus: Tuple[str, ...]   # "key=value" pairs, a space written "+"
-    query_pct: Tuple[str, ...]    # the same pairs, a space written "%20"
+    host: str  # as written on the site (may be non-ASCII)
+    segments: Tuple[str, ...]  # path segments, unencoded (may hold non-ASCII or "~")
+    path: str  # the segments joined, raw
+    plain_path: bool  # no segment has a percent-encoded spelling
+    query_plus: Tuple[str, ...]  # "key=value" pairs, a space written "+"
+    query_pct: Tuple[str, ...]  # the same pairs, a space written "%20"
 
 
 def _page(scheme: str, host: str, segments: Tuple[str, ...], query: Tuple[Tuple[str, str], ...] = ()) -> Page:
     """Build a page and the pieces that every spelling of it reuses (built once: 1M lines in ~3 s)."""
     return Page(
-        scheme, host, segments, "/" + "/".join(segments),
+        scheme,
+        host,
+        segments,
+        "/" + "/".join(segments),
         all(s.isascii() and "~" not in s for s in segments),
         tuple(f"{k}={v.replace(' ', '+')}" for k, v in query),
         tuple(f"{k}={v.replace(' ', '%20')}" for k, v in query),
@@ -78,8 +100,9 @@ def _docs(n: int) -> Page:
 
 
 def _search(n: int) -> Page:
-    return _page("https", "search.example", ("search",),
-                (("q", f"red shoes {n}"), ("page", str(n % 5 + 1)), ("sort", "price")))
+    return _page(
+        "https", "search.example", ("search",), (("q", f"red shoes {n}"), ("page", str(n % 5 + 1)), ("sort", "price"))
+    )
 
 
 def _books(n: int) -> Page:
@@ -111,7 +134,7 @@ def _segment(rng: random.Random, text: str) -> str:
     choice = rng.random()
     if choice < 0.4:
         return text
-    encoded = quote(text, safe="").replace("~", "%7E")   # quote() leaves "~" raw since 3.7
+    encoded = quote(text, safe="").replace("~", "%7E")  # quote() leaves "~" raw since 3.7
     if choice < 0.6:
         return _ESCAPE.sub(lambda m: m.group().lower(), encoded)
     return encoded
@@ -125,7 +148,7 @@ def _host(rng: random.Random, host: str) -> str:
         return host.capitalize()
     if choice < 0.97:
         return host.upper()
-    return host + "."                       # a trailing dot names the same host
+    return host + "."  # a trailing dot names the same host
 
 
 def _path(rng: random.Random, page: Page) -> str:
@@ -160,7 +183,7 @@ def spell(rng: random.Random, page: Page) -> str:
     """Return one line naming ``page``: absolute, wrapped, or ``BASE<TAB>relative``."""
     tail = _path(rng, page) + _query(rng, page) + _fragment(rng)
     form = rng.random()
-    if form < 0.10:                         # relative, found on a listing page of the same site
+    if form < 0.10:  # relative, found on a listing page of the same site
         depth = rng.randint(1, 3)
         base = f"{page.scheme}://{page.host}/" + "/".join(f"list{i}" for i in range(depth))
         kind = rng.random()
@@ -174,7 +197,7 @@ def spell(rng: random.Random, page: Page) -> str:
     scheme = page.scheme.upper() if rng.random() < 0.05 else page.scheme
     port = DEFAULT_PORTS[page.scheme] if rng.random() < 0.08 else ""
     url = f"{scheme}://{_host(rng, page.host)}{port}{tail}"
-    if form < 0.15:                         # a share link carrying the whole URL encoded
+    if form < 0.15:  # a share link carrying the whole URL encoded
         return quote(url, safe="")
     return url
 
@@ -202,7 +225,7 @@ def generate(links: int, pages: int, seed: int, write: Callable[[str], object]) 
         total += 1.0 / rank
         cum_weights.append(total)
     order = list(range(pages))
-    rng.shuffle(order)                      # popular pages spread over every site
+    rng.shuffle(order)  # popular pages spread over every site
     seen = set()
     invalid = 0
     done = 0
@@ -236,8 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.flush()
     except BrokenPipeError:
         return 141
-    print(f"frontier: {truth.links} links, {truth.pages} distinct pages, "
-          f"{truth.invalid} not web pages (seed {args.seed})", file=sys.stderr)
+    print(
+        f"frontier: {truth.links} links, {truth.pages} distinct pages, "
+        f"{truth.invalid} not web pages (seed {args.seed})",
+        file=sys.stderr,
+    )
     return 0
 
 

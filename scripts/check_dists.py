@@ -54,7 +54,7 @@ def wheel_problems(root: Path, wheel: str, sources: list[str]) -> tuple[list[str
     problems = [] if "crawldedup/py.typed" in members else ["wheel lacks crawldedup/py.typed"]
     extensions = [n for n in members if n.endswith((".so", ".pyd"))]
     for pyx in (s for s in sources if s.endswith(".pyx")):
-        module = pyx[len("src/"):-len(".pyx")]
+        module = pyx[len("src/") : -len(".pyx")]
         if not any(n.startswith(module + ".") for n in extensions):
             problems.append(f"wheel holds no compiled {module} (from {pyx})")
     if not version or meta["Version"] != version.group(1):

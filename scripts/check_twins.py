@@ -21,7 +21,9 @@ def has_twins(package: pkgutil.ModuleInfo) -> bool:
     """Whether a subpackage holds a pure-Python twin (``_<name>_py``), read from its files: a
     layer of an extra (``service``) needs its extra to import, and has no twins."""
     path = Path(crawldedup.__file__).parent / package.name
-    return package.ispkg and any(m.name.startswith("_") and m.name.endswith("_py") for m in pkgutil.iter_modules([str(path)]))
+    return package.ispkg and any(
+        m.name.startswith("_") and m.name.endswith("_py") for m in pkgutil.iter_modules([str(path)])
+    )
 
 
 def layers_with_twins() -> dict[str, ModuleType]:

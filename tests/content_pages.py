@@ -61,27 +61,39 @@ class Site:
         """
         rng = self.rng
         nav = "".join(f"<li><a href='/s/{i}'>{s}</a></li>" for i, s in enumerate(self.sections))
-        trending = "".join(f"<li><a href='/t/{rng.randrange(10**6)}'>{self.phrase(4, 8)}</a></li>"
-                           for _ in range(rng.randint(3, 6)))
+        trending = "".join(
+            f"<li><a href='/t/{rng.randrange(10**6)}'>{self.phrase(4, 8)}</a></li>" for _ in range(rng.randint(3, 6))
+        )
         most_read = "".join(f"<li>{self.phrase(5, 9)}</li>" for _ in range(5))
         # Half the ads are links, half native text ("Sponsored"), which no link rule removes.
-        ads = [f"<div class='ad' data-slot='{rng.randrange(999)}'><a href='https://ads.example/c?{rng.randrange(10**9)}'>"
-               f"{self.phrase(6, 14)}</a></div>" if rng.random() < 0.5 else
-               f"<div class='native'>Sponsored: {self.phrase(6, 14)}</div>" for _ in range(rng.randint(1, 3))]
+        ads = [
+            f"<div class='ad' data-slot='{rng.randrange(999)}'><a href='https://ads.example/c?{rng.randrange(10**9)}'>"
+            f"{self.phrase(6, 14)}</a></div>"
+            if rng.random() < 0.5
+            else f"<div class='native'>Sponsored: {self.phrase(6, 14)}</div>"
+            for _ in range(rng.randint(1, 3))
+        ]
         latest = f"<div class='latest'>Latest comment: {self.phrase(4, 12)}</div>"
         day, hour = rng.randint(1, 28), rng.randint(0, 23)
-        tracker = f"<script>window.dataLayer=[{{'visit':'{rng.getrandbits(64):x}'}}];track({rng.randrange(10**6)})</script>"
+        tracker = (
+            f"<script>window.dataLayer=[{{'visit':'{rng.getrandbits(64):x}'}}];track({rng.randrange(10**6)})</script>"
+        )
         state, menu = "", ""
         if padding_bytes:  # as real pages: a third inline state, two thirds markup of a mega menu
             chunk = f"var s{rng.randrange(10**6)}=" + repr(self.phrase(30, 60)) + ";\n"
             state = "<script>" + chunk * (padding_bytes // 3 // len(chunk) + 1) + "</script>"
             while len(menu) < 2 * padding_bytes // 3:
-                menu += (f"<li class='menu-item menu-item-{rng.randrange(9999)}'><div class='menu-card' "
-                         f"data-track='nav-{rng.randrange(10**6)}'><a href='/s/{rng.randrange(10**6)}'><span "
-                         f"class='menu-label'>{self.phrase(1, 3)}</span></a><img src='/i/{rng.randrange(10**6)}.webp' "
-                         f"alt='' width='64' height='64' loading='lazy'></div></li>")
+                menu += (
+                    f"<li class='menu-item menu-item-{rng.randrange(9999)}'><div class='menu-card' "
+                    f"data-track='nav-{rng.randrange(10**6)}'><a href='/s/{rng.randrange(10**6)}'><span "
+                    f"class='menu-label'>{self.phrase(1, 3)}</span></a><img src='/i/{rng.randrange(10**6)}.webp' "
+                    f"alt='' width='64' height='64' loading='lazy'></div></li>"
+                )
             menu = f"<ul class='mega-menu'>{menu}</ul>"
-        body = "".join(f"<p>{p}</p>\n" + (ads[i % len(ads)] if ads_in_body and i % 4 == 3 else "") for i, p in enumerate(paragraphs))
+        body = "".join(
+            f"<p>{p}</p>\n" + (ads[i % len(ads)] if ads_in_body and i % 4 == 3 else "")
+            for i, p in enumerate(paragraphs)
+        )
         return (
             "<!DOCTYPE html><html><head><meta charset='utf-8'>"
             f"<title>{title}</title><style>.ad{{border:1px solid #{rng.randrange(4096):03x}}}</style>{tracker}{state}"
@@ -94,8 +106,9 @@ class Site:
         )
 
 
-def corpus(seed: int, articles: int, fetches: int, min_words: int = 150,
-           max_words: int = 1200, ads_in_body: bool = False) -> List[Tuple[int, str]]:
+def corpus(
+    seed: int, articles: int, fetches: int, min_words: int = 150, max_words: int = 1200, ads_in_body: bool = False
+) -> List[Tuple[int, str]]:
     """``fetches`` fetches of each of ``articles`` articles, as ``(article number, html)``."""
     site = Site(seed)
     pages: List[Tuple[int, str]] = []

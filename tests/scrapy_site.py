@@ -42,24 +42,24 @@ def spellings(source: int, target: int) -> List[str]:
         relative = f"?{query}" if source % 3 == 0 else f"../item?{swapped}"
         variants = [
             f"/item?{query}",
-            f"/item?{swapped}",                                   # query order
+            f"/item?{swapped}",  # query order
             f"/item?{query}&utm_source=newsletter&utm_medium=email",  # tracking
-            f"http://SHOP.example:80/item?{swapped}#details",     # host case, default port, fragment
-            relative,                                             # relative to the linking page
-            f"/item/?{query}&sessionid=s{target}",                # trailing slash, session id
-            f"//{HOST}/item?{query}&gclid=Cj{target}",            # scheme-relative, click id
+            f"http://SHOP.example:80/item?{swapped}#details",  # host case, default port, fragment
+            relative,  # relative to the linking page
+            f"/item/?{query}&sessionid=s{target}",  # trailing slash, session id
+            f"//{HOST}/item?{query}&gclid=Cj{target}",  # scheme-relative, click id
         ]
     else:
         relative = f"{target}" if source % 3 else f"p/{target}"
         variants = [
             f"/p/{target}",
-            f"{ORIGIN}/p/{target}#reviews",                       # fragment
-            f"http://Shop.Example:80/p/{target}",                 # host case, default port
-            f"/p/{target}/",                                      # trailing slash
-            f"/p/{target}?utm_source=feed&utm_campaign=spring",   # tracking
-            relative,                                             # relative to the linking page
-            f"/p/./{target}?ref=home",                            # dot segment, referral tag
-            f"//{HOST}/p/{target}?fbclid=IwAR{target}",           # scheme-relative, click id
+            f"{ORIGIN}/p/{target}#reviews",  # fragment
+            f"http://Shop.Example:80/p/{target}",  # host case, default port
+            f"/p/{target}/",  # trailing slash
+            f"/p/{target}?utm_source=feed&utm_campaign=spring",  # tracking
+            relative,  # relative to the linking page
+            f"/p/./{target}?ref=home",  # dot segment, referral tag
+            f"//{HOST}/p/{target}?fbclid=IwAR{target}",  # scheme-relative, click id
         ]
     # Three spellings per link, rotating with the source so that every spelling appears.
     return [variants[(source + k) % len(variants)] for k in range(3)]
@@ -104,8 +104,15 @@ class ShopSite:
         between crawls, as a site's pages change.
     """
 
-    def __init__(self, pages: int, *, wait_for_agents: int = 0, gate_seconds: float = 20.0,
-                 article: Optional[Callable[[int], str]] = None, redirects: bool = False) -> None:
+    def __init__(
+        self,
+        pages: int,
+        *,
+        wait_for_agents: int = 0,
+        gate_seconds: float = 20.0,
+        article: Optional[Callable[[int], str]] = None,
+        redirects: bool = False,
+    ) -> None:
         self.pages = pages
         self.redirects = redirects
         #: Redirect and meta refresh responses sent, by status (``refresh`` for meta refresh pages).
@@ -130,7 +137,7 @@ class ShopSite:
         """The ``http_proxy`` value that reaches the site."""
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> "ShopSite":
+    def start(self) -> ShopSite:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
@@ -141,7 +148,7 @@ class ShopSite:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def __enter__(self) -> "ShopSite":
+    def __enter__(self) -> ShopSite:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -182,8 +189,10 @@ class ShopSite:
         # The base keeps relative links valid when the page is fetched as /p/4/ or /p/./4.
         base = html.escape(ORIGIN + page_path(page))
         article = f"<article><p>{html.escape(self.article(page))}</p></article>" if self.article else ""
-        return (f'<html><head><base href="{base}"><title>page {page}</title></head><body><ul>{links}</ul>'
-                f'{article}</body></html>').encode()
+        return (
+            f'<html><head><base href="{base}"><title>page {page}</title></head><body><ul>{links}</ul>'
+            f"{article}</body></html>"
+        ).encode()
 
     def _admit(self, agent: str) -> None:
         with self._lock:
@@ -211,7 +220,9 @@ class ShopSite:
                     return
                 if site.redirects and path.startswith("/m/") and path[3:].isdigit():
                     refresh = html.escape(ORIGIN + page_path(int(path[3:])))
-                    self._send(0, f'<html><head><meta http-equiv="refresh" content="0; url={refresh}"></head></html>'.encode())
+                    self._send(
+                        0, f'<html><head><meta http-equiv="refresh" content="0; url={refresh}"></head></html>'.encode()
+                    )
                     return
                 page = site.route(self.path)
                 with site._lock:
@@ -240,4 +251,3 @@ class ShopSite:
                 pass
 
         return Handler
-

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from pathlib import Path
 from typing import Dict, List
@@ -37,8 +36,7 @@ def stream(pages: int, batches: int, seed: int) -> List[List[str]]:
 
 
 def settings(store_strategy: str, store_location: dict, namespace: str, **extra: object) -> Dict[str, object]:
-    return {"namespace": namespace, "capacity": 100_000, "error_rate": 0.001, "retry": RETRY,
-            **store_location, **extra}
+    return {"namespace": namespace, "capacity": 100_000, "error_rate": 0.001, "retry": RETRY, **store_location, **extra}
 
 
 @pytest.mark.asyncio
@@ -96,8 +94,9 @@ async def test_a_redis_cluster_answers_async_claims(strategy, redis_cluster_url)
 @pytest.mark.redis
 async def test_an_async_store_checks_its_namespace_record(redis_url):
     open_store("set", namespace="taken", policy_digest=DIGEST, redis_url=redis_url, capacity=10, error_rate=0.1).close()
-    store = open_async_store("sharded-set", namespace="taken", policy_digest=DIGEST, redis_url=redis_url,
-                             capacity=10, error_rate=0.1)
+    store = open_async_store(
+        "sharded-set", namespace="taken", policy_digest=DIGEST, redis_url=redis_url, capacity=10, error_rate=0.1
+    )
     with pytest.raises(NamespaceConflict, match="set strategy"):
         await store.open()
 
@@ -113,16 +112,18 @@ async def test_an_unreachable_store_raises_and_leaves_no_state_file(tmp_path: Pa
 
 
 def test_a_blocking_store_is_refused_by_the_async_shell(tmp_path: Path):
-    store = open_store("sqlite", namespace="n", policy_digest=DIGEST, sqlite_path=tmp_path / "s.db",
-                       capacity=10, error_rate=0.1)
+    store = open_store(
+        "sqlite", namespace="n", policy_digest=DIGEST, sqlite_path=tmp_path / "s.db", capacity=10, error_rate=0.1
+    )
     with store, pytest.raises(ValueError, match="asynchronous=True"):
         AsyncClaimStore(store)
 
 
 @pytest.mark.asyncio
 async def test_an_async_store_is_refused_by_blocking_calls(tmp_path: Path):
-    shell = open_async_store("sqlite", namespace="n", policy_digest=DIGEST, sqlite_path=tmp_path / "s.db",
-                             capacity=10, error_rate=0.1)
+    shell = open_async_store(
+        "sqlite", namespace="n", policy_digest=DIGEST, sqlite_path=tmp_path / "s.db", capacity=10, error_rate=0.1
+    )
     async with shell:
         with pytest.raises(TypeError, match="AsyncClaimStore"):
             shell.store.claim_many([b"x" * 16])

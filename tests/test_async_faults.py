@@ -11,11 +11,11 @@ from typing import Awaitable, Callable, List, Tuple
 
 import pytest
 import redis
+from conftest import RedisServer, find_redisbloom, required_redis_server
 
 from crawldedup import AsyncDeduplicator, StoreUnavailable, canonicalize
 from crawldedup.bloom import hash_many
 from crawldedup.stores import RetryPolicy
-from conftest import RedisServer, find_redisbloom, required_redis_server
 
 RETRY = RetryPolicy(retries=1, backoff_seconds=0.01, max_backoff_seconds=0.02)
 #: Lease of the cancellation tests: short, so that expired leases come back within the test.
@@ -25,8 +25,11 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.redis]
 
 
 def spellings(page: int, variant: int) -> str:
-    return ("https://shop.example/p/{i}?a=1", "HTTPS://SHOP.EXAMPLE/p/{i}?a=1#x",
-            "https://shop.example/p/{i}?utm_source=t&a=1")[variant % 3].format(i=page)
+    return (
+        "https://shop.example/p/{i}?a=1",
+        "HTTPS://SHOP.EXAMPLE/p/{i}?a=1#x",
+        "https://shop.example/p/{i}?utm_source=t&a=1",
+    )[variant % 3].format(i=page)
 
 
 async def test_a_cancelled_claim_teaches_nothing_and_the_same_claim_resumes_it(redis_url):
@@ -35,8 +38,10 @@ async def test_a_cancelled_claim_teaches_nothing_and_the_same_claim_resumes_it(r
     urls = [spellings(i, i) for i in range(200)]
     admin = redis.Redis.from_url(redis_url)
     try:
-        async with AsyncDeduplicator("set", redis_url=redis_url, namespace="cancel", retry=RETRY) as d, \
-                AsyncDeduplicator("set", redis_url=redis_url, namespace="cancel", retry=RETRY) as other:
+        async with (
+            AsyncDeduplicator("set", redis_url=redis_url, namespace="cancel", retry=RETRY) as d,
+            AsyncDeduplicator("set", redis_url=redis_url, namespace="cancel", retry=RETRY) as other,
+        ):
             await d.claim_many(["https://warm.example/"])  # connected, namespace open
             admin.execute_command("CLIENT", "PAUSE", "300", "WRITE")  # scripts wait 300 ms
             claim = asyncio.ensure_future(d.claim_many(urls))
@@ -60,8 +65,11 @@ async def test_leases_with_random_cancellation_win_every_page_once(strategy, whe
     pages = 2_000
     rng = random.Random(5)
     # Each page in two batches, in two spellings, so that batches race for it.
-    batches = [[spellings(p, v) for p in range(start, min(pages, start + 100))]
-               for v in range(2) for start in range(v * 50, pages, 100)]
+    batches = [
+        [spellings(p, v) for p in range(start, min(pages, start + 100))]
+        for v in range(2)
+        for start in range(v * 50, pages, 100)
+    ]
     rng.shuffle(batches)
     settings = dict(redis_url=redis_url, namespace="lease-cancel", capacity=100_000, retry=RETRY)
     done: Counter = Counter()
@@ -79,7 +87,7 @@ async def test_leases_with_random_cancellation_win_every_page_once(strategy, whe
         cancelled = sum(isinstance(r, asyncio.CancelledError) for r in results)
         assert 0 < cancelled and d.stats.cancelled_batches == cancelled
         finished = [r for r in results if not isinstance(r, BaseException)]
-        for result in finished[len(finished) // 4:]:  # the first quarter's worker "died": never done
+        for result in finished[len(finished) // 4 :]:  # the first quarter's worker "died": never done
             await finish(d, [c for c, w in zip(result.canonical, result.won) if w and c])
         # A sweep claims every page again: the pages of cancelled claims the store never ran are
         # won now; those it ran are held by their open leases until expired() hands them back.
@@ -125,7 +133,7 @@ async def claim_through(fault: Callable[[], Awaitable[None]], redis_url: str, na
             nonlocal unavailable
             pages = list(range(task * 250, task * 250 + 500))
             for start in range(0, len(pages), 25):
-                batch = [spellings(p, task) for p in pages[start:start + 25]]
+                batch = [spellings(p, task) for p in pages[start : start + 25]]
                 while True:
                     try:
                         result = await d.claim_batch(batch)
@@ -173,6 +181,7 @@ async def test_a_cluster_node_killed_and_restarted_mid_run_loses_nothing(durable
     restarted: the batches that need its slots raise StoreUnavailable until it is back, the
     other masters' answers of those batches come back from their receipts, and every page has
     one winner."""
+
     async def kill_and_restart() -> None:
         await asyncio.sleep(0.05)
         durable_cluster.processes[1].kill()

@@ -106,8 +106,11 @@ def test_add_returns_true_only_when_new(bloom_cls):
 def test_str_and_its_utf8_bytes_are_one_key(bloom_cls):
     bf = bloom_cls(1000, 0.01)
     bf.add("https://é.example/")
-    for same in (b"https://\xc3\xa9.example/", bytearray(b"https://\xc3\xa9.example/"),
-                 memoryview(b"https://\xc3\xa9.example/")):
+    for same in (
+        b"https://\xc3\xa9.example/",
+        bytearray(b"https://\xc3\xa9.example/"),
+        memoryview(b"https://\xc3\xa9.example/"),
+    ):
         assert same in bf
         assert bf.add(same) is False
 
@@ -207,8 +210,10 @@ def test_measured_false_positive_rate_at_capacity(bloom_cls, error_rate):
     capacity = probes = 1_000_000
     bf = bloom_cls(capacity, error_rate)
     bf.update(f"https://in.example/{i}" for i in range(capacity))
-    false_positives = sum(int(bf.contains_many([f"https://out.example/{i}" for i in range(start, start + 100_000)]).sum())
-                          for start in range(0, probes, 100_000))
+    false_positives = sum(
+        int(bf.contains_many([f"https://out.example/{i}" for i in range(start, start + 100_000)]).sum())
+        for start in range(0, probes, 100_000)
+    )
     measured = false_positives / probes
     assert measured <= error_rate
     # The exact model predicts the measurement (a wrong probe scheme would drift from it).
@@ -228,10 +233,19 @@ def test_statistics_track_the_fill(bloom_cls):
     assert bf.capacity == 10_000 and bf.error_rate == 0.01 and bf.num_hashes >= 1
 
 
-@pytest.mark.parametrize("capacity, error_rate, error", [
-    (0, 0.01, ValueError), (-5, 0.01, ValueError), (10, 0.0, ValueError), (10, 1.0, ValueError),
-    (10, float("nan"), ValueError), ("10", 0.01, TypeError), (10, "0.01", TypeError), (True, 0.01, TypeError),
-])
+@pytest.mark.parametrize(
+    "capacity, error_rate, error",
+    [
+        (0, 0.01, ValueError),
+        (-5, 0.01, ValueError),
+        (10, 0.0, ValueError),
+        (10, 1.0, ValueError),
+        (10, float("nan"), ValueError),
+        ("10", 0.01, TypeError),
+        (10, "0.01", TypeError),
+        (True, 0.01, TypeError),
+    ],
+)
 def test_bad_parameters_name_the_value(bloom_cls, capacity, error_rate, error):
     with pytest.raises(error, match="capacity|error_rate"):
         bloom_cls(capacity, error_rate)
@@ -257,10 +271,20 @@ def test_closed_filter_raises_like_a_closed_file(bloom_cls, tmp_path):
     bf.close()
     bf.close()  # closing twice is fine, like a file
     assert bf.closed
-    calls = [lambda: bf.add("a"), lambda: "a" in bf, lambda: bf.add_many(["a"]), lambda: bf.contains_many(["a"]),
-             lambda: bf.add_hashes(np.zeros((1, 2), np.uint64)), lambda: bf.contains_hashes(np.zeros((1, 2), np.uint64)),
-             lambda: bf.approx_items, lambda: bf.fill_ratio, lambda: bf.flush(), lambda: bf.copy(),
-             lambda: bf.capacity, lambda: bf.update(["a"])]
+    calls = [
+        lambda: bf.add("a"),
+        lambda: "a" in bf,
+        lambda: bf.add_many(["a"]),
+        lambda: bf.contains_many(["a"]),
+        lambda: bf.add_hashes(np.zeros((1, 2), np.uint64)),
+        lambda: bf.contains_hashes(np.zeros((1, 2), np.uint64)),
+        lambda: bf.approx_items,
+        lambda: bf.fill_ratio,
+        lambda: bf.flush(),
+        lambda: bf.copy(),
+        lambda: bf.capacity,
+        lambda: bf.update(["a"]),
+    ]
     for call in calls:
         with pytest.raises(ValueError, match="I/O operation on closed filter"):
             call()
@@ -274,8 +298,13 @@ def test_read_only_filter_refuses_writes(bloom_cls, tmp_path):
     before = path.read_bytes()
     with bloom_cls.open(path, "r") as bf:
         assert bf.read_only and "kept" in bf
-        for write in (lambda: bf.add("x"), lambda: bf.add_many(["x"]), lambda: bf.update(["x"]),
-                      lambda: bf.add_hashes(bloom.hash_many(["x"])), lambda: bf.union(bloom_cls(100, 0.01))):
+        for write in (
+            lambda: bf.add("x"),
+            lambda: bf.add_many(["x"]),
+            lambda: bf.update(["x"]),
+            lambda: bf.add_hashes(bloom.hash_many(["x"])),
+            lambda: bf.union(bloom_cls(100, 0.01)),
+        ):
             with pytest.raises(io.UnsupportedOperation, match="read-only"):
                 write()
         assert "x" not in bf
@@ -536,14 +565,16 @@ def test_a_bulk_load_asks_for_huge_pages_only_while_it_runs(bloom_cls, tmp_path)
     and the advice is taken back after it: the bits are those of the same keys added in small
     batches, whose mapping is never advised."""
     keys = urls("bulk", 20_000)
-    with bloom_cls(2_000_000, 0.01, tmp_path / "bulk.bloom") as bulk, \
-            bloom_cls(2_000_000, 0.01, tmp_path / "small.bloom") as small:
+    with (
+        bloom_cls(2_000_000, 0.01, tmp_path / "bulk.bloom") as bulk,
+        bloom_cls(2_000_000, 0.01, tmp_path / "small.bloom") as small,
+    ):
         pages = os.path.getsize(tmp_path / "bulk.bloom") // 4096
         assert len(keys) * storage._BULK_PAGES_PER_KEY >= pages > 100 * storage._BULK_PAGES_PER_KEY
         assert pages * 4096 >= storage._HUGEPAGE_MIN_BYTES
         assert bulk.add_many(keys).all()
         for start in range(0, len(keys), 100):
-            small.add_many(keys[start:start + 100])
+            small.add_many(keys[start : start + 100])
         if hasattr(storage.mmap, "MADV_NOHUGEPAGE"):
             assert "nh" in _mapping_flags(tmp_path / "bulk.bloom")  # advised, then taken back
             assert not {"hg", "nh"} & _mapping_flags(tmp_path / "small.bloom")
@@ -556,4 +587,4 @@ def storage_blocks(path) -> bytes:
     with bloom.open_filter(path) as bf:
         size = bf.num_bits // 8
     data = path.read_bytes()
-    return data[len(data) - size:]
+    return data[len(data) - size :]

@@ -24,7 +24,8 @@ FIELDS = struct.Struct("<8sIIIIIIQdQIIQII")
 WRITERS = READERS = [pytest.param("crawldedup.bloom:PyBloomFilter", id="py")]
 if bloom.HAS_EXTENSION:
     WRITERS = READERS = WRITERS + [
-        pytest.param("crawldedup.bloom._bloom_c:CBloomFilter", id="cy", marks=pytest.mark.cython)]
+        pytest.param("crawldedup.bloom._bloom_c:CBloomFilter", id="cy", marks=pytest.mark.cython)
+    ]
 
 
 def implementation(name: str) -> type:
@@ -34,10 +35,25 @@ def implementation(name: str) -> type:
 
 def read_fields(path: Path) -> dict:
     data = path.read_bytes()
-    names = ["magic", "version", "header_bytes", "layout", "hash", "seed", "block_bytes", "capacity",
-             "error_rate", "num_blocks", "num_hashes", "flags", "approx_items", "metadata_len", "reserved"]
+    names = [
+        "magic",
+        "version",
+        "header_bytes",
+        "layout",
+        "hash",
+        "seed",
+        "block_bytes",
+        "capacity",
+        "error_rate",
+        "num_blocks",
+        "num_hashes",
+        "flags",
+        "approx_items",
+        "metadata_len",
+        "reserved",
+    ]
     fields = dict(zip(names, FIELDS.unpack_from(data)))
-    fields["metadata"] = data[80:80 + fields["metadata_len"]]
+    fields["metadata"] = data[80 : 80 + fields["metadata_len"]]
     fields["crc_ok"] = struct.unpack_from("<I", data, 4092)[0] == zlib.crc32(data[:4092])
     fields["size"] = len(data)
     return fields
@@ -64,7 +80,12 @@ def test_header_fields_at_their_documented_offsets(bloom_cls, tmp_path):
 def test_format_v1_fixture_is_frozen(bloom_cls):
     path = DATA / "format-v1.bloom"
     fields = read_fields(path)
-    assert (fields["magic"], fields["version"], fields["capacity"], fields["error_rate"]) == (b"CDDBLOOM", 1, 1000, 0.01)
+    assert (fields["magic"], fields["version"], fields["capacity"], fields["error_rate"]) == (
+        b"CDDBLOOM",
+        1,
+        1000,
+        0.01,
+    )
     assert (fields["num_blocks"], fields["num_hashes"], fields["approx_items"]) == (20, 6, 501)
     assert fields["metadata"] == b"crawldedup format-v1 fixture" and fields["crc_ok"] and fields["flags"] == 1
     assert hashlib.sha256(path.read_bytes()[4096:]).hexdigest() == FIXTURE_BLOCKS_SHA256
@@ -200,8 +221,9 @@ CHILD = textwrap.dedent("""
 def test_bad_files_are_filter_file_errors_not_crashes(reader, kind, tmp_path):
     path = make_bad(kind, tmp_path)
     mode = "r+" if kind in ("truncated bits", "flipped byte 2000") else "r"
-    child = subprocess.run([sys.executable, "-c", CHILD, reader, str(path), mode],
-                           capture_output=True, text=True, timeout=60)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, reader, str(path), mode], capture_output=True, text=True, timeout=60
+    )
     assert child.returncode == 0, f"child exited {child.returncode}: {child.stderr[-2000:]}"
     message = child.stdout.strip()
     assert str(path) in message

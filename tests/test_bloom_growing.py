@@ -58,8 +58,12 @@ def test_a_full_filter_grows_and_keeps_every_key_and_the_error_rate(plain_cls, t
         false_positives = bf.contains_many(keys("absent", 100_000)).mean()
         assert false_positives <= 0.01
         assert not bf.add_many(keys("a", 100)).any()  # old keys stay old in every stage
-    assert [p.name for p in sorted(tmp_path.iterdir())] == ["g.bloom", "g.bloom.stage1", "g.bloom.stage2",
-                                                            "g.bloom.stage3"]
+    assert [p.name for p in sorted(tmp_path.iterdir())] == [
+        "g.bloom",
+        "g.bloom.stage1",
+        "g.bloom.stage2",
+        "g.bloom.stage3",
+    ]
 
 
 def test_a_batch_across_a_growth_gives_each_key_new_once(plain_cls):
@@ -181,7 +185,8 @@ def test_shared_writers_do_not_grow_and_say_so_until_one_is_alone(tmp_path, capl
     assert not first.grown and not second.grown
     assert [r.getMessage() for r in caplog.records if "does not grow" in r.getMessage()] == [
         f"filter {path} is full (~{first.stages()[0].full_at} keys) and does not grow: other processes write it, "
-        "and a filter grows only with its file to itself; its false-positive rate now rises above 0.01"]
+        "and a filter grows only with its file to itself; its false-positive rate now rises above 0.01"
+    ]
     second.close()
     first.add_many(keys("a", 1_000, 4_000))
     assert first.grown
@@ -210,7 +215,7 @@ def test_a_local_deduplicator_grows_in_its_state_file(tmp_path):
     state = tmp_path / "s.bloom"
     pages = [f"https://shop.example/p/{i}" for i in range(60_000)]
     with Deduplicator("local", capacity=1_000, error_rate=0.01, state=str(state), ttl_days=0) as dedup:
-        won = sum(sum(dedup.claim_many(pages[i:i + 5_000])) for i in range(0, len(pages), 5_000))
+        won = sum(sum(dedup.claim_many(pages[i : i + 5_000])) for i in range(0, len(pages), 5_000))
         assert dedup.local_filter.grown
     assert won >= len(pages) * (1 - 0.01)
     with Deduplicator("local", capacity=1_000, error_rate=0.01, state=str(state), ttl_days=0) as dedup:
@@ -224,7 +229,7 @@ def test_done_means_capacity_10000_fed_a_million_pages(tmp_path):
     state = tmp_path / "s.bloom"
     pages = [f"https://shop.example/p/{i}" for i in range(1_000_000)]
     with Deduplicator("local", capacity=10_000, error_rate=0.01, state=str(state), ttl_days=0) as dedup:
-        won = sum(sum(dedup.claim_many(pages[i:i + 10_000])) for i in range(0, len(pages), 10_000))
+        won = sum(sum(dedup.claim_many(pages[i : i + 10_000])) for i in range(0, len(pages), 10_000))
         probe = pages[::13] + [f"https://other.example/{i}" for i in range(50_000)]
         answers = dedup.local_filter.contains_many(probe)
     assert won >= 1_000_000 * (1 - 0.01)
@@ -266,8 +271,11 @@ def test_a_sigkill_during_growth_keeps_every_claim(kind, tmp_path):
         bloom.WindowedBloomFilter(3_000, 0.01, WINDOW, path).close()
     runs = [("before-rename", None), ("before-count", None), ("random", 0.2), ("random", 0.5)]
     for run, (crash, delay) in enumerate(runs):
-        child = subprocess.Popen([sys.executable, "-c", GROWER, str(path), f"r{run}", crash], stdout=subprocess.PIPE,
-                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        child = subprocess.Popen(
+            [sys.executable, "-c", GROWER, str(path), f"r{run}", crash],
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
         assert child.stdout is not None
         first = child.stdout.readline()
         if delay is not None:

@@ -26,8 +26,12 @@ PRELUDE = textwrap.dedent("""
 
 
 def run_child(code: str, implementation: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code), implementation, *args],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code), implementation, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def key(i: int) -> str:
@@ -37,19 +41,27 @@ def key(i: int) -> str:
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_reopened_in_another_process_every_item_is_present(implementation, tmp_path):
     path = str(tmp_path / "p.bloom")
-    writer = run_child("""
+    writer = run_child(
+        """
         with Filter(50_000, 0.001, path, metadata=b"m") as bf:
             bf.add_many([f"https://persist.example/page/{i}" for i in range(20_000)])
             for i in range(20_000, 30_000):
                 bf.add(f"https://persist.example/page/{i}")
-    """, implementation, path)
+    """,
+        implementation,
+        path,
+    )
     assert writer.returncode == 0, writer.stderr
-    reader = run_child("""
+    reader = run_child(
+        """
         with Filter.open(path) as bf:
             keys = [f"https://persist.example/page/{i}" for i in range(30_000)]
             assert bf.contains_many(keys).all() and all(k in bf for k in keys)
             print(bf.approx_items, bf.metadata.decode())
-    """, implementation, path)
+    """,
+        implementation,
+        path,
+    )
     assert reader.returncode == 0, reader.stderr
     count, metadata = reader.stdout.split()
     assert 29_900 < int(count) <= 30_000 and metadata == "m"
@@ -61,7 +73,13 @@ def test_reopened_in_another_process_every_item_is_present(implementation, tmp_p
 def test_sigkill_mid_insert_keeps_every_returned_add(implementation, batch, tmp_path):
     path = str(tmp_path / "k.bloom")
     # The child reports each add (or each batch) that returned, then is killed while adding more.
-    child = subprocess.Popen([sys.executable, "-u", "-c", PRELUDE + textwrap.dedent("""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-u",
+            "-c",
+            PRELUDE
+            + textwrap.dedent("""
         bf = Filter(2_000_000, 0.01, path)
         batch = sys.argv[3] == "1"
         i = 0
@@ -73,7 +91,14 @@ def test_sigkill_mid_insert_keeps_every_returned_add(implementation, batch, tmp_
                 bf.add(f"https://persist.example/page/{i}")
                 i += 1
             sys.stdout.write(f"{i}\\n")
-    """), implementation, path, "1" if batch else "0"], stdout=subprocess.PIPE, text=True)
+    """),
+            implementation,
+            path,
+            "1" if batch else "0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout is not None
     done = 0
     try:
@@ -88,13 +113,17 @@ def test_sigkill_mid_insert_keeps_every_returned_add(implementation, batch, tmp_
         child.wait(timeout=30)
         child.stdout.close()
     assert child.returncode == -signal.SIGKILL
-    check = run_child(f"""
+    check = run_child(
+        f"""
         with Filter.open(path) as bf:
             keys = [f"https://persist.example/page/{{i}}" for i in range({done})]
             missing = [k for k, hit in zip(keys, bf.contains_many(keys)) if not hit]
             assert not missing, missing[:5]
             print(bf.approx_items)
-    """, implementation, path)
+    """,
+        implementation,
+        path,
+    )
     assert check.returncode == 0, check.stderr
     assert int(check.stdout) == pytest.approx(done, rel=0.05), "an unclean file recounts approx_items"
 
@@ -121,8 +150,24 @@ def test_processes_sharing_a_file_never_lose_a_bit(tmp_path, batch):
             for keys in todo:
                 bf.add_many(keys)
     """)
-    writers = [subprocess.Popen([sys.executable, "-c", code, "crawldedup.bloom._bloom_c:CBloomFilter", path, str(go), tag,
-                                 str(batch), str(count)], stdout=subprocess.PIPE, text=True) for tag in ("a", "b")]
+    writers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                "crawldedup.bloom._bloom_c:CBloomFilter",
+                path,
+                str(go),
+                tag,
+                str(batch),
+                str(count),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("a", "b")
+    ]
     for writer in writers:
         assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
     go.touch()

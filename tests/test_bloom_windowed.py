@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import List
 
-import numpy as np
 import pytest
 
 from crawldedup import FilterFileError, bloom
@@ -188,9 +187,11 @@ def test_a_sigkill_during_rotations_keeps_every_claim_of_the_live_window(tmp_pat
     start = WINDOW.generation(START) * WINDOW.span
     bloom.WindowedBloomFilter(2_000_000, 0.01, WINDOW, path, clock=ManualClock(start)).close()
     for run, delay in enumerate((0.05, 0.12, 0.2)):
-        child = subprocess.Popen([sys.executable, "-c", ROTATOR, str(path), str(start), f"r{run}"],
-                                 stdout=subprocess.PIPE,
-                                 env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        child = subprocess.Popen(
+            [sys.executable, "-c", ROTATOR, str(path), str(start), f"r{run}"],
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
         assert child.stdout is not None
         first = child.stdout.readline()  # it is rotating now
         time.sleep(delay)

@@ -50,9 +50,13 @@ class Holder:
     """Another process with the file open for writing, until ``close``."""
 
     def __init__(self, implementation: str, path: str) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", HOLDER, implementation, path],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, implementation, path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if line != "ready\n":
@@ -261,10 +265,15 @@ def test_a_header_is_never_read_or_written_half_way(tmp_path, implementation):
         print(opened, len(torn), torn[:1])
     """)
     steps = [1, 7] if implementation == COMPILED else [1]  # the twin writes alone
-    writers = [subprocess.Popen([sys.executable, "-c", writer, implementation, path, str(go), str(step)],
-                                stdout=subprocess.PIPE, text=True) for step in steps]
-    readers = [subprocess.Popen([sys.executable, "-c", reader, path, str(go), str(done)],
-                                stdout=subprocess.PIPE, text=True)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", writer, implementation, path, str(go), str(step)], stdout=subprocess.PIPE, text=True
+        )
+        for step in steps
+    ]
+    readers = [
+        subprocess.Popen([sys.executable, "-c", reader, path, str(go), str(done)], stdout=subprocess.PIPE, text=True)
+    ]
     for process in writers + readers:
         assert process.stdout is not None and process.stdout.readline() == "ready\n"
     go.touch()

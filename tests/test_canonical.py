@@ -18,8 +18,7 @@ import os
 import pytest
 
 import crawldedup
-from crawldedup import DEFAULT_POLICY, POLICY_V1, CanonicalPolicy, Canonicalized, InvalidURL
-from crawldedup import canonical
+from crawldedup import DEFAULT_POLICY, POLICY_V1, Canonicalized, CanonicalPolicy, InvalidURL, canonical
 from crawldedup.canonical import _canonical_py as _canonical
 
 
@@ -43,25 +42,25 @@ def case(raw, expected, id):
 #: "Policy 2": rule 1 controls, 2 slashes, 3 backslash, 4 escaped hosts, 5 IPv4). An answer
 #: ("InvalidURL", reason) is a refusal whose message holds reason.
 POLICY_2_ANSWERS = {
-    "r5-ipv4-kept-as-written": "http://192.168.0.1/",                  # rule 5: leading zeros are octal
-    "r5-ipv4-hex-kept-as-written": "http://127.0.0.1/",                # rule 5: 0x7f.1
+    "r5-ipv4-kept-as-written": "http://192.168.0.1/",  # rule 5: leading zeros are octal
+    "r5-ipv4-hex-kept-as-written": "http://127.0.0.1/",  # rule 5: 0x7f.1
     "r7-unsafe-encoded-trailing-space-stripped": "http://example.com/%22%3C%3E/%5E%60%7B%7C%7D%5B%5D",  # rule 3
     "r7-unsafe-encoded": "http://example.com/%22%3C%3E/%5E%60%7B%7C%7D%5B%5D%20x",  # rule 3
-    "r7-backslash-not-slash": "http://example.com/a/b",                # rule 3
+    "r7-backslash-not-slash": "http://example.com/a/b",  # rule 3
     "w3lib-unwise-chars": "http://localhost:8001/unwise%7B,%7D,%7C,/,%5E,%5B,%5D,%60?%5B%5D=%7C&%7C=%5B%5D",  # rule 3
-    "rfc3986-strict-http-g-is-absolute": "http://a/b/c/g",             # rule 2: same scheme as the base
-    "r3-backslashes-are-path": "http://evil.example/x",                # rules 2 and 3
-    "r1-nul": "http://example.com/",                                   # rule 1: C0 stripped at the end
-    "r1-del": "http://example.com/%7F",                                # rule 1: encoded inside the path
-    "r1-escape-char": "http://example.com/%1B%5B31m",                  # rule 1
-    "r1-formfeed-inside": ("InvalidURL", "host may hold"),             # rule 1: a control in the host
-    "r2-wrapped-nul": "http://example.com/",                           # rule 1 on the unwrapped text
-    "r4-no-authority": "http://example.com/",                          # rule 2
-    "r4-one-slash": "http://example.com/",                             # rule 2
-    "r4-backslashes-not-slashes": "http://example.com/",               # rules 2 and 3
-    "r5-empty-host": "http://path/",                                   # rule 2: http:///path is host path
-    "r5-percent-in-host": "http://exaample.com/",                      # rule 4
-    "r5-backslash-in-host": "http://exa/mple.com",                     # rule 3: "\\" ends the host
+    "rfc3986-strict-http-g-is-absolute": "http://a/b/c/g",  # rule 2: same scheme as the base
+    "r3-backslashes-are-path": "http://evil.example/x",  # rules 2 and 3
+    "r1-nul": "http://example.com/",  # rule 1: C0 stripped at the end
+    "r1-del": "http://example.com/%7F",  # rule 1: encoded inside the path
+    "r1-escape-char": "http://example.com/%1B%5B31m",  # rule 1
+    "r1-formfeed-inside": ("InvalidURL", "host may hold"),  # rule 1: a control in the host
+    "r2-wrapped-nul": "http://example.com/",  # rule 1 on the unwrapped text
+    "r4-no-authority": "http://example.com/",  # rule 2
+    "r4-one-slash": "http://example.com/",  # rule 2
+    "r4-backslashes-not-slashes": "http://example.com/",  # rules 2 and 3
+    "r5-empty-host": "http://path/",  # rule 2: http:///path is host path
+    "r5-percent-in-host": "http://exaample.com/",  # rule 4
+    "r5-backslash-in-host": "http://exa/mple.com",  # rule 3: "\\" ends the host
 }
 
 
@@ -88,9 +87,16 @@ CASES = [
     # The examples of docs/canonical-policy.md, verbatim.
     case("HTTPS://Example.com:443/Products/?utm_source=x&id=9", "https://example.com/Products?id=9", "spec-example-1"),
     case("https://example.com/products?id=9&utm_source=y", "https://example.com/products?id=9", "spec-example-2"),
-    case("https%3A%2F%2Fmain.m.taobao.com%2Fdetail%2Findex.html%3Fid%3D123",
-         "https://main.m.taobao.com/detail/index.html?id=123", "spec-example-3-wrapped"),
-    case("https://detail.example.com/item?spm=123&id=1001", "https://detail.example.com/item?id=1001", "spec-example-4-spm"),
+    case(
+        "https%3A%2F%2Fmain.m.taobao.com%2Fdetail%2Findex.html%3Fid%3D123",
+        "https://main.m.taobao.com/detail/index.html?id=123",
+        "spec-example-3-wrapped",
+    ),
+    case(
+        "https://detail.example.com/item?spm=123&id=1001",
+        "https://detail.example.com/item?id=1001",
+        "spec-example-4-spm",
+    ),
     case("http://example.com:80/a/./b/../c#top", "http://example.com/a/c", "spec-example-5"),
     case("http://example.com/%7euser/%e4%b8%ad", "http://example.com/~user/%E4%B8%AD", "spec-example-6"),
     case("http://example.com/search?q=a%20b", "http://example.com/search?q=a+b", "spec-example-8-pct20"),
@@ -110,8 +116,11 @@ CASES = [
     case("http%3A%2F%2Fexample.com%2F%09x%20", "http://example.com/x", "r2-wrapped-rule1-reapplied"),
     case("http%3A%2F%2Fexample.com%2F%C3%A9", "http://example.com/%C3%A9", "r2-wrapped-utf8"),
     case("http://example.com/a%2Fb%3A%2F%2Fc", "http://example.com/a%2Fb%3A%2F%2Fc", "r2-not-leading-untouched"),
-    case("http://example.com/r?u=https%3A%2F%2Fx.example%2F", "http://example.com/r?u=https%3A%2F%2Fx.example%2F",
-         "r2-wrapped-inside-query-untouched"),
+    case(
+        "http://example.com/r?u=https%3A%2F%2Fx.example%2F",
+        "http://example.com/r?u=https%3A%2F%2Fx.example%2F",
+        "r2-wrapped-inside-query-untouched",
+    ),
     # Rule 4: scheme.
     case("HtTp://example.com/", "http://example.com/", "r4-scheme-lowercased"),
     case("https://example.com/", "https://example.com/", "r4-https-kept-distinct"),
@@ -162,13 +171,22 @@ CASES = [
     case("http://example.com/a%2fb", "http://example.com/a%2Fb", "r7-escape-uppercased"),
     case("http://example.com/a%2Fb", "http://example.com/a%2Fb", "r7-reserved-not-decoded"),
     case("http://example.com/a%41%7A%2D%2E%5F%7E", "http://example.com/aAz-._~", "r7-unreserved-decoded"),
-    case("http://example.com/%21%24%26%27%28%29%2A%2B%2C%3B%3D%3A%40",
-         "http://example.com/%21%24%26%27%28%29%2A%2B%2C%3B%3D%3A%40", "r7-sub-delims-escapes-kept"),
+    case(
+        "http://example.com/%21%24%26%27%28%29%2A%2B%2C%3B%3D%3A%40",
+        "http://example.com/%21%24%26%27%28%29%2A%2B%2C%3B%3D%3A%40",
+        "r7-sub-delims-escapes-kept",
+    ),
     case("http://example.com/!$&'()*+,;=:@", "http://example.com/!$&'()*+,;=:@", "r7-sub-delims-raw-kept"),
-    case('http://example.com/"<>\\^`{|}[] ', "http://example.com/%22%3C%3E%5C%5E%60%7B%7C%7D%5B%5D",
-         "r7-unsafe-encoded-trailing-space-stripped"),
-    case('http://example.com/"<>\\^`{|}[] x', "http://example.com/%22%3C%3E%5C%5E%60%7B%7C%7D%5B%5D%20x",
-         "r7-unsafe-encoded"),
+    case(
+        'http://example.com/"<>\\^`{|}[] ',
+        "http://example.com/%22%3C%3E%5C%5E%60%7B%7C%7D%5B%5D",
+        "r7-unsafe-encoded-trailing-space-stripped",
+    ),
+    case(
+        'http://example.com/"<>\\^`{|}[] x',
+        "http://example.com/%22%3C%3E%5C%5E%60%7B%7C%7D%5B%5D%20x",
+        "r7-unsafe-encoded",
+    ),
     case("http://example.com/a\\b", "http://example.com/a%5Cb", "r7-backslash-not-slash"),
     case("http://example.com/100%", "http://example.com/100%25", "r7-stray-percent-end"),
     case("http://example.com/%zz%4", "http://example.com/%25zz%254", "r7-stray-percent-bad-hex"),
@@ -194,16 +212,29 @@ CASES = [
     case("http://example.com/?a=2&a=1&a=10", "http://example.com/?a=1&a=10&a=2", "r8-sorted-by-value-ascii"),
     case("http://example.com/?B=1&a=1", "http://example.com/?B=1&a=1", "r8-sort-ascii-uppercase-first"),
     case("http://example.com/?a=1;b=2", "http://example.com/?a=1%3Bb%3D2", "r8-semicolon-not-separator"),
-    case("http://example.com/?utm_source=a&UTM_MEDIUM=b&Utm_Foo=c&id=1", "http://example.com/?id=1", "r8-utm-prefix-any-case"),
+    case(
+        "http://example.com/?utm_source=a&UTM_MEDIUM=b&Utm_Foo=c&id=1",
+        "http://example.com/?id=1",
+        "r8-utm-prefix-any-case",
+    ),
     case("http://example.com/?utm%5Fsource=a&id=1", "http://example.com/?id=1", "r8-tracking-decoded-key"),
     case("http://example.com/?utm%5F+x=1&id=1", "http://example.com/?id=1", "r8-prefix-on-decoded-key-plus"),
-    case("http://example.com/?" + "&".join(f"{k}=1" for k in sorted(DEFAULT_POLICY.drop_params)) + "&id=1",
-         "http://example.com/?id=1", "r8-every-default-drop-param"),
+    case(
+        "http://example.com/?" + "&".join(f"{k}=1" for k in sorted(DEFAULT_POLICY.drop_params)) + "&id=1",
+        "http://example.com/?id=1",
+        "r8-every-default-drop-param",
+    ),
     case("http://example.com/?GCLID=1&FbClId=2&id=1", "http://example.com/?id=1", "r8-drop-params-case-insensitive"),
-    case("http://example.com/?id=1&page=2&sort=a&filter=b", "http://example.com/?filter=b&id=1&page=2&sort=a",
-         "r8-content-params-kept"),
-    case("http://example.com/?refresh=1&from_date=2&sidx=3", "http://example.com/?from_date=2&refresh=1&sidx=3",
-         "r8-exact-names-not-prefixes"),
+    case(
+        "http://example.com/?id=1&page=2&sort=a&filter=b",
+        "http://example.com/?filter=b&id=1&page=2&sort=a",
+        "r8-content-params-kept",
+    ),
+    case(
+        "http://example.com/?refresh=1&from_date=2&sidx=3",
+        "http://example.com/?from_date=2&refresh=1&sidx=3",
+        "r8-exact-names-not-prefixes",
+    ),
     case("http://example.com/?q=a%2Bb", "http://example.com/?q=a%2Bb", "r8-real-plus-kept"),
     case("http://example.com/?q=%7e%41", "http://example.com/?q=~A", "r8-unreserved-decoded"),
     case("http://example.com/?q=%e9", "http://example.com/?q=%E9", "r8-non-utf8-byte-kept"),
@@ -234,62 +265,125 @@ CASES = [
     case("http://www.example.com/do?q=a+space&a=1", "http://www.example.com/do?a=1&q=a+space", "w3lib-spaces-plus"),
     case("http://www.example.com/do?q=a%20space&a=1", "http://www.example.com/do?a=1&q=a+space", "w3lib-spaces-pct20"),
     case("http://www.example.com/résumé", "http://www.example.com/r%C3%A9sum%C3%A9", "w3lib-unicode-path"),
-    case("http://www.example.com/résumé?q=résumé", "http://www.example.com/r%C3%A9sum%C3%A9?q=r%C3%A9sum%C3%A9",
-         "w3lib-unicode-query"),
+    case(
+        "http://www.example.com/résumé?q=résumé",
+        "http://www.example.com/r%C3%A9sum%C3%A9?q=r%C3%A9sum%C3%A9",
+        "w3lib-unicode-query",
+    ),
     case("http://www.example.com/r%c3%a9sum%c3%a9", "http://www.example.com/r%C3%A9sum%C3%A9", "w3lib-pct-paths-upper"),
     case("http://www.example.com/a%a3do", "http://www.example.com/a%A3do", "w3lib-pct-latin1-path"),
-    case("http://www.example.com/a%a3do?q=r%c3%a9sum%c3%a9", "http://www.example.com/a%A3do?q=r%C3%A9sum%C3%A9",
-         "w3lib-pct-latin1-path-utf8-query"),
-    case("http://www.example.com/a%a3do?q=r%e9sum%e9", "http://www.example.com/a%A3do?q=r%E9sum%E9",
-         "w3lib-pct-latin1-both"),
+    case(
+        "http://www.example.com/a%a3do?q=r%c3%a9sum%c3%a9",
+        "http://www.example.com/a%A3do?q=r%C3%A9sum%C3%A9",
+        "w3lib-pct-latin1-path-utf8-query",
+    ),
+    case(
+        "http://www.example.com/a%a3do?q=r%e9sum%e9",
+        "http://www.example.com/a%A3do?q=r%E9sum%E9",
+        "w3lib-pct-latin1-both",
+    ),
     case("http://www.example.com/do?k=b%a3", "http://www.example.com/do?k=b%A3", "w3lib-pct-query-latin1"),
-    case("http://www.example.com/do?k=r%c3%a9sum%c3%a9", "http://www.example.com/do?k=r%C3%A9sum%C3%A9", "w3lib-pct-query-utf8"),
+    case(
+        "http://www.example.com/do?k=r%c3%a9sum%c3%a9",
+        "http://www.example.com/do?k=r%C3%A9sum%C3%A9",
+        "w3lib-pct-query-utf8",
+    ),
     case("http://www.example.com/a do?a=1", "http://www.example.com/a%20do?a=1", "w3lib-space-in-path"),
     case("http://www.example.com/a %20do?a=1", "http://www.example.com/a%20%20do?a=1", "w3lib-space-and-pct20-path"),
     case("http://www.example.com/a do£.html?a=1", "http://www.example.com/a%20do%C2%A3.html?a=1", "w3lib-pound-path"),
-    case(b"http://www.example.com/a do\xc2\xa3.html?a=1", "http://www.example.com/a%20do%C2%A3.html?a=1",
-         "w3lib-pound-path-bytes"),
-    case("http://www.example.com/do?price=£500&a=5&z=3", "http://www.example.com/do?a=5&price=%C2%A3500&z=3",
-         "w3lib-pound-query"),
-    case(b"http://www.example.com/do?price(\xc2\xa3)=500&a=1", "http://www.example.com/do?a=1&price%28%C2%A3%29=500",
-         "w3lib-parens-key"),
+    case(
+        b"http://www.example.com/a do\xc2\xa3.html?a=1",
+        "http://www.example.com/a%20do%C2%A3.html?a=1",
+        "w3lib-pound-path-bytes",
+    ),
+    case(
+        "http://www.example.com/do?price=£500&a=5&z=3",
+        "http://www.example.com/do?a=5&price=%C2%A3500&z=3",
+        "w3lib-pound-query",
+    ),
+    case(
+        b"http://www.example.com/do?price(\xc2\xa3)=500&a=1",
+        "http://www.example.com/do?a=1&price%28%C2%A3%29=500",
+        "w3lib-parens-key",
+    ),
     # w3lib keeps user info; credentials never reach a fingerprint store here.
     case("http://user:pass@www.example.com:81/do?now=1", "http://www.example.com:81/do?now=1", "w3lib-auth-and-port"),
     case("http://user:pass@www.example.com/do?a=1#frag", "http://www.example.com/do?a=1", "w3lib-remove-fragment"),
-    case("http://www.simplybedrooms.com/White-Bedroom-Furniture/Bedroom-Mirror:-Josephine-Cheval-Mirror.html",
-         "http://www.simplybedrooms.com/White-Bedroom-Furniture/Bedroom-Mirror:-Josephine-Cheval-Mirror.html",
-         "w3lib-safe-characters"),
-    case("http://www.example.com/caf%E9-con-leche.htm", "http://www.example.com/caf%E9-con-leche.htm", "w3lib-latin1-escape"),
+    case(
+        "http://www.simplybedrooms.com/White-Bedroom-Furniture/Bedroom-Mirror:-Josephine-Cheval-Mirror.html",
+        "http://www.simplybedrooms.com/White-Bedroom-Furniture/Bedroom-Mirror:-Josephine-Cheval-Mirror.html",
+        "w3lib-safe-characters",
+    ),
+    case(
+        "http://www.example.com/caf%E9-con-leche.htm",
+        "http://www.example.com/caf%E9-con-leche.htm",
+        "w3lib-latin1-escape",
+    ),
     case("http://www.EXAMPLE.com/", "http://www.example.com/", "w3lib-domain-case"),
     case("http://www.bücher.de?q=bücher", "http://www.xn--bcher-kva.de/?q=b%C3%BCcher", "w3lib-idn"),
-    case("http://はじめよう.みんな/?query=サ&maxResults=5", "http://xn--p8j9a0d9c9a.xn--q9jyb4c/?maxResults=5&query=%E3%82%B5",
-         "w3lib-idn-japanese"),
-    case("http://foo.com/AC%2FDC+rocks%3f/?yeah=1", "http://foo.com/AC%2FDC+rocks%3F?yeah=1", "w3lib-quoted-slash-question"),
+    case(
+        "http://はじめよう.みんな/?query=サ&maxResults=5",
+        "http://xn--p8j9a0d9c9a.xn--q9jyb4c/?maxResults=5&query=%E3%82%B5",
+        "w3lib-idn-japanese",
+    ),
+    case(
+        "http://foo.com/AC%2FDC+rocks%3f/?yeah=1",
+        "http://foo.com/AC%2FDC+rocks%3F?yeah=1",
+        "w3lib-quoted-slash-question",
+    ),
     case("http://foo.com/AC%2FDC/", "http://foo.com/AC%2FDC", "w3lib-quoted-slash"),
-    case("http://www.example.com/path/to/%23/foo/bar", "http://www.example.com/path/to/%23/foo/bar", "w3lib-hash-escape-kept"),
-    case("http://www.example.com/path/to/%23/foo/bar#frag", "http://www.example.com/path/to/%23/foo/bar",
-         "w3lib-hash-escape-fragment-dropped"),
-    case("http://www.example.com/path/to/%23/foo/bar?url=http%3A%2F%2Fwww.example.com%2Fpath%2Fto%2F%23%2Fbar%2Ffoo",
-         "http://www.example.com/path/to/%23/foo/bar?url=http%3A%2F%2Fwww.example.com%2Fpath%2Fto%2F%23%2Fbar%2Ffoo",
-         "w3lib-hash-escape-in-query"),
-    case("http://www.färgbolaget.nu/färgbolaget", "http://www.xn--frgbolaget-q5a.nu/f%C3%A4rgbolaget", "w3lib-idna-swedish"),
-    case("http://www.räksmörgås.se/?räksmörgås=yes", "http://www.xn--rksmrgs-5wao1o.se/?r%C3%A4ksm%C3%B6rg%C3%A5s=yes",
-         "w3lib-idna-swedish-query"),
+    case(
+        "http://www.example.com/path/to/%23/foo/bar",
+        "http://www.example.com/path/to/%23/foo/bar",
+        "w3lib-hash-escape-kept",
+    ),
+    case(
+        "http://www.example.com/path/to/%23/foo/bar#frag",
+        "http://www.example.com/path/to/%23/foo/bar",
+        "w3lib-hash-escape-fragment-dropped",
+    ),
+    case(
+        "http://www.example.com/path/to/%23/foo/bar?url=http%3A%2F%2Fwww.example.com%2Fpath%2Fto%2F%23%2Fbar%2Ffoo",
+        "http://www.example.com/path/to/%23/foo/bar?url=http%3A%2F%2Fwww.example.com%2Fpath%2Fto%2F%23%2Fbar%2Ffoo",
+        "w3lib-hash-escape-in-query",
+    ),
+    case(
+        "http://www.färgbolaget.nu/färgbolaget",
+        "http://www.xn--frgbolaget-q5a.nu/f%C3%A4rgbolaget",
+        "w3lib-idna-swedish",
+    ),
+    case(
+        "http://www.räksmörgås.se/?räksmörgås=yes",
+        "http://www.xn--rksmrgs-5wao1o.se/?r%C3%A4ksm%C3%B6rg%C3%A5s=yes",
+        "w3lib-idna-swedish-query",
+    ),
     case("http://www.예비교사.com", "http://www.xn--9d0bm53a3xbzui.com/", "w3lib-idna-korean"),
     case("http://理容ナカムラ.com", "http://xn--lck1c3crb1723bpq4a.com/", "w3lib-idna-japanese"),
-    case("http://кто.рф/index.php?domain=Что", "http://xn--j1ail.xn--p1ai/index.php?domain=%D0%A7%D1%82%D0%BE",
-         "w3lib-idna-russian"),
+    case(
+        "http://кто.рф/index.php?domain=Что",
+        "http://xn--j1ail.xn--p1ai/index.php?domain=%D0%A7%D1%82%D0%BE",
+        "w3lib-idna-russian",
+    ),
     case("http://nic.شبكة", "http://nic.xn--ngbc5azd/", "w3lib-idna-arabic"),
     case("https://www.贷款.在线", "https://www.xn--0kwr83e.xn--3ds443g/", "w3lib-idna-chinese"),
     case("https://www3.贷款.xn--3ds443g", "https://www3.xn--0kwr83e.xn--3ds443g/", "w3lib-idna-mixed-punycode"),
     case("http://新华网.中国:80", "http://xn--xkrr14bows.xn--fiqs8s/", "w3lib-idna-with-default-port"),
     case("http://www.example.com/£?unit=µ", "http://www.example.com/%C2%A3?unit=%C2%B5", "w3lib-safe-url-query"),
-    case("http://www.example.com/test?p(29)url(http://www.another.net/page)",
-         "http://www.example.com/test?p%2829%29url%28http%3A%2F%2Fwww.another.net%2Fpage%29=", "w3lib-parens-query-key"),
-    case("http://www.example.com/Brochures_&_Paint_Cards&PageSize=200",
-         "http://www.example.com/Brochures_&_Paint_Cards&PageSize=200", "w3lib-ampersand-in-path"),
-    case(r"http://localhost:8001/unwise{,},|,\,^,[,],`?|=[]&[]=|",
-         "http://localhost:8001/unwise%7B,%7D,%7C,%5C,%5E,%5B,%5D,%60?%5B%5D=%7C&%7C=%5B%5D", "w3lib-unwise-chars"),
+    case(
+        "http://www.example.com/test?p(29)url(http://www.another.net/page)",
+        "http://www.example.com/test?p%2829%29url%28http%3A%2F%2Fwww.another.net%2Fpage%29=",
+        "w3lib-parens-query-key",
+    ),
+    case(
+        "http://www.example.com/Brochures_&_Paint_Cards&PageSize=200",
+        "http://www.example.com/Brochures_&_Paint_Cards&PageSize=200",
+        "w3lib-ampersand-in-path",
+    ),
+    case(
+        r"http://localhost:8001/unwise{,},|,\,^,[,],`?|=[]&[]=|",
+        "http://localhost:8001/unwise%7B,%7D,%7C,%5C,%5E,%5B,%5D,%60?%5B%5D=%7C&%7C=%5B%5D",
+        "w3lib-unwise-chars",
+    ),
     case('http://google.com/"hello"', "http://google.com/%22hello%22", "w3lib-quote-path"),
     case("http://www.example.org/../../images/../image", "http://www.example.org/image", "w3lib-download-dots"),
     case("http://www.example.com/test\n.html", "http://www.example.com/test.html", "w3lib-newline-removed"),
@@ -319,20 +413,36 @@ CASES = [
     case("http://www.example.com./", "http://www.example.com/", "urlnorm-trailing-dot"),
     case("http://www.foo.com.:81/foo", "http://www.foo.com:81/foo", "urlnorm-trailing-dot-port"),
     case("http://www.foo.com/%7ebar", "http://www.foo.com/~bar", "urlnorm-tilde-lower-escape"),
-    case("https://пример.испытание/Служебная:Search/Test",
-         "https://xn--e1afmkfd.xn--80akhbyknj4f/%D0%A1%D0%BB%D1%83%D0%B6%D0%B5%D0%B1%D0%BD%D0%B0%D1%8F:Search/Test",
-         "urlnorm-idna-cyrillic"),
+    case(
+        "https://пример.испытание/Служебная:Search/Test",
+        "https://xn--e1afmkfd.xn--80akhbyknj4f/%D0%A1%D0%BB%D1%83%D0%B6%D0%B5%D0%B1%D0%BD%D0%B0%D1%8F:Search/Test",
+        "urlnorm-idna-cyrillic",
+    ),
     case("http://example.com/foo/bar/../../../../baz", "http://example.com/baz", "urlnorm-many-dot-dots"),
     case("http://example.com/foo///bar//", "http://example.com/foo///bar", "urlnorm-inner-slashes-kept"),
     case("http://example.com/..foo/.foo/foo../foo.", "http://example.com/..foo/.foo/foo../foo.", "urlnorm-dot-names"),
-    case("http://example.com/More+Tea+Vicar%3F/discussion", "http://example.com/More+Tea+Vicar%3F/discussion",
-         "urlnorm-escaped-question-in-path"),
-    case("https://www.google.com/search?q=test&utm_source=test", "https://www.google.com/search?q=test", "urlnorm-filter-utm"),
-    case("https://google.com:8080/search?q=test&ref=test", "https://google.com:8080/search?q=test", "urlnorm-filter-ref"),
-    case("https://www.google.com/search?q=test&utm_source=test&ie=utf8", "https://www.google.com/search?ie=utf8&q=test",
-         "urlnorm-filter-sorted"),
+    case(
+        "http://example.com/More+Tea+Vicar%3F/discussion",
+        "http://example.com/More+Tea+Vicar%3F/discussion",
+        "urlnorm-escaped-question-in-path",
+    ),
+    case(
+        "https://www.google.com/search?q=test&utm_source=test",
+        "https://www.google.com/search?q=test",
+        "urlnorm-filter-utm",
+    ),
+    case(
+        "https://google.com:8080/search?q=test&ref=test", "https://google.com:8080/search?q=test", "urlnorm-filter-ref"
+    ),
+    case(
+        "https://www.google.com/search?q=test&utm_source=test&ie=utf8",
+        "https://www.google.com/search?ie=utf8&q=test",
+        "urlnorm-filter-sorted",
+    ),
     case("https://example.com/page?", "https://example.com/page", "urlnorm-empty-query"),
-    case("https://www\u3002google.com/?q=test&utm_source=x", "https://www.google.com/?q=test", "urlnorm-ideographic-dot"),
+    case(
+        "https://www\u3002google.com/?q=test&utm_source=x", "https://www.google.com/?q=test", "urlnorm-ideographic-dot"
+    ),
     case("https://[2001:DB8::1]:8080/?q=test&utm_source=x", "https://[2001:db8::1]:8080/?q=test", "urlnorm-ipv6-port"),
     case("https://example.com/a ", "https://example.com/a", "urlnorm-trailing-space-is-stripped-input"),
     case("https://example.com/?q=why?", "https://example.com/?q=why%3F", "urlnorm-question-in-query"),
@@ -607,11 +717,26 @@ def test_error_message_shows_a_bounded_excerpt(impl):
 # ----- policy fields, each switched ----------------------------------------------------------------
 POLICY_CASES = [
     # schemes
-    ({"schemes": {"http", "https", "ftp"}}, "FTP://Example.com:21/pub/", "ftp://example.com/pub", "schemes-ftp-default-port-21"),
+    (
+        {"schemes": {"http", "https", "ftp"}},
+        "FTP://Example.com:21/pub/",
+        "ftp://example.com/pub",
+        "schemes-ftp-default-port-21",
+    ),
     ({"schemes": {"ws", "wss"}}, "ws://example.com:80/chat", "ws://example.com/chat", "schemes-ws-default-port-80"),
-    ({"schemes": {"ws", "wss"}}, "wss://example.com:443/chat", "wss://example.com/chat", "schemes-wss-default-port-443"),
+    (
+        {"schemes": {"ws", "wss"}},
+        "wss://example.com:443/chat",
+        "wss://example.com/chat",
+        "schemes-wss-default-port-443",
+    ),
     ({"schemes": {"wss"}}, "wss://example.com:80/chat", "wss://example.com:80/chat", "schemes-wss-port-80-kept"),
-    ({"schemes": {"gopher"}}, "gopher://example.com:70/1", "gopher://example.com:70/1", "schemes-no-known-default-port"),
+    (
+        {"schemes": {"gopher"}},
+        "gopher://example.com:70/1",
+        "gopher://example.com:70/1",
+        "schemes-no-known-default-port",
+    ),
     ({"schemes": {"HTTPS"}}, "https://example.com/", "https://example.com/", "schemes-folded-to-lowercase"),
     ({"schemes": {"https"}}, "http://example.com/", "InvalidURL", "schemes-http-refused"),
     # merge_schemes
@@ -634,18 +759,31 @@ POLICY_CASES = [
     ({"strip_www": True}, "http://www.example.com./", "http://example.com/", "strip-www-trailing-dot"),
     # keep_userinfo
     ({"keep_userinfo": True}, "http://User:Pass@Example.com/", "http://User:Pass@example.com/", "userinfo-kept-case"),
-    ({"keep_userinfo": True}, "http://us%65r:p%7cw@example.com/", "http://user:p%7Cw@example.com/", "userinfo-normalized"),
+    (
+        {"keep_userinfo": True},
+        "http://us%65r:p%7cw@example.com/",
+        "http://user:p%7Cw@example.com/",
+        "userinfo-normalized",
+    ),
     ({"keep_userinfo": True}, "http://a b:|%@example.com/", "http://a%20b:%7C%25@example.com/", "userinfo-encoded"),
-    ({"keep_userinfo": True}, "http://Åsa:abc123@bücher.example:81/admin",
-     "http://%C3%85sa:abc123@xn--bcher-kva.example:81/admin", "userinfo-w3lib-idna"),
+    (
+        {"keep_userinfo": True},
+        "http://Åsa:abc123@bücher.example:81/admin",
+        "http://%C3%85sa:abc123@xn--bcher-kva.example:81/admin",
+        "userinfo-w3lib-idna",
+    ),
     ({"keep_userinfo": True}, "http://:@example.com/", "http://example.com/", "userinfo-colon-alone-is-empty"),
     ({"keep_userinfo": True}, "http://@example.com/", "http://example.com/", "userinfo-empty-dropped"),
     ({"keep_userinfo": True}, "http://user:@example.com/", "http://user:@example.com/", "userinfo-empty-password-kept"),
     ({"keep_userinfo": True}, "http://a@b@example.com/", "http://a@b@example.com/", "userinfo-last-at"),
     ({"keep_userinfo": True}, "http://u@[::1]:81/", "http://u@[::1]:81/", "userinfo-with-ipv6"),
     # lowercase_path
-    ({"lowercase_path": True}, "http://example.com/Products/ÄB%2fC", "http://example.com/products/%C3%84b%2Fc",
-     "lowercase-path-escapes-stay-upper"),
+    (
+        {"lowercase_path": True},
+        "http://example.com/Products/ÄB%2fC",
+        "http://example.com/products/%C3%84b%2Fc",
+        "lowercase-path-escapes-stay-upper",
+    ),
     ({"lowercase_path": True}, "http://example.com/A?Q=B#F", "http://example.com/a?Q=B", "lowercase-path-not-query"),
     ({"lowercase_path": True}, "http://example.com/%4A", "http://example.com/j", "lowercase-path-after-decoding"),
     # strip_trailing_slash
@@ -655,44 +793,121 @@ POLICY_CASES = [
     ({"strip_trailing_slash": False}, "http://example.com", "http://example.com/", "trailing-slash-off-empty-path"),
     # semicolon_separator
     ({"semicolon_separator": True}, "http://example.com/?b=2;a=1", "http://example.com/?a=1&b=2", "semicolon-splits"),
-    ({"semicolon_separator": True}, "http://example.com/?b=2;;a=1&", "http://example.com/?a=1&b=2", "semicolon-empties"),
-    ({"semicolon_separator": True}, "http://example.com/?id=1;utm_source=x", "http://example.com/?id=1", "semicolon-tracking"),
+    (
+        {"semicolon_separator": True},
+        "http://example.com/?b=2;;a=1&",
+        "http://example.com/?a=1&b=2",
+        "semicolon-empties",
+    ),
+    (
+        {"semicolon_separator": True},
+        "http://example.com/?id=1;utm_source=x",
+        "http://example.com/?id=1",
+        "semicolon-tracking",
+    ),
     ({"semicolon_separator": True}, "http://example.com/?a=%3B", "http://example.com/?a=%3B", "semicolon-escaped-kept"),
     # drop_params: replaced, extended, emptied
-    ({"drop_params": {"session"}}, "http://example.com/?session=1&ref=2", "http://example.com/?ref=2", "drop-params-replaced"),
-    ({"drop_params": DEFAULT_POLICY.drop_params | {"Campaign"}}, "http://example.com/?CAMPAIGN=1&ref=2&id=3",
-     "http://example.com/?id=3", "drop-params-extended"),
+    (
+        {"drop_params": {"session"}},
+        "http://example.com/?session=1&ref=2",
+        "http://example.com/?ref=2",
+        "drop-params-replaced",
+    ),
+    (
+        {"drop_params": DEFAULT_POLICY.drop_params | {"Campaign"}},
+        "http://example.com/?CAMPAIGN=1&ref=2&id=3",
+        "http://example.com/?id=3",
+        "drop-params-extended",
+    ),
     ({"drop_params": set()}, "http://example.com/?ref=2&utm_x=1", "http://example.com/?ref=2", "drop-params-empty"),
-    ({"drop_params": {"caf\u00e9"}}, "http://example.com/?caf%C3%A9=1&id=1", "http://example.com/?id=1", "drop-params-non-ascii"),
-    ({"drop_params": {"CAF\u00c9"}}, "http://example.com/?caf%C3%A9=1&id=1", "http://example.com/?caf%C3%A9=1&id=1",
-     "drop-params-ascii-only-case-folding"),
+    (
+        {"drop_params": {"caf\u00e9"}},
+        "http://example.com/?caf%C3%A9=1&id=1",
+        "http://example.com/?id=1",
+        "drop-params-non-ascii",
+    ),
+    (
+        {"drop_params": {"CAF\u00c9"}},
+        "http://example.com/?caf%C3%A9=1&id=1",
+        "http://example.com/?caf%C3%A9=1&id=1",
+        "drop-params-ascii-only-case-folding",
+    ),
     # drop_prefixes
-    ({"drop_prefixes": {"pk_", "hsa_"}}, "http://example.com/?pk_kw=1&HSA_cam=2&utm_source=3",
-     "http://example.com/?utm_source=3", "drop-prefixes-replaced"),
-    ({"drop_prefixes": set()}, "http://example.com/?utm_source=3", "http://example.com/?utm_source=3", "drop-prefixes-empty"),
-    ({"drop_prefixes": set(), "drop_params": set()}, "http://example.com/?ref=1&b=2", "http://example.com/?b=2&ref=1",
-     "no-tracking-filter-at-all"),
+    (
+        {"drop_prefixes": {"pk_", "hsa_"}},
+        "http://example.com/?pk_kw=1&HSA_cam=2&utm_source=3",
+        "http://example.com/?utm_source=3",
+        "drop-prefixes-replaced",
+    ),
+    (
+        {"drop_prefixes": set()},
+        "http://example.com/?utm_source=3",
+        "http://example.com/?utm_source=3",
+        "drop-prefixes-empty",
+    ),
+    (
+        {"drop_prefixes": set(), "drop_params": set()},
+        "http://example.com/?ref=1&b=2",
+        "http://example.com/?b=2&ref=1",
+        "no-tracking-filter-at-all",
+    ),
     # keep_params wins
     ({"keep_params": {"REF"}}, "http://example.com/?ref=1&spm=2", "http://example.com/?ref=1", "keep-params-over-drop"),
-    ({"keep_params": {"utm_id"}}, "http://example.com/?utm_id=7&utm_source=2", "http://example.com/?utm_id=7",
-     "keep-params-over-prefix"),
-    ({"keep_params": {"utm_id"}}, "http://example.com/?UTM%5FID=7", "http://example.com/?UTM_ID=7", "keep-params-decoded-key"),
+    (
+        {"keep_params": {"utm_id"}},
+        "http://example.com/?utm_id=7&utm_source=2",
+        "http://example.com/?utm_id=7",
+        "keep-params-over-prefix",
+    ),
+    (
+        {"keep_params": {"utm_id"}},
+        "http://example.com/?UTM%5FID=7",
+        "http://example.com/?UTM_ID=7",
+        "keep-params-decoded-key",
+    ),
     # keep_fragment
     ({"keep_fragment": True}, "http://example.com/a#Top", "http://example.com/a#Top", "fragment-kept"),
     ({"keep_fragment": True}, "http://example.com/a#", "http://example.com/a", "fragment-empty-dropped"),
-    ({"keep_fragment": True}, "http://example.com/a#x/../y/", "http://example.com/a#x/../y/", "fragment-no-dots-no-slash-strip"),
+    (
+        {"keep_fragment": True},
+        "http://example.com/a#x/../y/",
+        "http://example.com/a#x/../y/",
+        "fragment-no-dots-no-slash-strip",
+    ),
     ({"keep_fragment": True}, "http://example.com/a#q?x=1", "http://example.com/a#q?x=1", "fragment-question-raw"),
     ({"keep_fragment": True}, "http://example.com/a#a#b", "http://example.com/a#a%23b", "fragment-hash-escaped"),
-    ({"keep_fragment": True}, "http://example.com/a#%7e%2f é", "http://example.com/a#~%2F%20%C3%A9", "fragment-path-encoding"),
+    (
+        {"keep_fragment": True},
+        "http://example.com/a#%7e%2f é",
+        "http://example.com/a#~%2F%20%C3%A9",
+        "fragment-path-encoding",
+    ),
     ({"keep_fragment": True}, "http://example.com/a#%", "http://example.com/a#%25", "fragment-stray-percent"),
     ({"keep_fragment": True}, "http://example.com#f", "http://example.com/#f", "fragment-on-empty-path"),
-    ({"keep_fragment": True}, "https://docs.google.com/spreadsheets/d/abcd/edit#gid=1234",
-     "https://docs.google.com/spreadsheets/d/abcd/edit#gid=1234", "urlnorm-fragment-equals"),
-    ({"keep_fragment": True}, "http://example.com/#\u043f\u0440\u0438\u043c\u0435\u0440",
-     "http://example.com/#%D0%BF%D1%80%D0%B8%D0%BC%D0%B5%D1%80", "urlnorm-fragment-cyrillic"),
-    ({"keep_fragment": True}, "http://example.com/#!fragment", "http://example.com/#!fragment", "urlnorm-fragment-bang-raw"),
-    ({"keep_fragment": True}, "http://www.example.com/path/to/%23/foo/bar#frag",
-     "http://www.example.com/path/to/%23/foo/bar#frag", "w3lib-keep-fragments"),
+    (
+        {"keep_fragment": True},
+        "https://docs.google.com/spreadsheets/d/abcd/edit#gid=1234",
+        "https://docs.google.com/spreadsheets/d/abcd/edit#gid=1234",
+        "urlnorm-fragment-equals",
+    ),
+    (
+        {"keep_fragment": True},
+        "http://example.com/#\u043f\u0440\u0438\u043c\u0435\u0440",
+        "http://example.com/#%D0%BF%D1%80%D0%B8%D0%BC%D0%B5%D1%80",
+        "urlnorm-fragment-cyrillic",
+    ),
+    (
+        {"keep_fragment": True},
+        "http://example.com/#!fragment",
+        "http://example.com/#!fragment",
+        "urlnorm-fragment-bang-raw",
+    ),
+    (
+        {"keep_fragment": True},
+        "http://www.example.com/path/to/%23/foo/bar#frag",
+        "http://www.example.com/path/to/%23/foo/bar#frag",
+        "w3lib-keep-fragments",
+    ),
     ({"keep_fragment": True}, "g#s", "http://a/b/c/g#s", "fragment-relative"),
     ({"keep_fragment": True}, "#s", "http://a/b/c/d;p?q=#s", "fragment-only-reference"),
     # max_length
@@ -736,14 +951,37 @@ def test_default_policy_matches_the_spec():
     assert DEFAULT_POLICY.schemes == {"http", "https"}
     assert DEFAULT_POLICY.drop_prefixes == {"utm_"}
     assert DEFAULT_POLICY.drop_params == {
-        "gclid", "fbclid", "msclkid", "dclid", "yclid", "gbraid", "wbraid", "igshid", "mc_cid", "mc_eid",
-        "_ga", "_gl", "spm", "from", "ref", "share_token", "sessionid", "phpsessid", "jsessionid", "sid",
+        "gclid",
+        "fbclid",
+        "msclkid",
+        "dclid",
+        "yclid",
+        "gbraid",
+        "wbraid",
+        "igshid",
+        "mc_cid",
+        "mc_eid",
+        "_ga",
+        "_gl",
+        "spm",
+        "from",
+        "ref",
+        "share_token",
+        "sessionid",
+        "phpsessid",
+        "jsessionid",
+        "sid",
     }
     assert DEFAULT_POLICY.keep_params == frozenset()
     assert DEFAULT_POLICY.max_length == 8192
-    assert (DEFAULT_POLICY.merge_schemes, DEFAULT_POLICY.strip_www, DEFAULT_POLICY.keep_userinfo,
-            DEFAULT_POLICY.lowercase_path, DEFAULT_POLICY.semicolon_separator, DEFAULT_POLICY.keep_fragment) == (
-        False, False, False, False, False, False)
+    assert (
+        DEFAULT_POLICY.merge_schemes,
+        DEFAULT_POLICY.strip_www,
+        DEFAULT_POLICY.keep_userinfo,
+        DEFAULT_POLICY.lowercase_path,
+        DEFAULT_POLICY.semicolon_separator,
+        DEFAULT_POLICY.keep_fragment,
+    ) == (False, False, False, False, False, False)
     assert DEFAULT_POLICY.strip_trailing_slash is True
 
 
@@ -813,7 +1051,8 @@ def test_policy_v1_keeps_the_digest_of_policy_1():
 
 
 @pytest.mark.parametrize(
-    "version, error", [(0, ValueError), (3, ValueError), ("1", TypeError), (1.0, TypeError), (True, TypeError)],
+    "version, error",
+    [(0, ValueError), (3, ValueError), ("1", TypeError), (1.0, TypeError), (True, TypeError)],
     ids=["zero", "three", "str", "float", "bool"],
 )
 def test_version_is_1_or_2(version, error):
@@ -850,8 +1089,13 @@ def test_digest_is_stable_across_processes():
     code = "from crawldedup import CanonicalPolicy as P; print(P(strip_www=True, keep_params=['b', 'a']).digest)"
     # PYTHONPATH: the child imports the crawldedup under test, not another one its Python may know.
     package_parent = os.path.dirname(os.path.dirname(crawldedup.__file__))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "123", "PATH": "", "PYTHONPATH": package_parent}).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "123", "PATH": "", "PYTHONPATH": package_parent},
+    ).stdout.strip()
     assert out == CanonicalPolicy(strip_www=True, keep_params=["a", "b"]).digest
 
 
@@ -927,7 +1171,9 @@ def test_many_answers_a_refusal_seen_before_as_the_first_time(impl):
     many = [f"mailto:user{n}@shop.example" for n in range(5_000)] + refused
     again = impl.canonicalize_many(many + many)
     assert again.urls == [None] * len(many) * 2
-    assert [str(again.errors[i]) for i in range(len(many))] == [str(again.errors[len(many) + i]) for i in range(len(many))]
+    assert [str(again.errors[i]) for i in range(len(many))] == [
+        str(again.errors[len(many) + i]) for i in range(len(many))
+    ]
 
 
 def test_many_refuses_a_bad_base_up_front(impl):
@@ -953,7 +1199,14 @@ def test_thousands_of_parameters(impl):
 
 # ----- package surface ---------------------------------------------------------------------------
 def test_public_names():
-    for name in ("canonicalize", "canonicalize_many", "Canonicalized", "CanonicalPolicy", "DEFAULT_POLICY", "InvalidURL"):
+    for name in (
+        "canonicalize",
+        "canonicalize_many",
+        "Canonicalized",
+        "CanonicalPolicy",
+        "DEFAULT_POLICY",
+        "InvalidURL",
+    ):
         assert name in crawldedup.__all__
         assert getattr(crawldedup, name) is getattr(canonical, name)
     assert issubclass(InvalidURL, ValueError)
@@ -968,12 +1221,16 @@ def test_extension_loaded():
 
 # --- one base per URL ----------------------------------------------------------------------
 
+
 def test_canonicalize_each_resolves_every_url_against_its_own_base():
     urls = ["../b?y=2&x=1", "c#f", "https://other.example/d", "e", "f"]
     bases = ["https://h.example/dir/a", "https://g.example/", None, "not a base", "https://h.example/dir/a"]
     result = canonical.canonicalize_each(urls, bases)
     assert result.urls == [
-        "https://h.example/b?x=1&y=2", "https://g.example/c", "https://other.example/d", None,
+        "https://h.example/b?x=1&y=2",
+        "https://g.example/c",
+        "https://other.example/d",
+        None,
         "https://h.example/dir/f",
     ]
     assert list(result.errors) == [3] and isinstance(result.errors[3], InvalidURL)

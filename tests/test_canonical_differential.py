@@ -57,27 +57,175 @@ USERINFO = st.sampled_from(["", "", "", "user@", "u:p@", ":@", "@", "a@b@", "\u0
 LABELS = st.lists(st.text(alphabet="abcXYZ09-_", min_size=1, max_size=6), min_size=1, max_size=4).map(".".join)
 HOSTS = st.one_of(
     LABELS,
-    st.sampled_from([
-        "Example.COM", "example.com.", "example.com..", "a..b", ".a", "www.example.com", "WWW.www.com", "www.com",
-        "b\u00fccher.example", "xn--bcher-kva.example", "\u4f8b\u3048.\u30c6\u30b9\u30c8", "[::1]", "[2001:DB8::1]",
-        "[::FFFF:1.2.3.4]", "[", "[::1", "[::1]x", "192.0.2.1", "a" * 63 + ".com", "a" * 64 + ".com", "exa%41mple",
-        "", ".", "a b", "a\\b", "a<b", "a~b", "\u3002",
-        # Policy 2: WHATWG's IPv4 forms and failures, escaped hosts.
-        "0x7f.1", "3279880203", "0300.0250.0.01", "1.2.3.4.", "1.2.3.4.5", "256.256.256.256", "foo.09", "0x100000000",
-        "0x", "1.0x", "09.1", "example.1a", "axn--.example", "a.xn--", "XN--bcher-kva.example", "exa%2Emple", "b%C3%BCcher.example", "%FF.example", "%41.1",
-    ]),
+    st.sampled_from(
+        [
+            "Example.COM",
+            "example.com.",
+            "example.com..",
+            "a..b",
+            ".a",
+            "www.example.com",
+            "WWW.www.com",
+            "www.com",
+            "b\u00fccher.example",
+            "xn--bcher-kva.example",
+            "\u4f8b\u3048.\u30c6\u30b9\u30c8",
+            "[::1]",
+            "[2001:DB8::1]",
+            "[::FFFF:1.2.3.4]",
+            "[",
+            "[::1",
+            "[::1]x",
+            "192.0.2.1",
+            "a" * 63 + ".com",
+            "a" * 64 + ".com",
+            "exa%41mple",
+            "",
+            ".",
+            "a b",
+            "a\\b",
+            "a<b",
+            "a~b",
+            "\u3002",
+            # Policy 2: WHATWG's IPv4 forms and failures, escaped hosts.
+            "0x7f.1",
+            "3279880203",
+            "0300.0250.0.01",
+            "1.2.3.4.",
+            "1.2.3.4.5",
+            "256.256.256.256",
+            "foo.09",
+            "0x100000000",
+            "0x",
+            "1.0x",
+            "09.1",
+            "example.1a",
+            "axn--.example",
+            "a.xn--",
+            "XN--bcher-kva.example",
+            "exa%2Emple",
+            "b%C3%BCcher.example",
+            "%FF.example",
+            "%41.1",
+        ]
+    ),
 )
-PORTS = st.sampled_from(["", ":", ":80", ":443", ":080", ":0443", ":8080", ":0", ":00", ":65535", ":65536",
-                         ":000000080", ":+80", ":\uff18\uff10", ":x", ":1:2"])
-SEGMENTS = st.sampled_from(["a", "B", "item", ".", "..", "%2e", "%2E%2e", "%41", "%7e", "%2f", "%2F", "%zz", "%",
-                            "%4", "a b", "\u00e9", "\u4e2d", "\\", "[x]", "{|}", ";p=1", "!$&'()*+,=:@", "~", "",
-                            "%C3%A9", "%e4%b8%ad", "\u00a0", "^`\""])
-KEYS = st.sampled_from(["id", "page", "utm_source", "UTM_Medium", "utm%5Fx", "Utm_", "Ref", "ref", "REF", "gclid",
-                        "%67clid", "sid", "sidx", "_ga", "q", "a+b", "a%20b", "%", "%E9", "\u00e9", "", "=", "k;v",
-                        "caf%C3%A9", "CAF%C3%A9", "session", "pk_kw", "HSA_x", "utm_id", "x", "X", "%00", "a%2Bb",
-                        "K" * 70, "k" * 71, "k" * 69, "%C3%A9t%C3%A9", "p", "P"])
-VALUES = st.sampled_from(["", "1", "a+b", "a%20b", "a b", "%2B", "%", "%zz", "x=y", "\u00e9", "%E9", "~-._", "A%41",
-                          "&", "caf\u00e9", "%C3%A9", "2024"])
+PORTS = st.sampled_from(
+    [
+        "",
+        ":",
+        ":80",
+        ":443",
+        ":080",
+        ":0443",
+        ":8080",
+        ":0",
+        ":00",
+        ":65535",
+        ":65536",
+        ":000000080",
+        ":+80",
+        ":\uff18\uff10",
+        ":x",
+        ":1:2",
+    ]
+)
+SEGMENTS = st.sampled_from(
+    [
+        "a",
+        "B",
+        "item",
+        ".",
+        "..",
+        "%2e",
+        "%2E%2e",
+        "%41",
+        "%7e",
+        "%2f",
+        "%2F",
+        "%zz",
+        "%",
+        "%4",
+        "a b",
+        "\u00e9",
+        "\u4e2d",
+        "\\",
+        "[x]",
+        "{|}",
+        ";p=1",
+        "!$&'()*+,=:@",
+        "~",
+        "",
+        "%C3%A9",
+        "%e4%b8%ad",
+        "\u00a0",
+        '^`"',
+    ]
+)
+KEYS = st.sampled_from(
+    [
+        "id",
+        "page",
+        "utm_source",
+        "UTM_Medium",
+        "utm%5Fx",
+        "Utm_",
+        "Ref",
+        "ref",
+        "REF",
+        "gclid",
+        "%67clid",
+        "sid",
+        "sidx",
+        "_ga",
+        "q",
+        "a+b",
+        "a%20b",
+        "%",
+        "%E9",
+        "\u00e9",
+        "",
+        "=",
+        "k;v",
+        "caf%C3%A9",
+        "CAF%C3%A9",
+        "session",
+        "pk_kw",
+        "HSA_x",
+        "utm_id",
+        "x",
+        "X",
+        "%00",
+        "a%2Bb",
+        "K" * 70,
+        "k" * 71,
+        "k" * 69,
+        "%C3%A9t%C3%A9",
+        "p",
+        "P",
+    ]
+)
+VALUES = st.sampled_from(
+    [
+        "",
+        "1",
+        "a+b",
+        "a%20b",
+        "a b",
+        "%2B",
+        "%",
+        "%zz",
+        "x=y",
+        "\u00e9",
+        "%E9",
+        "~-._",
+        "A%41",
+        "&",
+        "caf\u00e9",
+        "%C3%A9",
+        "2024",
+    ]
+)
 FRAGMENTS = st.sampled_from(["", "", "#", "#top", "#a#b", "#\u00e9", "#x/../y"])
 PADDING = st.sampled_from(["", " ", "\t", "\n ", "\x0b", "\x0c", "\x00", "\x1f ", "\x7f"])
 
@@ -102,22 +250,76 @@ def absolute_urls(draw):
 
     path = "/".join(draw(st.lists(SEGMENTS, max_size=5)))
     path = ("/" + path if path or draw(st.booleans()) else "") + draw(st.sampled_from(["", "", "/", "//"]))
-    return (usually(st.just(""), PADDING) + usually(SCHEMES, ODD_SCHEMES) + usually(st.just("://"), st.sampled_from([":", ":/", ":\\\\", ":/\\", ":///", ":\\"]))
-            + usually(st.just(""), USERINFO) + usually(LABELS, HOSTS) + usually(st.just(""), PORTS) + path
-            + draw(queries()) + draw(FRAGMENTS) + usually(st.just(""), PADDING))
+    return (
+        usually(st.just(""), PADDING)
+        + usually(SCHEMES, ODD_SCHEMES)
+        + usually(st.just("://"), st.sampled_from([":", ":/", ":\\\\", ":/\\", ":///", ":\\"]))
+        + usually(st.just(""), USERINFO)
+        + usually(LABELS, HOSTS)
+        + usually(st.just(""), PORTS)
+        + path
+        + draw(queries())
+        + draw(FRAGMENTS)
+        + usually(st.just(""), PADDING)
+    )
 
 
 REFERENCES = st.one_of(
-    st.sampled_from(["g", "./g", "../g", "../../../g", ".", "..", "./", "", "?y", "?", "#s", "g?y#s", "//g", "//G.example:80/x",
-                     "/abs/../p", "%2E%2E/x", "a:b", "1http://x", "\\\\evil/x", "g;x?y", "https%3A%2F%2Fa%2Fb",
-                     "HTTP://Other.example/x", "\u00e9/x", "g\tx", "?utm_source=1&b=2&a=1",
-                     "http:g", "http:/g", "https:g", "HTTP:\\\\g\\h", "http:", "http:?x", "\\g", "/\\g", "///g",
-                     "g\\h", "\x01g\x00"]),
+    st.sampled_from(
+        [
+            "g",
+            "./g",
+            "../g",
+            "../../../g",
+            ".",
+            "..",
+            "./",
+            "",
+            "?y",
+            "?",
+            "#s",
+            "g?y#s",
+            "//g",
+            "//G.example:80/x",
+            "/abs/../p",
+            "%2E%2E/x",
+            "a:b",
+            "1http://x",
+            "\\\\evil/x",
+            "g;x?y",
+            "https%3A%2F%2Fa%2Fb",
+            "HTTP://Other.example/x",
+            "\u00e9/x",
+            "g\tx",
+            "?utm_source=1&b=2&a=1",
+            "http:g",
+            "http:/g",
+            "https:g",
+            "HTTP:\\\\g\\h",
+            "http:",
+            "http:?x",
+            "\\g",
+            "/\\g",
+            "///g",
+            "g\\h",
+            "\x01g\x00",
+        ]
+    ),
     st.builds(lambda segments, query: "/".join(segments) + query, st.lists(SEGMENTS, max_size=4), queries()),
 )
-BASES = st.sampled_from(["http://a/b/c/d;p?q", "https://x.example", "http://h/%2e%2e/d/", "HTTPS://A.example:443/dir/",
-                         "http://b\u00fccher.example/x/y", "http://[::1]:8080/p?", "http://u:p@a/b#frag",
-                         "https%3A%2F%2Fa%2Fdir%2Fp", "ws://chat.example/room"])
+BASES = st.sampled_from(
+    [
+        "http://a/b/c/d;p?q",
+        "https://x.example",
+        "http://h/%2e%2e/d/",
+        "HTTPS://A.example:443/dir/",
+        "http://b\u00fccher.example/x/y",
+        "http://[::1]:8080/p?",
+        "http://u:p@a/b#frag",
+        "https%3A%2F%2Fa%2Fdir%2Fp",
+        "ws://chat.example/room",
+    ]
+)
 
 REAL_URLS = [
     "HTTPS://Example.com:443/Products/?utm_source=x&id=9",
@@ -128,9 +330,41 @@ REAL_URLS = [
     "https://shop.example.co.uk/item/17?id=17&page=2&sort=price&utm_medium=email#reviews",
 ]
 PIECES = st.sampled_from(
-    list(":/?#[]@!$&'()*+,;=%. \\\t\n\"<>^`{|}~-_") + ["%2e", "%2E%2E", "%3A%2F%2F", "%25", "%zz", "%e9", "%C3%A9",
-     "..", "./", "//", "www.", "xn--", "\u3002", "\u00e9", "\u4e2d", "\u00a0", "\u00df", "::", ":80", ":0443", "[::1]",
-     "@", "utm_", "&&", "=", "+", "\x00", "\x7f", "\ud800", "\U0001f642", "HTTP://", "?utm_source=1"]
+    list(":/?#[]@!$&'()*+,;=%. \\\t\n\"<>^`{|}~-_")
+    + [
+        "%2e",
+        "%2E%2E",
+        "%3A%2F%2F",
+        "%25",
+        "%zz",
+        "%e9",
+        "%C3%A9",
+        "..",
+        "./",
+        "//",
+        "www.",
+        "xn--",
+        "\u3002",
+        "\u00e9",
+        "\u4e2d",
+        "\u00a0",
+        "\u00df",
+        "::",
+        ":80",
+        ":0443",
+        "[::1]",
+        "@",
+        "utm_",
+        "&&",
+        "=",
+        "+",
+        "\x00",
+        "\x7f",
+        "\ud800",
+        "\U0001f642",
+        "HTTP://",
+        "?utm_source=1",
+    ]
 )
 
 
@@ -139,13 +373,16 @@ def mutated_urls(draw):
     url = draw(st.sampled_from(REAL_URLS))
     for _ in range(draw(st.integers(0, 4))):
         at = draw(st.integers(0, len(url)))
-        url = url[:at] + draw(PIECES) + url[at + draw(st.integers(0, 3)):]
+        url = url[:at] + draw(PIECES) + url[at + draw(st.integers(0, 3)) :]
     return url
 
 
 # Share links: a whole URL percent-encoded (rule 2), sometimes with lowercase hex.
-WRAPPED = st.builds(lambda url, lower: quote(url, safe="+").replace("%3A%2F%2F", "%3a%2f%2f" if lower else "%3A%2F%2F"),
-                    absolute_urls(), st.booleans())
+WRAPPED = st.builds(
+    lambda url, lower: quote(url, safe="+").replace("%3A%2F%2F", "%3a%2f%2f" if lower else "%3A%2F%2F"),
+    absolute_urls(),
+    st.booleans(),
+)
 URLS = st.one_of(absolute_urls(), mutated_urls(), WRAPPED)
 
 
@@ -184,8 +421,11 @@ def test_same_outcome_against_a_base(ref, base, policy, as_bytes):
 
 
 @settings(max_examples=150, deadline=None)
-@given(urls=st.lists(st.one_of(URLS, REFERENCES, st.just(b"http://a.example/\xff"), st.just(7)), max_size=12),
-       base=st.one_of(st.none(), BASES), policy=st.sampled_from(POLICIES))
+@given(
+    urls=st.lists(st.one_of(URLS, REFERENCES, st.just(b"http://a.example/\xff"), st.just(7)), max_size=12),
+    base=st.one_of(st.none(), BASES),
+    policy=st.sampled_from(POLICIES),
+)
 def test_batch_same_as_the_reference(urls, base, policy):
     try:
         expected = _canonical.canonicalize_many(urls, base=base, policy=policy)
@@ -203,17 +443,42 @@ def test_batch_same_as_the_reference(urls, base, policy):
 def _corpus(count, seed):
     """Crawl-like URLs, most of them the forms the fast path exists for."""
     rng = random.Random(seed)
-    hosts = ["example.com", "WWW.Example.com", "shop.example.co.uk:8080", "news.example.org.", "b\u00fccher.example",
-             "[2001:db8::1]", "192.0.2.10:80", "cdn.example.net:443"]
+    hosts = [
+        "example.com",
+        "WWW.Example.com",
+        "shop.example.co.uk:8080",
+        "news.example.org.",
+        "b\u00fccher.example",
+        "[2001:db8::1]",
+        "192.0.2.10:80",
+        "cdn.example.net:443",
+    ]
     words = ["products", "Item", "a b", "caf\u00e9", "%7Euser", "..", ".", "%2e%2e", "index.html", "%2F", "x%zz"]
-    params = ["id={}", "page={}", "utm_source=news", "UTM_Campaign=x", "gclid=abc", "ref=home", "q=red+shoes",
-              "q=a%20b", "filter=color%3Ablue", "cat=%E4%B8%AD", "flag", "x=", "=v", "tag=a&tag=b", "sid=1"]
+    params = [
+        "id={}",
+        "page={}",
+        "utm_source=news",
+        "UTM_Campaign=x",
+        "gclid=abc",
+        "ref=home",
+        "q=red+shoes",
+        "q=a%20b",
+        "filter=color%3Ablue",
+        "cat=%E4%B8%AD",
+        "flag",
+        "x=",
+        "=v",
+        "tag=a&tag=b",
+        "sid=1",
+    ]
     urls = []
     for index in range(count):
         path = "/".join(rng.choice(words) for _ in range(rng.randint(0, 4))) + rng.choice(["", "/", "//"])
         query = "&".join(rng.choice(params).format(index) for _ in range(rng.randint(0, 5)))
-        urls.append(f"{rng.choice(['http', 'https', 'HTTPS'])}://{rng.choice(hosts)}/{path}"
-                    f"{'?' + query if query or rng.random() < 0.1 else ''}{rng.choice(['', '', '#top'])}")
+        urls.append(
+            f"{rng.choice(['http', 'https', 'HTTPS'])}://{rng.choice(hosts)}/{path}"
+            f"{'?' + query if query or rng.random() < 0.1 else ''}{rng.choice(['', '', '#top'])}"
+        )
     return urls
 
 
@@ -223,47 +488,57 @@ def test_crawl_corpus_same_as_the_reference_and_mostly_fast(policy):
     assert _canonical_c.canonicalize_many(urls, policy=policy) == _canonical.canonicalize_many(urls, policy=policy)
     fast = [_canonical_c.fast_canonicalize(url, policy) for url in urls]
     assert [f for f in fast if f is not None] == [
-        _canonical.canonicalize(u, policy=policy) for u, f in zip(urls, fast) if f is not None]
+        _canonical.canonicalize(u, policy=policy) for u, f in zip(urls, fast) if f is not None
+    ]
     # Everything but IPv6 and IDNA hosts (answered through the reference's cached authority).
     assert sum(f is not None for f in fast) >= 0.95 * len(urls)
 
 
-@pytest.mark.parametrize("url", [
-    "https://example.com/item/1?id=1&page=2",
-    "HTTP://Example.COM:80/a/./b/../c/?utm_source=x&b=2&a=1#top",
-    "https://example.com:08443/%7euser/%e4%b8%ad/caf\u00e9/a b/?q=a%20b&Q=a+b&flag&&=&=1",
-    b"http://user:pw@example.com./x/..//y//",
-    "  http://b\u00fccher.example/x \n",
-    "HTTPS%3a%2f%2fExample.com%2Fa%2Fcaf%C3%A9%3Fb%3D1%26a%3D%2541",
-    "http://[2001:DB8::1]:8080/",
-    "https://example.com/?" + "&".join(f"k{i}=v{i}" for i in range(100, 0, -1)),
-    "https://example.com/" + "%41" * 3000,
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/item/1?id=1&page=2",
+        "HTTP://Example.COM:80/a/./b/../c/?utm_source=x&b=2&a=1#top",
+        "https://example.com:08443/%7euser/%e4%b8%ad/caf\u00e9/a b/?q=a%20b&Q=a+b&flag&&=&=1",
+        b"http://user:pw@example.com./x/..//y//",
+        "  http://b\u00fccher.example/x \n",
+        "HTTPS%3a%2f%2fExample.com%2Fa%2Fcaf%C3%A9%3Fb%3D1%26a%3D%2541",
+        "http://[2001:DB8::1]:8080/",
+        "https://example.com/?" + "&".join(f"k{i}=v{i}" for i in range(100, 0, -1)),
+        "https://example.com/" + "%41" * 3000,
+    ],
+)
 def test_fast_path_answers_the_common_forms(url):
     assert _canonical_c.fast_canonicalize(url, CanonicalPolicy(max_length=10_000)) == _canonical.canonicalize(
-        url, policy=CanonicalPolicy(max_length=10_000))
+        url, policy=CanonicalPolicy(max_length=10_000)
+    )
 
 
-@pytest.mark.parametrize("url, policy", [
-    ("https%3A%2F%2Fexample.com%2F%FF", None),
-    ("https%3A%2F%2Fexa%2520mple.com", None),
-    ("https%3A%2F%2Fexample.com%2Fa%09b", None),
-    ("http://exa\tmple.com/", None),
-    ("http://example.com/\x00", None),
-    ("ws://example.com/", CanonicalPolicy(schemes={"ws"})),
-    ("http://example.com/a", CanonicalPolicy(merge_schemes=True)),
-    ("http://example.com/a", CanonicalPolicy(lowercase_path=True)),
-    ("http://example.com/a#f", CanonicalPolicy(keep_fragment=True)),
-    ("http://example.com/?a=1;b=2", CanonicalPolicy(semicolon_separator=True)),
-    ("http://example.com:99999/", None),
-    ("http://a..b/", None),
-    ("page.html", None),
-    (b"http://example.com/caf\xc3\xa9", None),
-    ("http://example.com/\ud800", None),
-])
+@pytest.mark.parametrize(
+    "url, policy",
+    [
+        ("https%3A%2F%2Fexample.com%2F%FF", None),
+        ("https%3A%2F%2Fexa%2520mple.com", None),
+        ("https%3A%2F%2Fexample.com%2Fa%09b", None),
+        ("http://exa\tmple.com/", None),
+        ("http://example.com/\x00", None),
+        ("ws://example.com/", CanonicalPolicy(schemes={"ws"})),
+        ("http://example.com/a", CanonicalPolicy(merge_schemes=True)),
+        ("http://example.com/a", CanonicalPolicy(lowercase_path=True)),
+        ("http://example.com/a#f", CanonicalPolicy(keep_fragment=True)),
+        ("http://example.com/?a=1;b=2", CanonicalPolicy(semicolon_separator=True)),
+        ("http://example.com:99999/", None),
+        ("http://a..b/", None),
+        ("page.html", None),
+        (b"http://example.com/caf\xc3\xa9", None),
+        ("http://example.com/\ud800", None),
+    ],
+)
 def test_fast_path_declines_what_it_leaves_to_the_reference(url, policy):
     assert _canonical_c.fast_canonicalize(url, policy) is None
-    assert outcome(_canonical_c.canonicalize, url, policy=policy) == outcome(_canonical.canonicalize, url, policy=policy)
+    assert outcome(_canonical_c.canonicalize, url, policy=policy) == outcome(
+        _canonical.canonicalize, url, policy=policy
+    )
 
 
 def test_public_functions_are_the_compiled_ones():
@@ -271,27 +546,38 @@ def test_public_functions_are_the_compiled_ones():
     assert canonical.canonicalize_many is _canonical_c.canonicalize_many
 
 
-@pytest.mark.parametrize("url, base", [
-    ("http://example.com\\a", None),
-    ("http://example.com/a?b=\\", None),
-    ("http:/example.com/", None),
-    ("https:example.com", None),
-    ("http:g", "http://a/b"),
-    ("\\\\g\\x", "http://a/b"),
-    ("http://0x7f.1/", None),
-    ("http://3279880203/", None),
-    ("http://1.2.3.4.5/", None),
-    ("http://01.2.3.4/", None),
-    ("http://example%2Ecom/", None),
-    ("http://a.1/", None),
-])
+@pytest.mark.parametrize(
+    "url, base",
+    [
+        ("http://example.com\\a", None),
+        ("http://example.com/a?b=\\", None),
+        ("http:/example.com/", None),
+        ("https:example.com", None),
+        ("http:g", "http://a/b"),
+        ("\\\\g\\x", "http://a/b"),
+        ("http://0x7f.1/", None),
+        ("http://3279880203/", None),
+        ("http://1.2.3.4.5/", None),
+        ("http://01.2.3.4/", None),
+        ("http://example%2Ecom/", None),
+        ("http://a.1/", None),
+    ],
+)
 def test_fast_path_declines_what_policy_2_reads_otherwise(url, base):
     assert _canonical_c.fast_canonicalize(url, DEFAULT_POLICY, base) is None
     assert outcome(_canonical_c.canonicalize, url, base=base) == outcome(_canonical.canonicalize, url, base=base)
 
 
-@pytest.mark.parametrize("url", ["http://192.0.2.1/x", "http://192.0.2.1.:8080/", "http://xn--bcher-kva.example/",
-                                 "http://a.XN--bcher-kva.example/", "http://1a.example/"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://192.0.2.1/x",
+        "http://192.0.2.1.:8080/",
+        "http://xn--bcher-kva.example/",
+        "http://a.XN--bcher-kva.example/",
+        "http://1a.example/",
+    ],
+)
 def test_fast_path_answers_plain_ipv4_and_a_labels_under_policy_2(url):
     assert _canonical_c.fast_canonicalize(url, DEFAULT_POLICY) == _canonical.canonicalize(url)
 
@@ -299,17 +585,29 @@ def test_fast_path_answers_plain_ipv4_and_a_labels_under_policy_2(url):
 def test_batch_with_every_kind_of_row_same_as_the_reference():
     # Rows the batch canonicalizes without the GIL, and those it hands back to be taken one at
     # a time (hosts for the reference's rules, wrapped links) or to the reference (declined).
-    urls = ["https://example.com/a?b=1", "http://b\u00fccher.example/x", "http://[2001:DB8::1]/",
-            "HTTPS%3a%2f%2fExample.com%2Fa", b"http://example.com/caf\xc3\xa9", b"http://example.com/\xff",
-            "http://example.com/\ud800", "page.html", 7, "https://example.com/" + "%41" * 3000,
-            "https://example.com/?" + "&".join(f"k{i}=v{i}" for i in range(100, 0, -1)), "  http://a.example/ ",
-            # Non-ASCII str of each width, encoded in C; a long one, encoded with the GIL.
-            "http://example.com/caf\u00e9/\u4e2d?q=\U0001F600", "http://example.com/" + "\u00e9" * 600,
-            "http://b\u00fccher.example/\ud800"]
+    urls = [
+        "https://example.com/a?b=1",
+        "http://b\u00fccher.example/x",
+        "http://[2001:DB8::1]/",
+        "HTTPS%3a%2f%2fExample.com%2Fa",
+        b"http://example.com/caf\xc3\xa9",
+        b"http://example.com/\xff",
+        "http://example.com/\ud800",
+        "page.html",
+        7,
+        "https://example.com/" + "%41" * 3000,
+        "https://example.com/?" + "&".join(f"k{i}=v{i}" for i in range(100, 0, -1)),
+        "  http://a.example/ ",
+        # Non-ASCII str of each width, encoded in C; a long one, encoded with the GIL.
+        "http://example.com/caf\u00e9/\u4e2d?q=\U0001f600",
+        "http://example.com/" + "\u00e9" * 600,
+        "http://b\u00fccher.example/\ud800",
+    ]
     policy = CanonicalPolicy(max_length=10_000)
     for batch in (urls, urls * 50):
         assert _answers(_canonical_c.canonicalize_many(batch, policy=policy)) == _answers(
-            _canonical.canonicalize_many(batch, policy=policy))
+            _canonical.canonicalize_many(batch, policy=policy)
+        )
     relative = ["../x", "?q=1", "//cdn.example.net/a", "#f", "sub/dir/", "http://b\u00fccher.example/"]
     base = "http://b\u00fccher.example/a/b?c=d"
     assert _canonical_c.canonicalize_many(relative, base=base) == _canonical.canonicalize_many(relative, base=base)
@@ -321,8 +619,10 @@ def _answers(result):
 
 def test_many_drop_and_keep_keys_same_as_the_reference():
     # The compiled plan holds the keys in a hash table: hundreds of them collide in it.
-    policy = CanonicalPolicy(drop_params={f"k{i}" for i in range(0, 600, 2)} | {"caf\u00e9"},
-                             keep_params={f"k{i}" for i in range(0, 600, 10)})
+    policy = CanonicalPolicy(
+        drop_params={f"k{i}" for i in range(0, 600, 2)} | {"caf\u00e9"},
+        keep_params={f"k{i}" for i in range(0, 600, 10)},
+    )
     urls = [f"https://example.com/?k{i}=1&K{i + 1}=2&caf%C3%A9=3&CAF\u00c9=4&k{i}x=5" for i in range(600)]
     got = _canonical_c.canonicalize_many(urls, policy=policy)
     assert got == _canonical.canonicalize_many(urls, policy=policy)
@@ -333,13 +633,19 @@ def test_many_drop_and_keep_keys_same_as_the_reference():
 def test_batches_in_two_threads_at_once_same_as_the_reference(corpus):
     # "hosts": more IDNA and IPv6 hosts than the plan's table of authorities has slots, so that
     # one thread rewrites entries while the other reads them without the GIL.
-    urls = _corpus(4_000, seed=5) if corpus == "crawl" else [
-        f"http://b\u00fccher{i % 700}.example/{i}" if i % 3 else f"http://[2001:db8::{i % 500:x}]/{i}" for i in range(4_000)]
+    urls = (
+        _corpus(4_000, seed=5)
+        if corpus == "crawl"
+        else [
+            f"http://b\u00fccher{i % 700}.example/{i}" if i % 3 else f"http://[2001:db8::{i % 500:x}]/{i}"
+            for i in range(4_000)
+        ]
+    )
     expected = _canonical.canonicalize_many(urls)
     answers = {}
 
     def run(thread):
-        answers[thread] = [_canonical_c.canonicalize_many(urls[start:start + 500]) for start in range(0, 4_000, 500)]
+        answers[thread] = [_canonical_c.canonicalize_many(urls[start : start + 500]) for start in range(0, 4_000, 500)]
 
     threads = [threading.Thread(target=run, args=(thread,)) for thread in range(2)]
     for thread in threads:

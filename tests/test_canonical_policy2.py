@@ -92,9 +92,18 @@ ROWS = [
     row("http://a%2E%2Eb/", REFUSED, REFUSED, "r4-decoded-empty-label-refused"),
     row("http://%31%32%37.0.0.1/", "http://127.0.0.1/", REFUSED, "r4-decoded-then-ipv4"),
     row("http://xn--/", REFUSED, "http://xn--/", "r4-invalid-a-label-refused"),
-    row("http://axn--b.example/", "http://axn--b.example/", "http://axn--b.example/", "r4-xn-inside-a-label-is-no-a-label"),
-    row("http://XN--bcher-kva.example/", "http://xn--bcher-kva.example/", "http://xn--bcher-kva.example/",
-        "r4-valid-a-label-kept"),
+    row(
+        "http://axn--b.example/",
+        "http://axn--b.example/",
+        "http://axn--b.example/",
+        "r4-xn-inside-a-label-is-no-a-label",
+    ),
+    row(
+        "http://XN--bcher-kva.example/",
+        "http://xn--bcher-kva.example/",
+        "http://xn--bcher-kva.example/",
+        "r4-valid-a-label-kept",
+    ),
     # Rule 5: IPv4.
     row("http://192.168.0.1/", "http://192.168.0.1/", "http://192.168.0.1/", "r5-dotted-quad-kept"),
     row("http://1.2.3.4./", "http://1.2.3.4/", "http://1.2.3.4/", "r5-one-trailing-dot"),
@@ -118,10 +127,18 @@ ROWS = [
     # Google Safe Browsing's canonicalization examples that policy 2's rules decide.
     row("http://3279880203/blah", "http://195.127.0.11/blah", "http://3279880203/blah", "safebrowsing-decimal-ip"),
     row("http://0x12.0x43.0x44.0x01/", "http://18.67.68.1/", "http://0x12.0x43.0x44.0x01/", "safebrowsing-hex-ip"),
-    row("http://www.google.com/q?r?s", "http://www.google.com/q?r%3Fs=", "http://www.google.com/q?r%3Fs=",
-        "safebrowsing-question-in-query"),
-    row("http://host.com//twoslashes?more//slashes", "http://host.com//twoslashes?more%2F%2Fslashes=",
-        "http://host.com//twoslashes?more%2F%2Fslashes=", "safebrowsing-empty-segment-kept"),
+    row(
+        "http://www.google.com/q?r?s",
+        "http://www.google.com/q?r%3Fs=",
+        "http://www.google.com/q?r%3Fs=",
+        "safebrowsing-question-in-query",
+    ),
+    row(
+        "http://host.com//twoslashes?more//slashes",
+        "http://host.com//twoslashes?more%2F%2Fslashes=",
+        "http://host.com//twoslashes?more%2F%2Fslashes=",
+        "safebrowsing-empty-segment-kept",
+    ),
     # Deliberate differences from WHATWG that policy 2 keeps.
     row("g", REFUSED, REFUSED, "keeps-no-scheme-no-base-refused"),
     row("http://h/a//b/", "http://h/a//b", "http://h/a//b", "keeps-empty-segments-and-strips-trailing-slash"),
@@ -143,12 +160,15 @@ def test_policy_2(canonical_impl, raw, base, v2, v1):
             assert canonical_impl.canonicalize(out, policy=policy) == out
 
 
-@pytest.mark.parametrize("raw, reason", [
-    ("http://256.256.256.256/", "no IPv4 address"),
-    ("http://%FF.example/", "not UTF-8"),
-    ("http:", "empty host"),
-    ("http://h\x01/", "'\\x01'"),
-])
+@pytest.mark.parametrize(
+    "raw, reason",
+    [
+        ("http://256.256.256.256/", "no IPv4 address"),
+        ("http://%FF.example/", "not UTF-8"),
+        ("http:", "empty host"),
+        ("http://h\x01/", "'\\x01'"),
+    ],
+)
 def test_refusals_name_the_problem(canonical_impl, raw, reason):
     with pytest.raises(InvalidURL) as info:
         canonical_impl.canonicalize(raw)
@@ -163,7 +183,7 @@ def test_a_base_is_read_by_policy_2_too(canonical_impl):
 
 # ----- the section as shipped: its examples, read from docs/canonical-policy.md --------------------
 SPEC = (Path(__file__).resolve().parents[1] / "docs" / "canonical-policy.md").read_text(encoding="utf-8")
-SECTION = SPEC[SPEC.index("## Policy 2"):]
+SECTION = SPEC[SPEC.index("## Policy 2") :]
 
 
 def _literal(text: str) -> str:

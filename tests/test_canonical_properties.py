@@ -3,11 +3,11 @@ under policy 2 (the default) and policy 1 (``POLICY_V1``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import dataclasses
 
 from crawldedup import POLICY_V1, CanonicalPolicy, InvalidURL
 
@@ -15,12 +15,25 @@ from crawldedup import POLICY_V1, CanonicalPolicy, InvalidURL
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 EVERYTHING_ON = CanonicalPolicy(
-    schemes={"http", "https", "ftp", "ws", "wss"}, merge_schemes=True, strip_www=True, keep_userinfo=True,
-    lowercase_path=True, strip_trailing_slash=False, semicolon_separator=True, keep_fragment=True,
+    schemes={"http", "https", "ftp", "ws", "wss"},
+    merge_schemes=True,
+    strip_www=True,
+    keep_userinfo=True,
+    lowercase_path=True,
+    strip_trailing_slash=False,
+    semicolon_separator=True,
+    keep_fragment=True,
     keep_params={"ref"},
 )
-POLICIES = st.sampled_from([None, EVERYTHING_ON, CanonicalPolicy(drop_params=(), drop_prefixes=()),
-                            POLICY_V1, dataclasses.replace(EVERYTHING_ON, version=1)])
+POLICIES = st.sampled_from(
+    [
+        None,
+        EVERYTHING_ON,
+        CanonicalPolicy(drop_params=(), drop_prefixes=()),
+        POLICY_V1,
+        dataclasses.replace(EVERYTHING_ON, version=1),
+    ]
+)
 
 REAL_URLS = [
     "HTTPS://Example.com:443/Products/?utm_source=x&id=9",
@@ -32,11 +45,57 @@ REAL_URLS = [
 ]
 # Pieces that URL parsers trip over, spliced into real URLs.
 PIECES = st.sampled_from(
-    list(":/?#[]@!$&'()*+,;=%. \\\t\n\"<>^`{|}~-_") + ["%2e", "%2E%2E", "%3A%2F%2F", "%25", "%zz", "%e9", "%C3%A9",
-     "..", "./", "//", "www.", "xn--", "\u3002", "\uff0e", "é", "中", "\u00a0", "\u200d", "ß", "::", ":80", ":0443",
-     "[::1]", "[", "]", "@", "utm_", "&&", "=", "+", "\x00", "\x7f", "\ud800", "🙂",
-     # Policy 2's readings: backslashes, escaped hosts, WHATWG IPv4, C0 controls.
-     "\\\\", "/\\", "%2E", "%41", "0x7f.1", "3279880203", "0300.", "1.2.3.4.5", ".256", "0x", "\x01", "\x1f", "http:"]
+    list(":/?#[]@!$&'()*+,;=%. \\\t\n\"<>^`{|}~-_")
+    + [
+        "%2e",
+        "%2E%2E",
+        "%3A%2F%2F",
+        "%25",
+        "%zz",
+        "%e9",
+        "%C3%A9",
+        "..",
+        "./",
+        "//",
+        "www.",
+        "xn--",
+        "\u3002",
+        "\uff0e",
+        "é",
+        "中",
+        "\u00a0",
+        "\u200d",
+        "ß",
+        "::",
+        ":80",
+        ":0443",
+        "[::1]",
+        "[",
+        "]",
+        "@",
+        "utm_",
+        "&&",
+        "=",
+        "+",
+        "\x00",
+        "\x7f",
+        "\ud800",
+        "🙂",
+        # Policy 2's readings: backslashes, escaped hosts, WHATWG IPv4, C0 controls.
+        "\\\\",
+        "/\\",
+        "%2E",
+        "%41",
+        "0x7f.1",
+        "3279880203",
+        "0300.",
+        "1.2.3.4.5",
+        ".256",
+        "0x",
+        "\x01",
+        "\x1f",
+        "http:",
+    ]
 )
 
 
@@ -46,15 +105,19 @@ def mutated_urls(draw):
     for _ in range(draw(st.integers(0, 4))):
         at = draw(st.integers(0, len(url)))
         cut = draw(st.integers(0, 3))
-        url = url[:at] + draw(PIECES) + url[at + cut:]
+        url = url[:at] + draw(PIECES) + url[at + cut :]
     return url
 
 
 URL_LIKE = st.one_of(
     mutated_urls(),
     st.text(max_size=60),
-    st.builds(lambda s, h, rest: f"{s}://{h}{rest}", st.sampled_from(["http", "HTTPS", "ws", "ftp"]),
-              st.text(max_size=20), st.text(max_size=40)),
+    st.builds(
+        lambda s, h, rest: f"{s}://{h}{rest}",
+        st.sampled_from(["http", "HTTPS", "ws", "ftp"]),
+        st.text(max_size=20),
+        st.text(max_size=40),
+    ),
 )
 
 
@@ -83,8 +146,11 @@ def test_output_is_ascii_and_idempotent(impl, url, policy):
 
 
 @FAST
-@given(url=URL_LIKE, base=st.sampled_from(["http://a/b/c/d;p?q", "https://x.example", "http://h/%2e%2e/d/"]),
-       policy=POLICIES)
+@given(
+    url=URL_LIKE,
+    base=st.sampled_from(["http://a/b/c/d;p?q", "https://x.example", "http://h/%2e%2e/d/"]),
+    policy=POLICIES,
+)
 def test_resolved_output_is_idempotent(impl, url, base, policy):
     out = _try(impl, url, base=base, policy=policy)
     if out is not None:
@@ -116,16 +182,26 @@ def test_batch_agrees_with_single_calls(impl, url):
 
 
 @FAST
-@given(value=st.one_of(st.integers(), st.floats(), st.lists(st.text(max_size=3), max_size=2),
-                       st.binary().map(bytearray), st.binary().map(memoryview)))
+@given(
+    value=st.one_of(
+        st.integers(),
+        st.floats(),
+        st.lists(st.text(max_size=3), max_size=2),
+        st.binary().map(bytearray),
+        st.binary().map(memoryview),
+    )
+)
 def test_other_types_are_type_errors(impl, value):
     with pytest.raises(TypeError):
         impl.canonicalize(value)
 
 
 @FAST
-@given(key=st.sampled_from(["utm_source", "UTM_Medium", "gclid", "Ref", "sid"]), value=st.text(max_size=10),
-       escape=st.booleans())
+@given(
+    key=st.sampled_from(["utm_source", "UTM_Medium", "gclid", "Ref", "sid"]),
+    value=st.text(max_size=10),
+    escape=st.booleans(),
+)
 def test_tracking_keys_vanish_however_spelled(impl, key, value, escape):
     spelled = "".join(f"%{ord(c):02x}" for c in key) if escape else key
     url = "http://example.com/p?id=1&" + spelled + "=" + value.replace("#", "").replace("&", "")

@@ -36,12 +36,14 @@ DELIBERATE: Dict[Tuple[str, Optional[str]], str] = {
     ("http://./", None): "a host of one dot is empty once its trailing dot goes (rule 5)",
     ("http://../", None): "empty labels are refused (rule 5)",
     ("http://foo.09..", None): "empty labels are refused (rule 5)",
-    ('http://!"$&\'()*+,-.;=_`{}~/', None): "a host holds letters, digits, '-', '_' and '.' only (rule 5)",
-    ('wss://!"$&\'()*+,-.;=_`{}~/', None): "a host holds letters, digits, '-', '_' and '.' only (rule 5)",
+    ("http://!\"$&'()*+,-.;=_`{}~/", None): "a host holds letters, digits, '-', '_' and '.' only (rule 5)",
+    ("wss://!\"$&'()*+,-.;=_`{}~/", None): "a host holds letters, digits, '-', '_' and '.' only (rule 5)",
     ("https://%e2%98%83", None): "the idna package's UTS #46 refuses symbols such as U+2603 (rule 5)",
-    ("http://example.com/\ud800\U000107fe\udfff\ufdd0\ufdcf\ufdef\ufdf0\ufffe\uffff?"
-     "\ud800\U000107fe\udfff\ufdd0\ufdcf\ufdef\ufdf0\ufffe\uffff", None):
-        "a str with unpaired surrogates is InvalidURL (fine print), where WHATWG writes U+FFFD",
+    (
+        "http://example.com/\ud800\U000107fe\udfff\ufdd0\ufdcf\ufdef\ufdf0\ufffe\uffff?"
+        "\ud800\U000107fe\udfff\ufdd0\ufdcf\ufdef\ufdf0\ufffe\uffff",
+        None,
+    ): "a str with unpaired surrogates is InvalidURL (fine print), where WHATWG writes U+FFFD",
 }
 
 
@@ -66,11 +68,20 @@ def _scheme(text: str) -> str:
     return head.lower() if colon else ""
 
 
-VALID = [pytest.param(case, id=_name(i, case)) for i, case in enumerate(CASES)
-         if not case.get("failure") and case["protocol"] in SCHEMES]
-FAILURES = [pytest.param(case, id=_name(i, case)) for i, case in enumerate(CASES)
-            if case.get("failure") and (_scheme(case["input"]) in ("http", "https") or (
-                _scheme(case["input"]) == "" and (case.get("base") or "").lower().startswith(("http:", "https:"))))]
+VALID = [
+    pytest.param(case, id=_name(i, case))
+    for i, case in enumerate(CASES)
+    if not case.get("failure") and case["protocol"] in SCHEMES
+]
+FAILURES = [
+    pytest.param(case, id=_name(i, case))
+    for i, case in enumerate(CASES)
+    if case.get("failure")
+    and (
+        _scheme(case["input"]) in ("http", "https")
+        or (_scheme(case["input"]) == "" and (case.get("base") or "").lower().startswith(("http:", "https:")))
+    )
+]
 
 
 def whatwg_url(case: Dict[str, Any]) -> str:

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Sequence
 
 import pytest
+from conftest import ServeProcess, race_processes
 
 from crawldedup import canonicalize
 from crawldedup.canonical import HAS_EXTENSION
 from crawldedup.dedup import Deduplicator
-
-from conftest import ServeProcess, race_processes
 
 # Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py). The
 # races keep the cores busy with 8 processes each: under pytest-xdist (scripts/test) no other
@@ -39,16 +38,24 @@ def pages_on(server_kind: str) -> int:
     return PAGES if server_kind == "redis7" else VALKEY_PAGES
 
 
-def run_race(options: dict, tmp_path: Path, pages: int = PAGES, worker: Path = WORKER, tasks: Sequence[int] = (),
-             processes: int = PROCESSES) -> Counter:
+def run_race(
+    options: dict,
+    tmp_path: Path,
+    pages: int = PAGES,
+    worker: Path = WORKER,
+    tasks: Sequence[int] = (),
+    processes: int = PROCESSES,
+) -> Counter:
     """Start the workers, let them all go at once, and count winners per canonical URL.
 
     :param tasks: the worker's numeric arguments after the pages (the asyncio worker's tasks).
     """
     start = tmp_path / "start"
     outs = [tmp_path / f"won-{w}.txt" for w in range(processes)]
-    commands = [[sys.executable, str(worker), str(w), str(pages), *map(str, tasks), str(start), str(out),
-                 json.dumps(options)] for w, out in enumerate(outs)]
+    commands = [
+        [sys.executable, str(worker), str(w), str(pages), *map(str, tasks), str(start), str(out), json.dumps(options)]
+        for w, out in enumerate(outs)
+    ]
     codes = race_processes(commands, outs, start, TIMEOUT_SECONDS)
     assert codes == [0] * processes
     return Counter(url for out in outs for url in out.read_text("ascii").split("\n") if url)
@@ -62,7 +69,9 @@ def test_eight_processes_one_winner_per_page(store_strategy, store_location, ser
     if store_strategy != "bloom":
         sizing = {"capacity": 1_000_000, "error_rate": 0.001}
     options = {
-        "strategy": store_strategy, "namespace": "race", **sizing,
+        "strategy": store_strategy,
+        "namespace": "race",
+        **sizing,
         **{key: str(value) for key, value in store_location.items()},
     }
     winners = run_race(options, tmp_path, pages)
@@ -86,8 +95,14 @@ def test_eight_processes_one_winner_per_page_on_a_cluster(strategy, lease, redis
         # On Valkey the cluster races with leases only: their scripts run every step a plain
         # claim runs, and more (the suite's time budget keeps one cluster race per store).
         pytest.skip("on Valkey, the cluster race runs with leases")
-    options = {"strategy": strategy, "namespace": "race", "capacity": 1_000_000, "error_rate": 0.001,
-               "redis_url": redis_cluster_url, "lease": lease}
+    options = {
+        "strategy": strategy,
+        "namespace": "race",
+        "capacity": 1_000_000,
+        "error_rate": 0.001,
+        "redis_url": redis_cluster_url,
+        "lease": lease,
+    }
     pages = pages_on(server_kind)
     winners = run_race(options, tmp_path, pages)
     assert set(winners) == {f"https://site.example/p/{i}?a=1&b=2" for i in range(pages)}
@@ -101,18 +116,24 @@ needs_compiled = pytest.mark.skipif(not HAS_EXTENSION, reason="the same race run
 
 @needs_compiled
 @pytest.mark.slow
-@pytest.mark.parametrize("where", [
-    pytest.param(("set", "redis_url"), id="set", marks=pytest.mark.redis),
-    pytest.param(("sharded-set", "redis_url"), id="sharded-set", marks=pytest.mark.redis),
-    pytest.param(("sqlite", None), id="sqlite"),
-    pytest.param(("postgres", "postgres_url"), id="postgres", marks=pytest.mark.postgres),
-    pytest.param(("set", "redis_cluster_url"), id="set-cluster", marks=pytest.mark.redis),
-    pytest.param(("sharded-set", "redis_cluster_url"), id="sharded-set-cluster", marks=pytest.mark.redis),
-])
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param(("set", "redis_url"), id="set", marks=pytest.mark.redis),
+        pytest.param(("sharded-set", "redis_url"), id="sharded-set", marks=pytest.mark.redis),
+        pytest.param(("sqlite", None), id="sqlite"),
+        pytest.param(("postgres", "postgres_url"), id="postgres", marks=pytest.mark.postgres),
+        pytest.param(("set", "redis_cluster_url"), id="set-cluster", marks=pytest.mark.redis),
+        pytest.param(("sharded-set", "redis_cluster_url"), id="sharded-set-cluster", marks=pytest.mark.redis),
+    ],
+)
 def test_async_tasks_of_two_processes_one_winner_per_page(where, request, tmp_path):
     strategy, fixture = where
-    location = {"sqlite_path": str(tmp_path / "claims.sqlite")} if fixture is None else {
-        fixture.replace("_cluster", ""): request.getfixturevalue(fixture)}
+    location = (
+        {"sqlite_path": str(tmp_path / "claims.sqlite")}
+        if fixture is None
+        else {fixture.replace("_cluster", ""): request.getfixturevalue(fixture)}
+    )
     options = {"strategy": strategy, "namespace": "async-race", "capacity": 1_000_000, "error_rate": 0.001, **location}
     winners = run_race(options, tmp_path, ASYNC_PAGES, ASYNC_WORKER, (ASYNC_TASKS,), ASYNC_PROCESSES)
     assert set(winners) == {f"https://site.example/p/{i}?a=1&b=2" for i in range(ASYNC_PAGES)}
@@ -129,8 +150,16 @@ SERVICE_PAGES = 20_000
 def test_eight_clients_of_two_services_one_winner_per_page(fixture, request, tmp_path):
     # The server is asked for by name, so the servers' matrix (Redis 7, Valkey 8 and 9) leaves
     # this race alone: it runs on Redis 7 and the cluster, once each.
-    args = ["--strategy", "set", "--redis-url", request.getfixturevalue(fixture), "--namespace", "race",
-            "--capacity", "1000000"]
+    args = [
+        "--strategy",
+        "set",
+        "--redis-url",
+        request.getfixturevalue(fixture),
+        "--namespace",
+        "race",
+        "--capacity",
+        "1000000",
+    ]
     lease = 60 if fixture == "redis_cluster_url" else None  # through the cluster, leases and done too
     with ServeProcess(args) as first, ServeProcess(args) as second:
         winners = run_race({"service_urls": [first.url, second.url], "lease": lease}, tmp_path, SERVICE_PAGES)
@@ -146,7 +175,11 @@ def test_worker_spellings_are_one_page(worker):
 
 
 def test_twenty_threads_one_url_one_winner(store_strategy, store_location):
-    spellings = ["https://shop.example/item/1", "HTTPS://shop.example:443/item/1#x", "https://shop.example/item/1?utm_source=t"]
+    spellings = [
+        "https://shop.example/item/1",
+        "HTTPS://shop.example:443/item/1#x",
+        "https://shop.example/item/1?utm_source=t",
+    ]
     results: list[bool] = []
     barrier = threading.Barrier(20)
     with Deduplicator(store_strategy, namespace="threads", capacity=10_000, **store_location) as dedup:

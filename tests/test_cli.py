@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 import pytest
-
 from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_count
+
 from crawldedup import cli
 from crawldedup.bloom import open_filter
 from crawldedup.canonical import DEFAULT_POLICY, canonicalize_each
@@ -46,7 +46,9 @@ def write_lines(path: Path, lines: Sequence[str]) -> Path:
     return path
 
 
-def run(args: Sequence[str], cwd: Path, stdin: Optional[bytes] = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run(
+    args: Sequence[str], cwd: Path, stdin: Optional[bytes] = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     return subprocess.run([*COMMAND, *map(str, args)], cwd=cwd, input=stdin, capture_output=True, timeout=timeout)
 
 
@@ -70,7 +72,7 @@ def block_area(path: Path) -> bytes:
     with open_filter(path) as bf:
         size = bf.num_bits // 8
     data = path.read_bytes()
-    return data[len(data) - size:]
+    return data[len(data) - size :]
 
 
 # ---------------------------------------------------------------------------- filter
@@ -102,7 +104,7 @@ def test_filter_default_state_file_is_created_in_the_working_directory(tmp_path:
 
 def test_filter_output_raw_keeps_the_first_spelling(tmp_path: Path) -> None:
     lines = [spellings(7)[1], spellings(7)[0], spellings(8)[2]]
-    crlf = "".join(line + "\r\n" for line in lines).encode()   # a file written on Windows
+    crlf = "".join(line + "\r\n" for line in lines).encode()  # a file written on Windows
     result = run(["filter", "--output", "raw", "--state", "s.bloom"], tmp_path, stdin=crlf)
     assert result.returncode == 0, result.stderr.decode()
     assert result.stdout.decode() == f"{lines[0]}\n{lines[2]}\n"
@@ -133,8 +135,9 @@ def test_truncated_gzip_input_is_an_input_error(tmp_path: Path) -> None:
 def test_rejects_file_gets_each_invalid_line_with_its_reason(tmp_path: Path) -> None:
     bad = ["mailto:someone@example.com", "javascript:void(0)", "http://host:99999/", "not a url"]
     lines = [canonical(1), *bad, canonical(2)]
-    result = run(["filter", "--rejects", "rejects.tsv", "--state", "s.bloom"], tmp_path,
-                 stdin="\n".join(lines).encode())
+    result = run(
+        ["filter", "--rejects", "rejects.tsv", "--state", "s.bloom"], tmp_path, stdin="\n".join(lines).encode()
+    )
     assert result.returncode == 0, result.stderr.decode()
     assert out_lines(result) == [canonical(1), canonical(2)]
     assert summary_count(result, "invalid") == len(bad)
@@ -150,15 +153,18 @@ def test_relative_links_with_a_base_on_the_line_or_for_the_run(tmp_path: Path) -
         "https://shop.example/list/a\t../item/3?b=2&a=1",
         "https://shop.example/list/a\t/item/4?a=1&b=2#x",
         "https://shop.example/list/a\t//shop.example/item/3?a=1&b=2",
-        "https://shop.example/list/a\t",          # an empty link is no link (CANONICAL.md rule 1)
+        "https://shop.example/list/a\t",  # an empty link is no link (CANONICAL.md rule 1)
     ]
     result = run(["filter", "--state", "s.bloom"], tmp_path, stdin="\n".join(lines).encode())
     assert result.returncode == 0, result.stderr.decode()
     assert out_lines(result) == [canonical(3), canonical(4)]
     assert summary_count(result, "invalid") == 1
 
-    with_base = run(["filter", "--base", "https://shop.example/item/", "--state", "t.bloom"], tmp_path,
-                    stdin=b"5?a=1&b=2\n./5?b=2&a=1\n")
+    with_base = run(
+        ["filter", "--base", "https://shop.example/item/", "--state", "t.bloom"],
+        tmp_path,
+        stdin=b"5?a=1&b=2\n./5?b=2&a=1\n",
+    )
     assert with_base.returncode == 0, with_base.stderr.decode()
     assert out_lines(with_base) == [canonical(5)]
 
@@ -170,11 +176,11 @@ def test_lines_with_and_without_a_base_are_canonicalized_in_input_order(base: Op
     lines = [
         "https://shop.example/item/1?b=2&a=1",
         "https://shop.example/list/a\t../item/3",
-        "mailto:someone@shop.example",                  # refused, among the lines without a tab
-        "7?a=1",                                        # relative: needs --base
+        "mailto:someone@shop.example",  # refused, among the lines without a tab
+        "7?a=1",  # relative: needs --base
         "https://shop.example/list/b\tjavascript:void(0)",  # refused, among the lines with one
-        "http://exa\udcffmple.test/",                   # a byte that is not UTF-8 (surrogateescape)
-        "not a base\t../item/4",                       # a refused base
+        "http://exa\udcffmple.test/",  # a byte that is not UTF-8 (surrogateescape)
+        "not a base\t../item/4",  # a refused base
         "https://shop.example/list/a\t/item/5#x",
         "HTTPS://SHOP.EXAMPLE:443/item/6",
     ]
@@ -203,8 +209,12 @@ def test_merge_of_filters_built_in_parallel_equals_one_filter_of_both(tmp_path: 
     write_lines(tmp_path / "b.txt", frontier(range(150, 400)))
     options = ["--capacity", "5000", "--error-rate", "0.01"]
     workers = [
-        subprocess.Popen([*COMMAND, "filter", name, "--state", f"{name}.bloom", *options], cwd=tmp_path,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [*COMMAND, "filter", name, "--state", f"{name}.bloom", *options],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         for name in ("a.txt", "b.txt")
     ]
     for worker in workers:
@@ -237,8 +247,11 @@ def test_merge_refuses_incompatible_filters_and_keeps_outputs(tmp_path: Path) ->
 
 
 def test_info_describes_a_filter_file(tmp_path: Path) -> None:
-    made = run(["filter", "--state", "s.bloom", "--capacity", "20000", "--error-rate", "0.001"], tmp_path,
-               stdin="\n".join(canonical(page) for page in range(100)).encode())
+    made = run(
+        ["filter", "--state", "s.bloom", "--capacity", "20000", "--error-rate", "0.001"],
+        tmp_path,
+        stdin="\n".join(canonical(page) for page in range(100)).encode(),
+    )
     assert made.returncode == 0, made.stderr.decode()
     result = run(["info", "s.bloom"], tmp_path)
     assert result.returncode == 0, result.stderr.decode()
@@ -254,12 +267,19 @@ def test_info_describes_a_filter_file(tmp_path: Path) -> None:
 
 
 def test_a_grown_filter_in_the_summary_info_and_merge(tmp_path: Path) -> None:
-    made = run(["filter", "--state", "s.bloom", "--capacity", "1000", "--ttl-days", "0"], tmp_path,
-               stdin="\n".join(canonical(page) for page in range(6_000)).encode())
+    made = run(
+        ["filter", "--state", "s.bloom", "--capacity", "1000", "--ttl-days", "0"],
+        tmp_path,
+        stdin="\n".join(canonical(page) for page in range(6_000)).encode(),
+    )
     assert made.returncode == 0, made.stderr.decode()
     assert summary_count(made, "new") >= 6_000 * 0.99
-    assert re.search(r"filter grew\s+2 stages\s+past its capacity of 1,000: 21,000 items in all, in "
-                     r"s\.bloom\.stage1 \.\. \.stage2$", made.stderr.decode(), re.MULTILINE), made.stderr.decode()
+    assert re.search(
+        r"filter grew\s+2 stages\s+past its capacity of 1,000: 21,000 items in all, in "
+        r"s\.bloom\.stage1 \.\. \.stage2$",
+        made.stderr.decode(),
+        re.MULTILINE,
+    ), made.stderr.decode()
     text = run(["info", "s.bloom"], tmp_path).stdout.decode()
     assert re.search(r"format\s+crawldedup filter v3\b", text), text
     assert re.search(r"grown\s+2 stages past its capacity: holds 21,000 keys in all", text), text
@@ -270,7 +290,8 @@ def test_a_grown_filter_in_the_summary_info_and_merge(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "content", [b"", b"not a filter at all" * 300, b"CDDBLOOM" + bytes(100)],
+    "content",
+    [b"", b"not a filter at all" * 300, b"CDDBLOOM" + bytes(100)],
     ids=["empty", "foreign", "truncated"],
 )
 def test_info_on_a_bad_file_is_one_clear_line(tmp_path: Path, content: bytes) -> None:
@@ -327,8 +348,14 @@ def test_bad_usage_exits_2(tmp_path: Path, args: List[str]) -> None:
 
 
 def test_bad_environment_variable_is_a_usage_error(tmp_path: Path) -> None:
-    result = subprocess.run([*COMMAND, "filter", "--state", "s.bloom"], cwd=tmp_path, input=b"https://a.example/\n",
-                            capture_output=True, timeout=60, env={**os.environ, "BLOOM_CAPACITY": "lots"})
+    result = subprocess.run(
+        [*COMMAND, "filter", "--state", "s.bloom"],
+        cwd=tmp_path,
+        input=b"https://a.example/\n",
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "BLOOM_CAPACITY": "lots"},
+    )
     assert_clean_error(result, 2, "BLOOM_CAPACITY", "lots")
     assert not (tmp_path / "s.bloom").exists()
 
@@ -344,8 +371,11 @@ def test_unreachable_redis_is_a_store_error(tmp_path: Path) -> None:
     with socket.socket() as sock:  # a port nobody listens on once the socket closes
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    result = run(["filter", "--strategy", "set", "--redis-url", f"redis://127.0.0.1:{port}/0", "--state", "s.bloom"],
-                 tmp_path, stdin=b"https://a.example/\n")
+    result = run(
+        ["filter", "--strategy", "set", "--redis-url", f"redis://127.0.0.1:{port}/0", "--state", "s.bloom"],
+        tmp_path,
+        stdin=b"https://a.example/\n",
+    )
     assert_clean_error(result, 5, f"127.0.0.1:{port}")
     assert not (tmp_path / "s.bloom").exists()  # the state file comes after the store answered
 
@@ -392,7 +422,7 @@ def test_filter_claims_through_sqlite(tmp_path: Path) -> None:
     second = run(["filter", source, "--strategy", "sqlite", "--state", "b.bloom", "--verify-hits"], tmp_path)
     assert second.returncode == 0, second.stderr.decode()
     assert second.stdout == b""
-    assert "sqlite" in second.stderr.decode()   # the summary names the store
+    assert "sqlite" in second.stderr.decode()  # the summary names the store
 
 
 # ---------------------------------------------------------------------------- interruption
@@ -401,16 +431,23 @@ def test_filter_claims_through_sqlite(tmp_path: Path) -> None:
 def _start_long_run(tmp_path: Path, pages: int) -> subprocess.Popen:
     source = write_lines(tmp_path / "long.txt", frontier(range(pages)))
     return subprocess.Popen(
-        [*COMMAND, "filter", source, "--state", "s.bloom", "--batch-size", "200"], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,  # bufsize=0: no read-ahead
+        [*COMMAND, "filter", source, "--state", "s.bloom", "--batch-size", "200"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,  # bufsize=0: no read-ahead
     )
 
 
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT to a child process")
 def test_sigint_while_waiting_for_input(tmp_path: Path) -> None:
     worker = subprocess.Popen(
-        [*COMMAND, "filter", "--state", "s.bloom", "--batch-size", "500"], cwd=tmp_path,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+        [*COMMAND, "filter", "--state", "s.bloom", "--batch-size", "500"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
     )
     assert worker.stdin is not None
     # A crawl that is still running: links keep coming, stdin stays open.
@@ -424,14 +461,14 @@ def test_sigint_while_waiting_for_input(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT to a child process")
 def test_sigint_while_claiming(tmp_path: Path) -> None:
-    worker = _start_long_run(tmp_path, 25_000)   # 100,000 lines in batches of 200: busy for seconds
+    worker = _start_long_run(tmp_path, 25_000)  # 100,000 lines in batches of 200: busy for seconds
     assert 1 <= len(interrupt_after_first_line(worker, tmp_path / "s.bloom")) < 25_000
 
 
 @pytest.mark.skipif(os.name != "posix", reason="exit code of a closed pipe on POSIX")
 def test_closed_stdout_stops_quietly(tmp_path: Path) -> None:
     worker = _start_long_run(tmp_path, 25_000)
-    stop_reading_after_first_line(worker)   # the reader went away, as `crawldedup filter | head -1` does
+    stop_reading_after_first_line(worker)  # the reader went away, as `crawldedup filter | head -1` does
     # A valid state file, without the batch its reader left unread: a rerun prints every page once.
     again = run(["filter", tmp_path / "long.txt", "--state", "s.bloom", "--batch-size", "5000"], tmp_path)
     assert again.returncode == 0, again.stderr.decode()

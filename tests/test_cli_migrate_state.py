@@ -41,25 +41,51 @@ def local_crawl(tmp_path: Path, capacity: int = 100_000, name: str = "crawl", si
     """The single-host crawl: OLD pages of ``site`` through crawldedup filter with a state file."""
     frontier, state = tmp_path / f"{name}.txt", tmp_path / f"{name}.state"
     frontier.write_text("\n".join(pages(OLD, site) * 2) + "\n")
-    done = subprocess.run([*CLI, "filter", "--state", str(state), "--capacity", str(capacity), str(frontier)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*CLI, "filter", "--state", str(state), "--capacity", str(capacity), str(frontier)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert OLD - len(done.stdout.split()) <= OLD // 100  # the crawl's own false positives (a grown file's)
     return state
 
 
 def migrate(state: Path, target: str, redis_url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(command(state, target, redis_url, tmp_path, *args), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        command(state, target, redis_url, tmp_path, *args), capture_output=True, text=True, timeout=300
+    )
 
 
 def command(state: Path, target: str, redis_url: str, tmp_path: Path, *args: str) -> List[str]:
-    return [*CLI, "migrate", "--from-state", str(state), "--to", target, "--redis-url", redis_url,
-            "--namespace", "fleet", "--sqlite", str(tmp_path / "claims.sqlite"), *SIZES, *args]
+    return [
+        *CLI,
+        "migrate",
+        "--from-state",
+        str(state),
+        "--to",
+        target,
+        "--redis-url",
+        redis_url,
+        "--namespace",
+        "fleet",
+        "--sqlite",
+        str(tmp_path / "claims.sqlite"),
+        *SIZES,
+        *args,
+    ]
 
 
 def settings(target: str, redis_url: str, tmp_path: Path) -> dict:
-    return {"strategy": target, "redis_url": redis_url, "namespace": "fleet", "capacity": 100_000, "error_rate": 1e-7,
-            "sqlite_path": str(tmp_path / "claims.sqlite")}
+    return {
+        "strategy": target,
+        "redis_url": redis_url,
+        "namespace": "fleet",
+        "capacity": 100_000,
+        "error_rate": 1e-7,
+        "sqlite_path": str(tmp_path / "claims.sqlite"),
+    }
 
 
 def seed_false_positives(state: Path, urls: List[str]) -> Set[str]:
@@ -76,9 +102,21 @@ def run_workers(target: str, redis_url: str, tmp_path: Path, urls: List[str]) ->
     listing = tmp_path / "work.txt"
     listing.write_text("\n".join(urls) + "\n")
     outs = [tmp_path / f"won-{kind}.txt" for kind in ("blocking", "async")]
-    workers = [subprocess.Popen([sys.executable, str(WORKER), kind, str(listing), str(out),
-                                 json.dumps(settings(target, redis_url, tmp_path))], stderr=subprocess.PIPE, text=True)
-               for kind, out in zip(("blocking", "async"), outs)]
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(WORKER),
+                kind,
+                str(listing),
+                str(out),
+                json.dumps(settings(target, redis_url, tmp_path)),
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for kind, out in zip(("blocking", "async"), outs)
+    ]
     for worker in workers:
         _, errors = worker.communicate(timeout=300)
         assert worker.returncode == 0, errors
@@ -140,14 +178,19 @@ def kill_half_way(process: subprocess.Popen, progress: Callable[[], int], chunks
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(bool(os.environ.get("CRAWLDEDUP_NO_EXTENSIONS")),
-                    reason="run once, in the compiled run: uploading a file does not depend on the twin")
+@pytest.mark.skipif(
+    bool(os.environ.get("CRAWLDEDUP_NO_EXTENSIONS")),
+    reason="run once, in the compiled run: uploading a file does not depend on the twin",
+)
 @pytest.mark.parametrize("target", ["set", "sqlite"])
 def test_an_upload_killed_half_way_is_refused_by_workers_then_resumes(target, redis_url, tmp_path):
     state = local_crawl(tmp_path, capacity=2_000_000)  # about 13 MB: 200 chunks of 64 KiB
     chunks = -(-state.stat().st_size // (64 << 10))
-    process = subprocess.Popen(command(state, target, redis_url, tmp_path, "--chunk-kib", "64"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        command(state, target, redis_url, tmp_path, "--chunk-kib", "64"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     left = kill_half_way(process, lambda: uploaded(target, redis_url, tmp_path), chunks)
     assert 0 < left < chunks
 
@@ -168,7 +211,9 @@ def test_refusals_are_one_line(redis_url, tmp_path):
     state = local_crawl(tmp_path)
     window = migrate(state, "set", redis_url, tmp_path, "--ttl-days", "0")
     assert window.returncode == 3 and window.stderr.count("\n") == 1
-    assert "made for a recrawl window of 30 days in 4 generations of 7.5 days, the workers would use none" in window.stderr
+    assert (
+        "made for a recrawl window of 30 days in 4 generations of 7.5 days, the workers would use none" in window.stderr
+    )
 
     RedisKeyStore(redis_url, namespace="fleet", policy_digest="0123456789abcdef").close()
     policy = migrate(state, "set", redis_url, tmp_path)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 import pytest
-
 from conftest import summary_counts
+
 from crawldedup import canonicalize
 
 COMMAND = [sys.executable, "-m", "crawldedup", "filter"]
@@ -63,8 +63,18 @@ def workdir(tmp_path: Path, strategy: str, request: pytest.FixtureRequest) -> Pa
     (tmp_path / "frontier.txt").write_text("".join(line + "\n" for line in LINES))
     # Capacity 10,000: a 68 KB state file (the five slots of the default window), under the
     # file size limit below.
-    options = ["--strategy", strategy, "--batch-size", str(BATCH), "--capacity", "10000", "--state", "s.bloom",
-               "--jobs", "2"]  # worker processes prepare the batches, whatever the machine's cores
+    options = [
+        "--strategy",
+        strategy,
+        "--batch-size",
+        str(BATCH),
+        "--capacity",
+        "10000",
+        "--state",
+        "s.bloom",
+        "--jobs",
+        "2",
+    ]  # worker processes prepare the batches, whatever the machine's cores
     if strategy == "sqlite":
         options += ["--sqlite", "claims.sqlite"]
     elif strategy != "local":
@@ -113,9 +123,14 @@ def rerun_and_check(workdir: Path, strategy: str, printed_before: Sequence[str])
 
 @posix_only
 def test_a_pipe_closed_by_head_loses_no_page(workdir: Path, strategy: str) -> None:
-    shown = subprocess.run(f"{' '.join(COMMAND)} frontier.txt {' '.join(options(workdir))} | head -2; "
-                           "echo ${PIPESTATUS[0]} >&2", shell=True, executable="/bin/bash", cwd=workdir,
-                           capture_output=True, timeout=120)
+    shown = subprocess.run(
+        f"{' '.join(COMMAND)} frontier.txt {' '.join(options(workdir))} | head -2; echo ${{PIPESTATUS[0]}} >&2",
+        shell=True,
+        executable="/bin/bash",
+        cwd=workdir,
+        capture_output=True,
+        timeout=120,
+    )
     err = shown.stderr.decode().splitlines()
     assert err[-1] == str(128 + signal.SIGPIPE), err  # crawldedup's own exit code: its reader went away
     assert "Traceback" not in shown.stderr.decode()
@@ -126,8 +141,10 @@ def test_a_pipe_closed_by_head_loses_no_page(workdir: Path, strategy: str) -> No
         assert kept == []
     else:  # the batch head cut short: claimed in RedisBloom for good, so kept, and said so
         assert sorted(kept) == sorted(FIRST_BATCH)
-        assert f"{len(kept):,} pages claimed in the store, not written: their URLs are in crawldedup.unwritten" \
+        assert (
+            f"{len(kept):,} pages claimed in the store, not written: their URLs are in crawldedup.unwritten"
             in shown.stderr.decode()
+        )
     # What head showed may come again (the pipe cannot tell what head read from what it showed).
     again = subprocess.run([*COMMAND, "frontier.txt", *options(workdir)], cwd=workdir, capture_output=True, timeout=120)
     assert again.returncode == 0, again.stderr.decode()
@@ -143,8 +160,9 @@ def test_a_pipe_closed_by_head_loses_no_page(workdir: Path, strategy: str) -> No
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_dev_full_loses_no_page(workdir: Path, strategy: str) -> None:
     with open("/dev/full", "wb") as full:
-        failed = subprocess.run([*COMMAND, "frontier.txt", *options(workdir)], cwd=workdir, stdout=full,
-                                stderr=subprocess.PIPE, timeout=120)
+        failed = subprocess.run(
+            [*COMMAND, "frontier.txt", *options(workdir)], cwd=workdir, stdout=full, stderr=subprocess.PIPE, timeout=120
+        )
     err = failed.stderr.decode()
     assert failed.returncode == 4, err
     assert "Traceback" not in err
@@ -158,7 +176,9 @@ def test_dev_full_loses_no_page(workdir: Path, strategy: str) -> None:
     rerun_and_check(workdir, strategy, [])
 
 
-def run_with_file_size_limit(workdir: Path, limit: int, output: Path, extra: Sequence[str] = ()) -> subprocess.CompletedProcess:
+def run_with_file_size_limit(
+    workdir: Path, limit: int, output: Path, extra: Sequence[str] = ()
+) -> subprocess.CompletedProcess:
     """The command with RLIMIT_FSIZE (any POSIX user): writing past ``limit`` bytes fails with EFBIG."""
     child = textwrap.dedent(f"""
         import resource, signal, sys
@@ -168,15 +188,22 @@ def run_with_file_size_limit(workdir: Path, limit: int, output: Path, extra: Seq
         sys.exit(main(sys.argv[1:]))
     """)
     with open(output, "wb") as out:
-        return subprocess.run([sys.executable, "-c", child, "filter", "frontier.txt", *options(workdir), *extra],
-                              cwd=workdir, stdout=out, stderr=subprocess.PIPE, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-c", child, "filter", "frontier.txt", *options(workdir), *extra],
+            cwd=workdir,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
 
 
 @posix_only
 def test_an_output_file_past_its_size_limit_holds_whole_batches(workdir: Path, strategy: str) -> None:
     if strategy in ("sqlite", "redisbloom"):
-        pytest.skip("the limit is every file's: it would stop the database or the unwritten-pages file too "
-                    "(the full disk test covers this strategy)")
+        pytest.skip(
+            "the limit is every file's: it would stop the database or the unwritten-pages file too "
+            "(the full disk test covers this strategy)"
+        )
     # Room for the first batch's ~90 KB of output, not for the second one's.
     output = workdir / "out.txt"
     failed = run_with_file_size_limit(workdir, FIRST_BATCH_BYTES + 1_000, output)
@@ -188,13 +215,13 @@ def test_an_output_file_past_its_size_limit_holds_whole_batches(workdir: Path, s
     rerun_and_check(workdir, strategy, printed)
 
 
-def test_an_output_file_on_a_full_disk_holds_whole_batches(workdir: Path, strategy: str, small_fs: Path,
-                                                           fill) -> None:
+def test_an_output_file_on_a_full_disk_holds_whole_batches(workdir: Path, strategy: str, small_fs: Path, fill) -> None:
     fill(small_fs, leave_bytes=FIRST_BATCH_BYTES + 8 * 1024)  # the first batch fits, not the second
     output = small_fs / "out.txt"
     with open(output, "wb") as out:
-        failed = subprocess.run([*COMMAND, "frontier.txt", *options(workdir)], cwd=workdir, stdout=out,
-                                stderr=subprocess.PIPE, timeout=120)
+        failed = subprocess.run(
+            [*COMMAND, "frontier.txt", *options(workdir)], cwd=workdir, stdout=out, stderr=subprocess.PIPE, timeout=120
+        )
     err = failed.stderr.decode()
     assert failed.returncode == 4, err
     assert err.splitlines()[-1] == "crawldedup: error: cannot write stdout: No space left on device"
@@ -204,16 +231,22 @@ def test_an_output_file_on_a_full_disk_holds_whole_batches(workdir: Path, strate
 
 
 @pytest.mark.parametrize("strategy", ["redisbloom"])  # the exact strategies hand their pages back
-def test_unwritten_pages_on_a_full_disk_are_counted_as_lost(workdir: Path, strategy: str, small_fs: Path,
-                                                            fill) -> None:
+def test_unwritten_pages_on_a_full_disk_are_counted_as_lost(workdir: Path, strategy: str, small_fs: Path, fill) -> None:
     """Where the pages a store keeps cannot be kept either, the command says how many were lost."""
     fill(small_fs, leave_bytes=16 * 1024)
     unwritten = small_fs / "unwritten.txt"
     with open("/dev/full", "wb") as full:
-        failed = subprocess.run([*COMMAND, "frontier.txt", *options(workdir), "--unwritten", str(unwritten)],
-                                cwd=workdir, stdout=full, stderr=subprocess.PIPE, timeout=120)
+        failed = subprocess.run(
+            [*COMMAND, "frontier.txt", *options(workdir), "--unwritten", str(unwritten)],
+            cwd=workdir,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
     err = failed.stderr.decode()
     assert failed.returncode == 4, err
-    assert (f"{len(FIRST_BATCH):,} pages claimed in the store, not written, could not be kept in {unwritten} "
-            "(No space left on device): lost to this crawl") in err
+    assert (
+        f"{len(FIRST_BATCH):,} pages claimed in the store, not written, could not be kept in {unwritten} "
+        "(No space left on device): lost to this crawl"
+    ) in err
     assert not unwritten.exists() or unwritten.read_text() == ""  # no half-written batch

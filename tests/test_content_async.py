@@ -16,8 +16,8 @@ from typing import List, Tuple
 
 import pytest
 import redis
-
 from conftest import PageReference, PageVerdict, page_store_family, reinspected
+
 from crawldedup import AsyncDeduplicator, Deduplicator
 from crawldedup.dedup.aio import INLINE_URLS
 
@@ -25,10 +25,17 @@ pytestmark = pytest.mark.asyncio
 K = 3
 
 
-@pytest.fixture(params=["memory", "state", "sqlite", pytest.param("set", marks=pytest.mark.redis),
-                        pytest.param("sharded-set", marks=pytest.mark.redis),
-                        pytest.param("redisbloom", marks=pytest.mark.redis),
-                        pytest.param("cluster", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "memory",
+        "state",
+        "sqlite",
+        pytest.param("set", marks=pytest.mark.redis),
+        pytest.param("sharded-set", marks=pytest.mark.redis),
+        pytest.param("redisbloom", marks=pytest.mark.redis),
+        pytest.param("cluster", marks=pytest.mark.redis),
+    ]
+)
 def family(request: pytest.FixtureRequest, tmp_path: Path) -> dict:
     """Deduplicator arguments of each page store family."""
     return page_store_family(request.param, request, tmp_path)
@@ -41,7 +48,9 @@ def options(family: dict, namespace: str, **extra: object) -> dict:
     return settings
 
 
-def stream(seed: int, pages: int = 1_200, sizes: Tuple[int, ...] = (1, 40, 300, INLINE_URLS + 50)) -> List[Tuple[List[str], List[int]]]:
+def stream(
+    seed: int, pages: int = 1_200, sizes: Tuple[int, ...] = (1, 40, 300, INLINE_URLS + 50)
+) -> List[Tuple[List[str], List[int]]]:
     """Batches of re-inspected pages of a few contents (kept, changed a little or a lot, or
     copied), some twice in a batch, small ones on the event loop and a large one in the worker."""
     rng = random.Random(seed)

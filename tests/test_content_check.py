@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import List, Tuple
 
 import pytest
-
 from conftest import PageReference, PageVerdict, page_store_family, reinspected
+
 from crawldedup import POLICY_V1, Deduplicator, NamespaceConflict
 from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from crawldedup.pages import LocalPages, PageCheck, PageFileError
@@ -21,8 +21,15 @@ from crawldedup.pages.journal import COMPACT_RATIO
 K = 3
 
 
-@pytest.fixture(params=["memory", "state", "sqlite", pytest.param("set", marks=pytest.mark.redis),
-                        pytest.param("sharded-set", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "memory",
+        "state",
+        "sqlite",
+        pytest.param("set", marks=pytest.mark.redis),
+        pytest.param("sharded-set", marks=pytest.mark.redis),
+    ]
+)
 def family(request: pytest.FixtureRequest, tmp_path: Path) -> dict:
     """Deduplicator arguments of each page store family: local in memory, local with a state
     file (the journal beside it), SQLite, and Redis (two of its strategies, one page layout)."""
@@ -166,12 +173,15 @@ def test_bytes_per_page_is_measured(family):
     assert measured is not None and 8 < measured < 5_000
 
 
-@pytest.mark.parametrize("bad, error, words", [
-    (("https://a.example/", [1]), TypeError, "single str"),
-    ((["https://a.example/"], [1, 2]), ValueError, "one SimHash per URL"),
-    ((["https://a.example/"], [-1]), ValueError, "unsigned 64-bit"),
-    ((["https://a.example/"], ["1"]), TypeError, "ints"),
-])
+@pytest.mark.parametrize(
+    "bad, error, words",
+    [
+        (("https://a.example/", [1]), TypeError, "single str"),
+        ((["https://a.example/"], [1, 2]), ValueError, "one SimHash per URL"),
+        ((["https://a.example/"], [-1]), ValueError, "unsigned 64-bit"),
+        ((["https://a.example/"], ["1"]), TypeError, "ints"),
+    ],
+)
 def test_bad_arguments_are_refused_before_any_io(bad, error, words, tmp_path):
     with Deduplicator("local", state=tmp_path / "crawl.state", capacity=1_000) as d:
         with pytest.raises(error, match=words):
@@ -191,7 +201,8 @@ def test_workers_see_each_others_pages(redis_url):
     with a, b:
         assert a.check_content(["https://one.example/"], [0xF0F0])[0].verdict == "new"
         assert b.check_content(["https://two.example/"], [0xF0F1]) == [
-            PageCheck("duplicate", "https://two.example/", "https://one.example/", 1)]
+            PageCheck("duplicate", "https://two.example/", "https://one.example/", 1)
+        ]
         assert a.check_content(["https://two.example/"], [0xF0F1])[0].verdict == "unchanged"
 
 
@@ -219,8 +230,9 @@ def test_a_torn_last_batch_is_dropped(tmp_path):
     whole = journal.read_bytes()
     journal.write_bytes(whole[:-5])  # the second batch's write cut short by a crash
     with Deduplicator("local", state=state, capacity=1_000) as d:
-        assert [c.verdict for c in d.check_content(["https://a.example/", "https://b.example/"], [1, 0xFFFF << 40])] == [
-            "unchanged", "new"]
+        assert [
+            c.verdict for c in d.check_content(["https://a.example/", "https://b.example/"], [1, 0xFFFF << 40])
+        ] == ["unchanged", "new"]
     assert journal.stat().st_size > len(whole) - 5  # cut back, then the new batch appended
 
 
@@ -238,11 +250,14 @@ def test_a_damaged_batch_before_the_last_is_refused(tmp_path):
             d.check_content(["https://a.example/"], [1])
 
 
-@pytest.mark.parametrize("content, problem", [
-    (b"", None),
-    (b"CDDP", "truncated header"),
-    (b"not a journal at all" * 4, "not a crawldedup page file"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"", None),
+        (b"CDDP", "truncated header"),
+        (b"not a journal at all" * 4, "not a crawldedup page file"),
+    ],
+)
 def test_a_file_that_is_no_journal_is_refused(tmp_path, content, problem):
     journal = journal_of(tmp_path)
     journal.write_bytes(content)
@@ -260,8 +275,12 @@ def test_a_second_writer_is_refused(tmp_path):
         first.check_content(["https://a.example/"], [1])
         # The journal alone (a pure-Python state file already refuses a second writer itself).
         with pytest.raises(PageFileError, match="another process"):
-            LocalPages(journal_of(tmp_path), max_distance=K, content_digest=DEFAULT_CONTENT_POLICY.digest,
-                       canonical_digest=first.policy.digest)
+            LocalPages(
+                journal_of(tmp_path),
+                max_distance=K,
+                content_digest=DEFAULT_CONTENT_POLICY.digest,
+                canonical_digest=first.policy.digest,
+            )
 
 
 def test_the_journal_is_compacted_on_close(tmp_path):

@@ -36,7 +36,7 @@ def _popcount(x: np.ndarray) -> np.ndarray:
     return np.unpackbits(x.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pair_distances(ads_in_body: bool) -> Tuple[np.ndarray, np.ndarray]:
     """(distance, same article) of all pairs of 3 fetches of 60 articles (180 pages, 16,110 pairs)."""
     pages = content_pages.corpus(7, 60, 3, ads_in_body=ads_in_body)
@@ -56,9 +56,15 @@ def precision_recall(ads_in_body: bool, max_distance: int) -> Tuple[float, float
 # Measured (docs/content.md): template volatility of ~2% of the words, k = 3: precision 1.0,
 # recall 0.42; k = 6: 1.0 and 0.87. With an ad in the body every fourth paragraph: k = 3,
 # 1.0 and 0.15; k = 6, 1.0 and 0.40. No pair of distinct articles came closer than 12 bits.
-@pytest.mark.parametrize("ads_in_body, max_distance, min_precision, min_recall", [
-    (False, 3, 1.0, 0.30), (False, 6, 1.0, 0.75), (True, 3, 1.0, 0.08), (True, 6, 1.0, 0.30),
-])
+@pytest.mark.parametrize(
+    "ads_in_body, max_distance, min_precision, min_recall",
+    [
+        (False, 3, 1.0, 0.30),
+        (False, 6, 1.0, 0.75),
+        (True, 3, 1.0, 0.08),
+        (True, 6, 1.0, 0.30),
+    ],
+)
 def test_precision_and_recall(ads_in_body, max_distance, min_precision, min_recall):
     precision, recall = precision_recall(ads_in_body, max_distance)
     assert precision >= min_precision and recall >= min_recall, (precision, recall)

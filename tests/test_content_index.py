@@ -40,7 +40,7 @@ def _brute_force(stored: np.ndarray, queries: np.ndarray, k: int) -> set:
 
 STORED = _random(100_000, 1)
 # Near neighbours of stored fingerprints at every distance up to 4, and unrelated queries.
-QUERIES = np.concatenate([_flip(STORED[i * 60:(i + 1) * 60], i, seed=i) for i in range(5)] + [_random(200, 2)])
+QUERIES = np.concatenate([_flip(STORED[i * 60 : (i + 1) * 60], i, seed=i) for i in range(5)] + [_random(200, 2)])
 
 
 @pytest.mark.parametrize("k", [0, 1, 2, 3])
@@ -146,21 +146,24 @@ def _index_file(tmp_path) -> Path:
 
 def _repacked(page: bytes, offset: int, value: bytes) -> bytes:
     """The header page with ``value`` at ``offset`` and a valid checksum again."""
-    page = page[:offset] + value + page[offset + len(value):INDEX_HEADER_BYTES - 4]
+    page = page[:offset] + value + page[offset + len(value) : INDEX_HEADER_BYTES - 4]
     return page + struct.pack("<I", zlib.crc32(page))
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda d: b"", "empty file"),
-    (lambda d: b"<html>" + d[6:], "bad magic"),
-    (lambda d: d[:100], "truncated header"),
-    (lambda d: d[:-12], "truncated tables"),
-    (lambda d: d + b"\0", "trailing bytes"),
-    (lambda d: d[:40] + bytes([d[40] ^ 1]) + d[41:], "corrupted header: checksum"),
-    (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "corrupted tables: checksum"),
-    (lambda d: _repacked(d, 8, struct.pack("<I", 2)) + d[INDEX_HEADER_BYTES:], "format version 2 is newer"),
-    (lambda d: _repacked(d, 20, struct.pack("<I", 9)) + d[INDEX_HEADER_BYTES:], "max_distance must be in"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda d: b"", "empty file"),
+        (lambda d: b"<html>" + d[6:], "bad magic"),
+        (lambda d: d[:100], "truncated header"),
+        (lambda d: d[:-12], "truncated tables"),
+        (lambda d: d + b"\0", "trailing bytes"),
+        (lambda d: d[:40] + bytes([d[40] ^ 1]) + d[41:], "corrupted header: checksum"),
+        (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "corrupted tables: checksum"),
+        (lambda d: _repacked(d, 8, struct.pack("<I", 2)) + d[INDEX_HEADER_BYTES:], "format version 2 is newer"),
+        (lambda d: _repacked(d, 20, struct.pack("<I", 9)) + d[INDEX_HEADER_BYTES:], "max_distance must be in"),
+    ],
+)
 def test_bad_files_are_refused_naming_the_file(tmp_path, damage, message):
     path = _index_file(tmp_path)
     path.write_bytes(damage(path.read_bytes()))
@@ -176,14 +179,17 @@ def test_header_round_trips():
     assert IndexHeader.unpack(header.pack(), "x", header.file_bytes) == header
 
 
-@pytest.mark.parametrize("bad, error, message", [
-    (5, TypeError, "got a single int"),
-    ([-1], ValueError, "unsigned 64-bit"),
-    (np.array([-3]), ValueError, "unsigned 64-bit"),
-    ([2**64], ValueError, "unsigned 64-bit"),
-    ([1.5], TypeError, "must hold ints"),
-    (np.zeros((2, 2), dtype=np.uint64), ValueError, "one-dimensional"),
-])
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        (5, TypeError, "got a single int"),
+        ([-1], ValueError, "unsigned 64-bit"),
+        (np.array([-3]), ValueError, "unsigned 64-bit"),
+        ([2**64], ValueError, "unsigned 64-bit"),
+        ([1.5], TypeError, "must hold ints"),
+        (np.zeros((2, 2), dtype=np.uint64), ValueError, "one-dimensional"),
+    ],
+)
 def test_bad_fingerprints_are_refused(bad, error, message):
     index = NearDuplicateIndex()
     with pytest.raises(error, match=message):

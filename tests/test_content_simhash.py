@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crawldedup import content
-from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy, words
-from crawldedup.content import _simhash_py
+from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy, _simhash_py, words
 
 FROZEN = json.loads((Path(__file__).parent / "data" / "content-v1.json").read_text(encoding="ascii"))
 
@@ -61,8 +60,12 @@ def test_simhash_many_equals_simhash(impl):
     assert impl.simhash_many(iter([]), None).shape == (0,)
 
 
-_ALPHABET = st.sampled_from(list("abcXYZ09 _-.,;\n\t\u00a0\u00e9\u00df\u0130\u0131\u00bd\u00b2\u0915\u093f\u094d\u0301"
-                                 "\u65e5\u672c\ud800\U0001f600\U0001d400\u2003\u0345"))
+_ALPHABET = st.sampled_from(
+    list(
+        "abcXYZ09 _-.,;\n\t\u00a0\u00e9\u00df\u0130\u0131\u00bd\u00b2\u0915\u093f\u094d\u0301"
+        "\u65e5\u672c\ud800\U0001f600\U0001d400\u2003\u0345"
+    )
+)
 
 
 @pytest.mark.skipif(not content.HAS_EXTENSION, reason="the compiled twin is not built")
@@ -81,8 +84,10 @@ _ASCII_ALPHABET = st.sampled_from(list("/09:@AZ[`az{_ .,\n\x00\x7f"))
 
 @pytest.mark.skipif(not content.HAS_EXTENSION, reason="the compiled twin is not built")
 @settings(max_examples=300, deadline=None)
-@given(text=st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), st.text(alphabet=_ASCII_ALPHABET, max_size=300)),
-       shingle_words=st.integers(1, 5))
+@given(
+    text=st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), st.text(alphabet=_ASCII_ALPHABET, max_size=300)),
+    shingle_words=st.integers(1, 5),
+)
 def test_twins_agree_on_ascii(text, shingle_words):
     """An ASCII text takes the compiled twin's own path: folded eight characters at a time,
     its words found 64 at a time."""
@@ -116,10 +121,22 @@ def test_twins_agree_on_runs_outside_ascii():
     from crawldedup.content import _simhash_c
 
     texts = []
-    for odd in ("\u00e9", "\u00a0", "\u2019", "\u0130", "\u00df", "\u212a", "\U0001d400", "\u0663\u0664",
-                "\u0390" * 300, "\ufb03" * 300):
-        texts += ["Ab " * (offset // 3) + "x" * (offset % 3) + odd + "Yz 12 " + "long" * 20 + odd + "End"
-                  for offset in range(70)]
+    for odd in (
+        "\u00e9",
+        "\u00a0",
+        "\u2019",
+        "\u0130",
+        "\u00df",
+        "\u212a",
+        "\U0001d400",
+        "\u0663\u0664",
+        "\u0390" * 300,
+        "\ufb03" * 300,
+    ):
+        texts += [
+            "Ab " * (offset // 3) + "x" * (offset % 3) + odd + "Yz 12 " + "long" * 20 + odd + "End"
+            for offset in range(70)
+        ]
     # Dense runs outside ASCII: the rest of the text is folded in one call, from a run's start.
     dense = "Привет, МИР 12 ΣΑΣ straße ok \u0663 "
     texts += [dense * 30, "Ascii words 7 " * 40 + dense * 10 + "Then ASCII 1x " * 20]
@@ -138,7 +155,14 @@ def test_case_and_spacing_do_not_count(impl):
 
 
 def test_words_are_folded_alphanumeric_runs_with_their_marks():
-    assert words("Straße İstanbul snake_case x²  हिन्दी") == ["strasse", "i\u0307stanbul", "snake", "case", "x²", "हिन्दी"]
+    assert words("Straße İstanbul snake_case x²  हिन्दी") == [
+        "strasse",
+        "i\u0307stanbul",
+        "snake",
+        "case",
+        "x²",
+        "हिन्दी",
+    ]
 
 
 def test_runs_of_digits_are_no_words(impl):

@@ -16,8 +16,9 @@ import pytest
 
 pytest.importorskip("crawlee", reason="crawlee is not installed: pip install crawldedup[crawlee]")
 
-from crawldedup.canonical import HAS_EXTENSION  # noqa: E402 (after the skip)
 from conftest import ServeProcess  # noqa: E402
+
+from crawldedup.canonical import HAS_EXTENSION  # noqa: E402 (after the skip)
 
 HERE = Path(__file__).parent
 WORKER = HERE / "workers" / "crawlee_crawl.py"
@@ -26,7 +27,10 @@ TIMEOUT_SECONDS = 120
 
 # A crawl's answer cannot depend on the twin (the store decides, crawlee fetches), and each crawl
 # is a process of its own: the compiled run covers them.
-pytestmark = [pytest.mark.redis, pytest.mark.skipif(not HAS_EXTENSION, reason="the same crawls run with the compiled twin")]
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.skipif(not HAS_EXTENSION, reason="the same crawls run with the compiled twin"),
+]
 
 
 def _load_site():
@@ -46,15 +50,34 @@ def site() -> Iterator:
         yield shop
 
 
-def crawl(site, storage: Path, *, crawler: str = "parsel", dedup: Union[dict, str, None] = None, start: int = 1,
-          purge: bool = True, max_requests: Optional[int] = None,
-          env: Optional[Dict[str, str]] = None) -> subprocess.Popen:
+def crawl(
+    site,
+    storage: Path,
+    *,
+    crawler: str = "parsel",
+    dedup: Union[dict, str, None] = None,
+    start: int = 1,
+    purge: bool = True,
+    max_requests: Optional[int] = None,
+    env: Optional[Dict[str, str]] = None,
+) -> subprocess.Popen:
     """Start one crawl in a process of its own (crawlee keeps global state per process);
     ``dedup="env"`` takes the Deduplicator's settings from ``env``."""
-    options = {"crawler": crawler, "proxy": site.proxy, "start": [f"http://shop.example{site_module.page_path(start)}"],
-               "storage_dir": str(storage), "purge": purge, "max_requests": max_requests, "dedup": dedup}
-    return subprocess.Popen([sys.executable, str(WORKER), json.dumps(options)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "CRAWLEE_LOG_LEVEL": "WARNING", **(env or {})})
+    options = {
+        "crawler": crawler,
+        "proxy": site.proxy,
+        "start": [f"http://shop.example{site_module.page_path(start)}"],
+        "storage_dir": str(storage),
+        "purge": purge,
+        "max_requests": max_requests,
+        "dedup": dedup,
+    }
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), json.dumps(options)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CRAWLEE_LOG_LEVEL": "WARNING", **(env or {})},
+    )
 
 
 def results(*crawls: subprocess.Popen) -> List[dict]:
@@ -113,8 +136,11 @@ def test_two_processes_through_a_service_fetch_each_page_once(site, redis_url, t
     """DEDUP_STRATEGY=service and CRAWLDEDUP_SERVICE_URL alone: two crawls claim through one
     ``crawldedup serve`` on Redis, and each page is fetched once."""
     with ServeProcess(["--strategy", "set", "--redis-url", redis_url, "--namespace", "crawlee-service"]) as server:
-        env = {"DEDUP_STRATEGY": "service", "CRAWLDEDUP_SERVICE_URL": server.url,
-               "CRAWLDEDUP_NAMESPACE": "crawlee-service"}
+        env = {
+            "DEDUP_STRATEGY": "service",
+            "CRAWLDEDUP_SERVICE_URL": server.url,
+            "CRAWLDEDUP_NAMESPACE": "crawlee-service",
+        }
         first, second = results(
             crawl(site, tmp_path / "a", dedup="env", env=env, start=1),
             crawl(site, tmp_path / "b", dedup="env", env=env, start=PAGES // 2),

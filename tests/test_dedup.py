@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, NamespaceConflict, canonicalize
-from crawldedup.config import DedupConfig
 from crawldedup.bloom import BloomFilter, FilterFileError, hash_many
+from crawldedup.config import DedupConfig
 from crawldedup.dedup import Deduplicator, open_state
 
 WWW_POLICY = CanonicalPolicy(strip_www=True)
@@ -82,7 +82,12 @@ def test_seen_reads_what_another_worker_claimed_and_claims_nothing(store_strateg
         first.claim_many(urls[:2])
         first.claim_keys(["request-fp"])
         # The second worker's local filter is empty: the store answers.
-        assert second.seen([urls[1].replace("https://site", "HTTPS://SITE"), urls[0], urls[2], "not a url"]) == [True, True, False, False]
+        assert second.seen([urls[1].replace("https://site", "HTTPS://SITE"), urls[0], urls[2], "not a url"]) == [
+            True,
+            True,
+            False,
+            False,
+        ]
         assert second.seen_keys(["request-fp", "other-fp"]) == [True, False]
         assert second.stats.urls == 0 and second.stats.round_trips == 0, "a read is no claim"
         assert second.claim_many(urls) == [False, False, True]
@@ -112,6 +117,7 @@ def test_duplicates_in_a_batch_are_sent_once(store_strategy, store_location):
 
 
 # --- the local filter and its measured loss --------------------------------------------------
+
 
 def plant_false_positive(d: Deduplicator, url: str) -> None:
     """Make the local filter answer "seen" for a URL the store has never had."""
@@ -148,7 +154,7 @@ def test_sampled_check_measures_the_real_loss(tmp_path):
     # many new URLs are taken for seen ones.
     urls = pages(6_000)
     with Deduplicator("sqlite", sqlite_path=tmp_path / "c.sqlite", capacity=500, error_rate=0.5, sample_rate=1.0) as d:
-        won = [w for start in range(0, len(urls), 100) for w in d.claim_many(urls[start:start + 100])]
+        won = [w for start in range(0, len(urls), 100) for w in d.claim_many(urls[start : start + 100])]
         stats = d.stats
     lost_new = won.count(False)  # every URL is new: each False is a page lost to the local filter
     assert lost_new > 500
@@ -176,6 +182,7 @@ def test_bad_sample_rate(rate):
 
 # --- namespaces, rounds and policies ---------------------------------------------------------
 
+
 def test_rounds_are_fresh_dedup_spaces(store_strategy, store_location):
     urls = pages(100)
     with dedup(store_strategy, store_location, crawl_round="2024-06") as june:
@@ -197,8 +204,11 @@ def test_a_store_of_another_policy_is_refused(tmp_path):
     from crawldedup.stores import SQLiteStore
 
     store = SQLiteStore(tmp_path / "c.sqlite", namespace="crawl", policy_digest=WWW_POLICY.digest)
-    with pytest.raises(ValueError, match=f"custom canonical policy \\({WWW_POLICY.digest}\\), this crawl uses "
-                                         f"canonical policy 2 \\({DEFAULT_POLICY.digest}\\)"):
+    with pytest.raises(
+        ValueError,
+        match=f"custom canonical policy \\({WWW_POLICY.digest}\\), this crawl uses "
+        f"canonical policy 2 \\({DEFAULT_POLICY.digest}\\)",
+    ):
         Deduplicator("sqlite", store=store)
     store.close()
 
@@ -206,14 +216,18 @@ def test_a_store_of_another_policy_is_refused(tmp_path):
 def test_switching_strategy_keeps_what_counts_as_the_same_url(tmp_path, redis_url):
     urls = SPELLINGS + pages(50) + ["https://www.site.example/p/1?a=1"]
     batches = []
-    for strategy, location in [("local", {}), ("sqlite", {"sqlite_path": tmp_path / "c.sqlite"}),
-                               ("sharded-set", {"redis_url": redis_url})]:
+    for strategy, location in [
+        ("local", {}),
+        ("sqlite", {"sqlite_path": tmp_path / "c.sqlite"}),
+        ("sharded-set", {"redis_url": redis_url}),
+    ]:
         with dedup(strategy, location) as d:
             batches.append(d.claim_batch(urls))
     assert batches[0] == batches[1] == batches[2]
 
 
 # --- the state file --------------------------------------------------------------------------
+
 
 def test_state_file_remembers_across_runs(tmp_path):
     state = tmp_path / "crawl.bloom"
@@ -264,10 +278,15 @@ def test_existing_state_keeps_its_own_size(tmp_path):
 
 # --- configuration -------------------------------------------------------------------------
 
+
 def test_from_env_reads_the_variables(tmp_path, redis_url):
     environ = {
-        "DEDUP_STRATEGY": "set", "REDIS_URL": redis_url, "VISITED_TTL_DAYS": "0.5",
-        "BLOOM_CAPACITY": "20000", "BLOOM_ERROR_RATE": "0.001", "CRAWLDEDUP_NAMESPACE": "shop",
+        "DEDUP_STRATEGY": "set",
+        "REDIS_URL": redis_url,
+        "VISITED_TTL_DAYS": "0.5",
+        "BLOOM_CAPACITY": "20000",
+        "BLOOM_ERROR_RATE": "0.001",
+        "CRAWLDEDUP_NAMESPACE": "shop",
         "CRAWLDEDUP_STATE": str(tmp_path / "s.bloom"),
     }
     with Deduplicator.from_env(environ) as d:
@@ -284,16 +303,23 @@ def test_constructor_does_not_read_the_environment(monkeypatch):
         assert d.config.strategy == "local" and d.store is None
 
 
-@pytest.mark.parametrize("variable, value, message", [
-    ("DEDUP_STRATEGY", "redis", "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service \\(bloom: redisbloom\\), got 'redis'"),
-    ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),
-    ("BLOOM_CAPACITY", "0", "capacity \\(BLOOM_CAPACITY\\) must be an integer"),
-    ("BLOOM_ERROR_RATE", "1", "error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\)"),
-    ("VISITED_TTL_DAYS", "-1", "ttl_days \\(VISITED_TTL_DAYS\\) must be a number of days"),
-    ("VISITED_TTL_DAYS", "soon", "ttl_days \\(VISITED_TTL_DAYS\\) must be a number of days"),
-    ("CRAWLDEDUP_NAMESPACE", "a{b}", "namespace \\(CRAWLDEDUP_NAMESPACE\\) must be"),
-    ("REDIS_URL", "http://user:hunter2@host/", "redis_url \\(REDIS_URL\\) must be a URL starting with redis://"),
-])
+@pytest.mark.parametrize(
+    "variable, value, message",
+    [
+        (
+            "DEDUP_STRATEGY",
+            "redis",
+            "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service \\(bloom: redisbloom\\), got 'redis'",
+        ),
+        ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),
+        ("BLOOM_CAPACITY", "0", "capacity \\(BLOOM_CAPACITY\\) must be an integer"),
+        ("BLOOM_ERROR_RATE", "1", "error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\)"),
+        ("VISITED_TTL_DAYS", "-1", "ttl_days \\(VISITED_TTL_DAYS\\) must be a number of days"),
+        ("VISITED_TTL_DAYS", "soon", "ttl_days \\(VISITED_TTL_DAYS\\) must be a number of days"),
+        ("CRAWLDEDUP_NAMESPACE", "a{b}", "namespace \\(CRAWLDEDUP_NAMESPACE\\) must be"),
+        ("REDIS_URL", "http://user:hunter2@host/", "redis_url \\(REDIS_URL\\) must be a URL starting with redis://"),
+    ],
+)
 def test_bad_environment_value_names_the_variable(variable, value, message):
     with pytest.raises(ValueError, match=message) as raised:
         Deduplicator.from_env({variable: value})
@@ -307,8 +333,10 @@ def test_bad_constructor_value_names_the_setting():
         Deduplicator("local", crawl_round="a b")
 
 
-@pytest.mark.parametrize("setting, value", [("redis_url", 5), ("redis_url", b"redis://x"), ("namespace", 7),
-                                            ("strategy", None), ("state_path", 3.5)])
+@pytest.mark.parametrize(
+    "setting, value",
+    [("redis_url", 5), ("redis_url", b"redis://x"), ("namespace", 7), ("strategy", None), ("state_path", 3.5)],
+)
 def test_a_value_of_the_wrong_type_is_a_value_error_naming_the_setting(setting, value):
     with pytest.raises(ValueError, match=f"^{setting} "):
         DedupConfig(**{setting: value})
@@ -320,6 +348,7 @@ def test_ttl_zero_means_forever():
 
 
 # --- statistics ----------------------------------------------------------------------------
+
 
 def test_statistics_add_up(store_strategy, store_location):
     urls = pages(500) + pages(500) + ["not a url", "ftp://x.example/"] + SPELLINGS
@@ -347,14 +376,19 @@ def test_local_bytes_per_url_is_the_filter_size():
 
 # --- one base per URL -------------------------------------------------------------------------
 
+
 def test_each_url_resolved_against_its_own_base(store_strategy, store_location):
     links = ["../a?x=1", "b", "https://other.example/c", "/a?x=1", "d", "e"]
     bases = ["https://s.example/p/q", "https://s.example/p/", None, "https://s.example/", "mailto:no", "mailto:no"]
     with dedup(store_strategy, store_location) as d:
         batch = d.claim_batch(links, bases=bases)
         assert batch.canonical == [
-            "https://s.example/a?x=1", "https://s.example/p/b", "https://other.example/c", "https://s.example/a?x=1",
-            None, None,
+            "https://s.example/a?x=1",
+            "https://s.example/p/b",
+            "https://other.example/c",
+            "https://s.example/a?x=1",
+            None,
+            None,
         ]
         assert batch.won == [True, True, True, False, False, False]  # /a?x=1 twice: one page
         assert sorted(batch.errors) == [4, 5] and "base" in str(batch.errors[4])
@@ -371,6 +405,7 @@ def test_bases_must_match_the_urls():
 
 # --- precomputed keys -----------------------------------------------------------------------
 
+
 def test_keys_are_claimed_as_they_are_in_their_own_space(store_strategy, store_location):
     with dedup(store_strategy, store_location) as first, dedup(store_strategy, store_location) as second:
         assert first.claim_keys(["scrapy/0f3a", b"scrapy/0f3a", "scrapy/0F3A"]) == [True, False, True]
@@ -380,11 +415,14 @@ def test_keys_are_claimed_as_they_are_in_their_own_space(store_strategy, store_l
         assert first.claim("https://shop.example/") is True
 
 
-@pytest.mark.parametrize("bad, error, message", [
-    ("one-key", TypeError, "not a single str"),
-    ([42], TypeError, "keys must be str or bytes, got int"),
-    ([""], ValueError, "keys must not be empty"),
-])
+@pytest.mark.parametrize(
+    "bad, error, message",
+    [
+        ("one-key", TypeError, "not a single str"),
+        ([42], TypeError, "keys must be str or bytes, got int"),
+        ([""], ValueError, "keys must not be empty"),
+    ],
+)
 def test_bad_keys_are_refused(bad, error, message):
     with Deduplicator("local", capacity=100, error_rate=0.01) as d:
         with pytest.raises(error, match=message):

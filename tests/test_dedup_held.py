@@ -33,8 +33,17 @@ def workers(store_strategy: str, store_location: dict, tmp_path: Path) -> Iterat
     made: List[Deduplicator] = []
 
     def make(**kwargs) -> Deduplicator:
-        made.append(Deduplicator(store_strategy, namespace="held", state=tmp_path / f"w{len(made)}.bloom",
-                                 capacity=100_000, retry=RETRY, **store_location, **kwargs))
+        made.append(
+            Deduplicator(
+                store_strategy,
+                namespace="held",
+                state=tmp_path / f"w{len(made)}.bloom",
+                capacity=100_000,
+                retry=RETRY,
+                **store_location,
+                **kwargs,
+            )
+        )
         return made[-1]
 
     yield make
@@ -112,15 +121,22 @@ def test_local_hold_commit_and_two_holders(tmp_path: Path) -> None:
 @pytest.mark.redis
 @pytest.mark.parametrize("strategy", ["set", "sharded-set"])
 @pytest.mark.parametrize("in_time", [True, False], ids=["commit-retried-in-time", "commit-retried-too-late"])
-def test_a_store_failing_during_commit(redis_server, redis_url: str, tmp_path: Path, strategy: str,
-                                       in_time: bool) -> None:
+def test_a_store_failing_during_commit(
+    redis_server, redis_url: str, tmp_path: Path, strategy: str, in_time: bool
+) -> None:
     """Redis goes away between the write and the commit. Pages lost: never. Pages won twice: none
     when the commit is retried within the hold's lease; each page once more when it is retried
     after the lease ran out (another worker won them meanwhile), and counted."""
     hold_seconds = 30.0 if in_time else 0.5
     urls = pages(500)
-    with Deduplicator(strategy, redis_url=redis_url, namespace="commit-fault", state=tmp_path / "a.bloom",
-                      capacity=100_000, retry=RETRY) as a:
+    with Deduplicator(
+        strategy,
+        redis_url=redis_url,
+        namespace="commit-fault",
+        state=tmp_path / "a.bloom",
+        capacity=100_000,
+        retry=RETRY,
+    ) as a:
         held = a.hold_batch(urls, hold_seconds=hold_seconds)
         printed = [url for url, won in zip(held.canonical, held.won) if won]  # written by the caller
         dump = Path(redis_server.workdir) / "dump.rdb"
@@ -137,8 +153,14 @@ def test_a_store_failing_during_commit(redis_server, redis_url: str, tmp_path: P
             dump.unlink()  # later restarts start empty again
         if not in_time:
             time.sleep(hold_seconds + 0.3)
-        with Deduplicator(strategy, redis_url=redis_url, namespace="commit-fault", state=tmp_path / "b.bloom",
-                          capacity=100_000, retry=RETRY) as b:
+        with Deduplicator(
+            strategy,
+            redis_url=redis_url,
+            namespace="commit-fault",
+            state=tmp_path / "b.bloom",
+            capacity=100_000,
+            retry=RETRY,
+        ) as b:
             rival = b.claim_batch(urls)
             won_by_b = [url for url, won in zip(rival.canonical, rival.won) if won]
             held.commit()  # retried: a's pages are lasting now, or refused where b took them over
@@ -159,8 +181,14 @@ def test_a_store_failing_during_abandon_strands_the_pages(workers, store_locatio
     import sqlite3
 
     path = store_location["sqlite_path"]
-    store = SQLiteStore(path, namespace="held", policy_digest=DEFAULT_POLICY.digest, busy_timeout_seconds=0.05,
-                        retry=RetryPolicy(retries=0), window=DedupConfig().window)  # the workers' window
+    store = SQLiteStore(
+        path,
+        namespace="held",
+        policy_digest=DEFAULT_POLICY.digest,
+        busy_timeout_seconds=0.05,
+        retry=RetryPolicy(retries=0),
+        window=DedupConfig().window,
+    )  # the workers' window
     a = workers(store=store)
     urls = pages(100)
     held = a.hold_batch(urls)

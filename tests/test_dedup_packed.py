@@ -16,8 +16,14 @@ from crawldedup.dedup import Deduplicator, prepare_batch
 from crawldedup.dedup.packed import PackedCanonical, PackedURLs, pick
 
 URLS = [
-    "https://Shop.example/a?b=2&a=1", "not a url", "https://bücher.example/buch/5#top", "mailto:x@y.example",
-    "https://shop.example/a?a=1&b=2", "http://[::1]:8080/x/../y", "", "https://shop.example/%7Euser/ü?q=ä",
+    "https://Shop.example/a?b=2&a=1",
+    "not a url",
+    "https://bücher.example/buch/5#top",
+    "mailto:x@y.example",
+    "https://shop.example/a?a=1&b=2",
+    "http://[::1]:8080/x/../y",
+    "",
+    "https://shop.example/%7Euser/ü?q=ä",
 ]
 
 

@@ -69,16 +69,20 @@ def test_a_state_file_refuses_another_window(tmp_path):
 
 
 def cli(args, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "crawldedup", *args], cwd=cwd, input=stdin, capture_output=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "crawldedup", *args], cwd=cwd, input=stdin, capture_output=True, timeout=60
+    )
 
 
 def test_info_shows_the_window_and_merge_refuses_to_mix(tmp_path):
     pages = "".join(page + "\n" for page in PAGES).encode()
-    made = cli(["filter", "--state", "w.bloom", "--capacity", "1000", "--ttl-days", "2", "--generations", "2"],
-               tmp_path, pages)
+    made = cli(
+        ["filter", "--state", "w.bloom", "--capacity", "1000", "--ttl-days", "2", "--generations", "2"], tmp_path, pages
+    )
     assert made.returncode == 0, made.stderr.decode()
-    assert cli(["filter", "--state", "p.bloom", "--capacity", "1000", "--ttl-days", "0"], tmp_path, pages).returncode == 0
+    assert (
+        cli(["filter", "--state", "p.bloom", "--capacity", "1000", "--ttl-days", "0"], tmp_path, pages).returncode == 0
+    )
     info = cli(["info", "w.bloom"], tmp_path).stdout.decode()
     assert "crawldedup filter v2" in info and "window" in info and "2 days in 2 generations of 1 days" in info
     assert "~200 items" in info

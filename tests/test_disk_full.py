@@ -68,8 +68,23 @@ SCENARIO = textwrap.dedent("""
 
 def run_scenario(twin: str, action: str, path: Path, capacity: int = CAPACITY, fsize_limit: int = 0) -> dict:
     """Run one scenario in a child; a signal (SIGBUS, SIGXFSZ) or any other death fails the test."""
-    child = subprocess.run([sys.executable, "-X", "faulthandler", "-c", SCENARIO, twin, action, str(path),
-                            str(capacity), str(fsize_limit)], capture_output=True, text=True, timeout=120)
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "faulthandler",
+            "-c",
+            SCENARIO,
+            twin,
+            action,
+            str(path),
+            str(capacity),
+            str(fsize_limit),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert child.returncode == 0, f"the child died ({child.returncode}) {action}ing {path}:\n{child.stderr[-3000:]}"
     return json.loads(child.stdout)
 
@@ -141,8 +156,13 @@ def test_the_command_on_a_full_disk(small_fs, fill, tmp_path):
     fill(small_fs, leave_bytes=64 * 1024)
     state = small_fs / "state.bloom"
     urls = "".join(f"https://full.example/{i}\n" for i in range(100)).encode()
-    result = subprocess.run([sys.executable, "-m", "crawldedup", "filter", "--state", str(state),
-                             "--capacity", str(CAPACITY)], input=urls, capture_output=True, timeout=60, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "crawldedup", "filter", "--state", str(state), "--capacity", str(CAPACITY)],
+        input=urls,
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert result.returncode == 3, result
     lines = result.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith("crawldedup: error: state file"), lines
@@ -159,8 +179,12 @@ def test_merge_onto_a_full_disk(small_fs, fill, tmp_path):
         inputs.append(str(tmp_path / f"{name}.bloom"))
     fill(small_fs, leave_bytes=16 * 1024)
     output = small_fs / "merged.bloom"
-    result = subprocess.run([sys.executable, "-m", "crawldedup", "merge", *inputs, "-o", str(output)],
-                            capture_output=True, timeout=60, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "crawldedup", "merge", *inputs, "-o", str(output)],
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert result.returncode == 4, result
     lines = result.stderr.decode().splitlines()
     assert len(lines) == 1 and f"cannot write {output}" in lines[0] and "No space left" in lines[0], lines
@@ -193,9 +217,13 @@ def test_the_command_past_the_file_size_limit(tmp_path):
         from crawldedup.cli import main
         sys.exit(main(sys.argv[1:]))
     """)
-    result = subprocess.run([sys.executable, "-c", child, "filter", "--state", "s.bloom", "--capacity",
-                             str(CAPACITY)], input=b"https://a.example/\n", capture_output=True, timeout=60,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", child, "filter", "--state", "s.bloom", "--capacity", str(CAPACITY)],
+        input=b"https://a.example/\n",
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert result.returncode == 3, result
     lines = result.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith("crawldedup: error: state file s.bloom"), lines

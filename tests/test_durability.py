@@ -23,7 +23,6 @@ from typing import List
 
 import pytest
 import redis
-
 from conftest import (
     RedisClusterServers,
     SentinelSet,
@@ -32,6 +31,7 @@ from conftest import (
     required_sentinel,
     serve_redis,
 )
+
 from crawldedup import DEFAULT_POLICY, Deduplicator, StoreRefused, StoreUnavailable
 from crawldedup._checks import SENTINEL_PORT, parse_sentinel_url, redis_url_refusal
 from crawldedup.config import DedupConfig
@@ -63,21 +63,30 @@ def keys_on(port: int) -> int:
 
 
 def test_durability_settings_from_the_environment():
-    config = DedupConfig.from_env({"DEDUP_STRATEGY": "set", "CRAWLDEDUP_DURABILITY": "replicated",
-                                   "CRAWLDEDUP_DURABLE_REPLICAS": "2", "CRAWLDEDUP_DURABLE_TIMEOUT": "0.5"})
+    config = DedupConfig.from_env(
+        {
+            "DEDUP_STRATEGY": "set",
+            "CRAWLDEDUP_DURABILITY": "replicated",
+            "CRAWLDEDUP_DURABLE_REPLICAS": "2",
+            "CRAWLDEDUP_DURABLE_TIMEOUT": "0.5",
+        }
+    )
     assert config.store_durability == Durability("replicated", 2, 0.5)
     assert config.store_durability.timeout_ms == 500
     assert DedupConfig().store_durability == Durability() and not Durability().waits
 
 
-@pytest.mark.parametrize("environ, words", [
-    ({"CRAWLDEDUP_DURABILITY": "quorum"}, "CRAWLDEDUP_DURABILITY"),
-    ({"CRAWLDEDUP_DURABLE_REPLICAS": "0"}, "CRAWLDEDUP_DURABLE_REPLICAS"),
-    ({"CRAWLDEDUP_DURABLE_TIMEOUT": "0"}, "CRAWLDEDUP_DURABLE_TIMEOUT"),
-    ({"CRAWLDEDUP_DURABLE_TIMEOUT": "30"}, "CRAWLDEDUP_DURABLE_TIMEOUT"),
-    ({"DEDUP_STRATEGY": "sqlite", "CRAWLDEDUP_DURABILITY": "replicated"}, "needs a Redis strategy"),
-    ({"CRAWLDEDUP_DURABILITY": "replicated"}, "not local"),
-])
+@pytest.mark.parametrize(
+    "environ, words",
+    [
+        ({"CRAWLDEDUP_DURABILITY": "quorum"}, "CRAWLDEDUP_DURABILITY"),
+        ({"CRAWLDEDUP_DURABLE_REPLICAS": "0"}, "CRAWLDEDUP_DURABLE_REPLICAS"),
+        ({"CRAWLDEDUP_DURABLE_TIMEOUT": "0"}, "CRAWLDEDUP_DURABLE_TIMEOUT"),
+        ({"CRAWLDEDUP_DURABLE_TIMEOUT": "30"}, "CRAWLDEDUP_DURABLE_TIMEOUT"),
+        ({"DEDUP_STRATEGY": "sqlite", "CRAWLDEDUP_DURABILITY": "replicated"}, "needs a Redis strategy"),
+        ({"CRAWLDEDUP_DURABILITY": "replicated"}, "not local"),
+    ],
+)
 def test_bad_durability_settings_are_named(environ, words):
     with pytest.raises(ValueError, match=words):
         DedupConfig.from_env(environ)
@@ -85,14 +94,29 @@ def test_bad_durability_settings_are_named(environ, words):
 
 def test_replicated_is_refused_outside_redis(tmp_path):
     with pytest.raises(ValueError, match="needs a Redis store"):
-        open_store("sqlite", namespace="n", policy_digest=POLICY, sqlite_path=tmp_path / "c.sqlite",
-                   capacity=10, error_rate=0.01, durability=QUICK)
+        open_store(
+            "sqlite",
+            namespace="n",
+            policy_digest=POLICY,
+            sqlite_path=tmp_path / "c.sqlite",
+            capacity=10,
+            error_rate=0.01,
+            durability=QUICK,
+        )
 
 
-@pytest.mark.parametrize("url, sentinels, service, db", [
-    ("redis+sentinel://10.0.0.1:26380,10.0.0.2/crawl", [("10.0.0.1", 26380), ("10.0.0.2", SENTINEL_PORT)], "crawl", 0),
-    ("redis+sentinel://:pw@s1:1/mymaster/3?sentinel_password=s%40p", [("s1", 1)], "mymaster", 3),
-])
+@pytest.mark.parametrize(
+    "url, sentinels, service, db",
+    [
+        (
+            "redis+sentinel://10.0.0.1:26380,10.0.0.2/crawl",
+            [("10.0.0.1", 26380), ("10.0.0.2", SENTINEL_PORT)],
+            "crawl",
+            0,
+        ),
+        ("redis+sentinel://:pw@s1:1/mymaster/3?sentinel_password=s%40p", [("s1", 1)], "mymaster", 3),
+    ],
+)
 def test_sentinel_url_form(url, sentinels, service, db):
     where = parse_sentinel_url(url)
     assert (where.sentinels, where.service, where.db) == (sentinels, service, db)
@@ -100,12 +124,18 @@ def test_sentinel_url_form(url, sentinels, service, db):
     assert redis_url_refusal(url) is None
 
 
-@pytest.mark.parametrize("url, words", [
-    ("redis+sentinel://s1:26379", "service name"),
-    ("redis+sentinel://s1:26379/crawl/zero", "database must be a number"),
-    ("redis+sentinel://s1:26379,s2:port/crawl", "host\\[:port\\]"),
-    ("redis+sentinel://s1:26379/crawl?db=1", "no query arguments but sentinel_username and sentinel_password, got db"),
-])
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("redis+sentinel://s1:26379", "service name"),
+        ("redis+sentinel://s1:26379/crawl/zero", "database must be a number"),
+        ("redis+sentinel://s1:26379,s2:port/crawl", "host\\[:port\\]"),
+        (
+            "redis+sentinel://s1:26379/crawl?db=1",
+            "no query arguments but sentinel_username and sentinel_password, got db",
+        ),
+    ],
+)
 def test_bad_sentinel_urls_say_what_is_wrong(url, words):
     with pytest.raises(ValueError, match=words):
         DedupConfig(strategy="set", redis_url=url)
@@ -116,8 +146,9 @@ def test_a_server_without_wait_is_refused_when_replicated(tmp_path):
     serving = serve_redis(required_redis_server(), None, ("--rename-command", "WAIT", ""))
     server = next(serving)
     try:
-        with open_store("set", namespace="w", policy_digest=POLICY, redis_url=server.url, capacity=10,
-                        error_rate=0.01) as store:
+        with open_store(
+            "set", namespace="w", policy_digest=POLICY, redis_url=server.url, capacity=10, error_rate=0.01
+        ) as store:
             assert store.claim_many(fingerprints(3)) == [True] * 3
         with pytest.raises(StoreRefused, match="COMMAND INFO knows no WAIT"):
             open_replicated("set", server.url)
@@ -129,8 +160,16 @@ def test_a_server_without_wait_is_refused_when_replicated(tmp_path):
 
 
 def open_replicated(strategy: str, url: str, durability: Durability = QUICK, retry: RetryPolicy = RETRY):
-    return open_store(strategy, namespace=f"d-{strategy}", policy_digest=POLICY, redis_url=url, capacity=100_000,
-                      error_rate=0.001, durability=durability, retry=retry)
+    return open_store(
+        strategy,
+        namespace=f"d-{strategy}",
+        policy_digest=POLICY,
+        redis_url=url,
+        capacity=100_000,
+        error_rate=0.001,
+        durability=durability,
+        retry=retry,
+    )
 
 
 @pytest.mark.slow
@@ -145,27 +184,69 @@ def test_claims_through_sentinel_wait_for_a_replica(sentinel_set: SentinelSet):
             assert sum(store.claim_many(pages[:1_000])) == 1_000
 
         async def claim_async() -> List[bool]:
-            async with open_async_store(strategy, namespace=f"d-{strategy}", policy_digest=POLICY,
-                                        redis_url=sentinel_set.url, capacity=100_000, error_rate=0.001,
-                                        durability=durability) as store:
+            async with open_async_store(
+                strategy,
+                namespace=f"d-{strategy}",
+                policy_digest=POLICY,
+                redis_url=sentinel_set.url,
+                capacity=100_000,
+                error_rate=0.001,
+                durability=durability,
+            ) as store:
                 return await store.claim_many(pages)
+
         won = asyncio.run(claim_async())
         assert won == [False] * 1_000 + [True] * 1_000
     primary_keys = keys_on(sentinel_set.primary.port)
     assert all(keys_on(replica.port) == primary_keys for replica in sentinel_set.replicas)
     # crawldedup doctor checks the store as a crawl with that setting uses it.
-    doctor = subprocess.run([sys.executable, "-m", "crawldedup", "doctor", "--samples", "2000", "--strategy", "set",
-                             "--redis-url", sentinel_set.url, "--durability", "replicated", "--durable-replicas", "2",
-                             "--durable-timeout", "5"],
-                            capture_output=True, text=True, timeout=120)
+    doctor = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crawldedup",
+            "doctor",
+            "--samples",
+            "2000",
+            "--strategy",
+            "set",
+            "--redis-url",
+            sentinel_set.url,
+            "--durability",
+            "replicated",
+            "--durable-replicas",
+            "2",
+            "--durable-timeout",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "PASS  claim race" in doctor.stdout
 
 
 def test_cli_refuses_replicated_outside_redis(tmp_path):
-    served = subprocess.run([sys.executable, "-m", "crawldedup", "serve", "--port", "0", "--strategy", "sqlite",
-                             "--sqlite", str(tmp_path / "c.sqlite"), "--durability", "replicated"],
-                            capture_output=True, text=True, timeout=60)
+    served = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crawldedup",
+            "serve",
+            "--port",
+            "0",
+            "--strategy",
+            "sqlite",
+            "--sqlite",
+            str(tmp_path / "c.sqlite"),
+            "--durability",
+            "replicated",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert served.returncode == 2
     (line,) = served.stderr.strip().splitlines()  # one line, no traceback
     assert "durability (CRAWLDEDUP_DURABILITY) 'replicated' needs a Redis strategy" in line and "not sqlite" in line
@@ -176,17 +257,26 @@ def test_sentinels_with_a_password():
     """Sentinels that ask for a password (``requirepass``) get ``?sentinel_password=``; without
     it the store cannot find the primary; the password shows nowhere."""
     secret = "s3nt:inel@pass"
-    deployment = SentinelSet(required_redis_server(), required_sentinel(), replicas=0, sentinels=1,
-                             sentinel_password=secret)
+    deployment = SentinelSet(
+        required_redis_server(), required_sentinel(), replicas=0, sentinels=1, sentinel_password=secret
+    )
     try:
         deployment.start()
-        with open_store("set", namespace="p", policy_digest=POLICY, redis_url=deployment.url, capacity=10,
-                        error_rate=0.01) as store:
+        with open_store(
+            "set", namespace="p", policy_digest=POLICY, redis_url=deployment.url, capacity=10, error_rate=0.01
+        ) as store:
             assert store.claim_many(fingerprints(5)) == [True] * 5
             assert "sentinel_password=***" in repr(store) and secret not in repr(store)
         with pytest.raises(StoreUnavailable, match="No master found") as raised:
-            open_store("set", namespace="p", policy_digest=POLICY, redis_url=deployment.url.split("?")[0],
-                       capacity=10, error_rate=0.01, retry=RETRY)
+            open_store(
+                "set",
+                namespace="p",
+                policy_digest=POLICY,
+                redis_url=deployment.url.split("?")[0],
+                capacity=10,
+                error_rate=0.01,
+                retry=RETRY,
+            )
         assert "uthentication" in str(raised.value)
     finally:
         deployment.stop()
@@ -199,9 +289,12 @@ def test_without_replicas_a_batch_is_an_error_then_resumed(sentinel_set: Sentine
     won through its receipt (not "already claimed")."""
     pages = fingerprints(500)
     leased = fingerprints(50)
-    with open_replicated("set", sentinel_set.url) as store, \
-            open_store("set", namespace="d-set", policy_digest=POLICY, redis_url=sentinel_set.url,
-                       capacity=10, error_rate=0.01) as reader:
+    with (
+        open_replicated("set", sentinel_set.url) as store,
+        open_store(
+            "set", namespace="d-set", policy_digest=POLICY, redis_url=sentinel_set.url, capacity=10, error_rate=0.01
+        ) as reader,
+    ):
         dedup = Deduplicator("set", store=store)
         urls = [f"https://example.com/lease/{i}" for i in range(len(leased))]
         assert all(dedup.claim_many(urls, lease=60))
@@ -240,13 +333,21 @@ def test_replicated_on_a_cluster_waits_on_every_master(replicated_cluster: Redis
             assert not any(store.claim_many(pages))
 
         async def claim_async() -> List[bool]:
-            async with open_async_store(strategy, namespace=f"a-{strategy}", policy_digest=POLICY,
-                                        redis_url=replicated_cluster.url, capacity=100_000, error_rate=0.001,
-                                        durability=STEADY) as store:
+            async with open_async_store(
+                strategy,
+                namespace=f"a-{strategy}",
+                policy_digest=POLICY,
+                redis_url=replicated_cluster.url,
+                capacity=100_000,
+                error_rate=0.001,
+                durability=STEADY,
+            ) as store:
                 return await store.claim_many(pages)
+
         assert all(asyncio.run(claim_async()))
     # Every master ran part of each batch, and its replica holds what it answered.
     masters = [port for port in replicated_cluster.ports if _replication(port).get("role") == "master"]
     assert len(masters) == 3 and all(keys_on(port) > 0 for port in masters)
     assert sum(keys_on(port) for port in masters) == sum(
-        keys_on(port) for port in replicated_cluster.ports if port not in masters)
+        keys_on(port) for port in replicated_cluster.ports if port not in masters
+    )

@@ -32,8 +32,10 @@ def run(args, cwd: Path, stdin: bytes = LINK) -> subprocess.CompletedProcess:
 
 def test_the_docstring_the_help_and_the_docs_list_the_same_codes():
     expected = [(code, one_line(meaning)) for code, meaning in EXIT_CODES]
-    docs = [(int(code), one_line(meaning))
-            for code, meaning in re.findall(r"^\| (\d+) \| (.*) \|$", DOCS.read_text(encoding="utf-8"), re.MULTILINE)]
+    docs = [
+        (int(code), one_line(meaning))
+        for code, meaning in re.findall(r"^\| (\d+) \| (.*) \|$", DOCS.read_text(encoding="utf-8"), re.MULTILINE)
+    ]
     assert docs == expected
     doc = one_line(crawldedup.cli.__doc__ or "")
     for command in ([], ["filter"], ["canonicalize"], ["audit"], ["info"], ["merge"]):
@@ -47,8 +49,14 @@ def test_the_docstring_the_help_and_the_docs_list_the_same_codes():
 
 def _stopped_by(signum: int, cwd: Path) -> int:
     """Exit code of a filter run that gets ``signum`` while its input keeps coming."""
-    worker = subprocess.Popen([*COMMAND, "filter", "--state", "s.bloom", "--batch-size", "1"], cwd=cwd,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    worker = subprocess.Popen(
+        [*COMMAND, "filter", "--state", "s.bloom", "--batch-size", "1"],
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
     assert worker.stdin is not None and worker.stdout is not None
     try:
         worker.stdin.write(LINK)
@@ -63,8 +71,13 @@ def _stopped_by(signum: int, cwd: Path) -> int:
 def _closed_stdout(cwd: Path) -> int:
     source = cwd / "links.txt"
     source.write_text("".join(f"https://shop.example/item/{i}\n" for i in range(50_000)))
-    worker = subprocess.Popen([*COMMAND, "filter", source, "--state", "s.bloom", "--batch-size", "100"], cwd=cwd,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    worker = subprocess.Popen(
+        [*COMMAND, "filter", source, "--state", "s.bloom", "--batch-size", "100"],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
     assert worker.stdout is not None
     try:
         assert worker.stdout.readline().startswith(b"https://")
@@ -79,8 +92,9 @@ def _unreachable_redis(cwd: Path) -> int:
     with socket.socket() as sock:  # a port nobody listens on once the socket closes
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    return run(["filter", "--strategy", "set", "--redis-url", f"redis://127.0.0.1:{port}/0", "--state", "s.bloom"],
-               cwd).returncode
+    return run(
+        ["filter", "--strategy", "set", "--redis-url", f"redis://127.0.0.1:{port}/0", "--state", "s.bloom"], cwd
+    ).returncode
 
 
 def _namespace_conflict(cwd: Path) -> int:
@@ -118,19 +132,33 @@ def test_exit_code(tmp_path: Path, code: int):
     assert SCENARIOS[code](tmp_path) == code
 
 
-@pytest.mark.parametrize("args, hint", [
-    (["filter", "--capacity", "0"], "see crawldedup filter --help"),
-    (["filter", "--error-rate", "1.5"], "see crawldedup filter --help"),
-    (["filter", "--output", "fancy"], "see crawldedup filter --help"),
-    (["filter", "--strategy", "redis"], "see crawldedup filter --help"),
-    (["filter", "--no-such-option"], "see crawldedup filter --help"),
-    (["canonicalize", "--no-such-option"], "see crawldedup canonicalize --help"),
-    (["merge", "a.bloom"], "see crawldedup merge --help"),
-    (["info"], "see crawldedup info --help"),
-    (["frobnicate"], "see crawldedup --help"),
-    ([], "see crawldedup --help"),
-], ids=["capacity", "error-rate", "output", "strategy", "unknown-option", "canonicalize", "merge", "info",
-        "command", "nothing"])
+@pytest.mark.parametrize(
+    "args, hint",
+    [
+        (["filter", "--capacity", "0"], "see crawldedup filter --help"),
+        (["filter", "--error-rate", "1.5"], "see crawldedup filter --help"),
+        (["filter", "--output", "fancy"], "see crawldedup filter --help"),
+        (["filter", "--strategy", "redis"], "see crawldedup filter --help"),
+        (["filter", "--no-such-option"], "see crawldedup filter --help"),
+        (["canonicalize", "--no-such-option"], "see crawldedup canonicalize --help"),
+        (["merge", "a.bloom"], "see crawldedup merge --help"),
+        (["info"], "see crawldedup info --help"),
+        (["frobnicate"], "see crawldedup --help"),
+        ([], "see crawldedup --help"),
+    ],
+    ids=[
+        "capacity",
+        "error-rate",
+        "output",
+        "strategy",
+        "unknown-option",
+        "canonicalize",
+        "merge",
+        "info",
+        "command",
+        "nothing",
+    ],
+)
 def test_usage_errors_are_one_line_with_the_help_to_read(tmp_path: Path, args, hint):
     result = run(args, tmp_path)
     err = result.stderr.decode()

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Callable, List, Tuple
 
 import pytest
-
 from conftest import RedisClusterServers, SentinelSet, _ask, _replication, _wait_for, race_processes
 
 WORKER = Path(__file__).parent / "workers" / "failover_worker.py"
@@ -46,8 +45,10 @@ def run_with_kill(options: dict, tmp_path: Path, kill: Callable[[], None]) -> Tu
     count winners per canonical URL, and the batches the workers made again."""
     start = tmp_path / "start"
     outs = [tmp_path / f"won-{w}.json" for w in range(PROCESSES)]
-    commands = [[sys.executable, str(WORKER), str(w), str(PAGES), str(start), str(out), json.dumps(options)]
-                for w, out in enumerate(outs)]
+    commands = [
+        [sys.executable, str(WORKER), str(w), str(PAGES), str(start), str(out), json.dumps(options)]
+        for w, out in enumerate(outs)
+    ]
 
     def midway() -> None:
         deadline = time.monotonic() + TIMEOUT_SECONDS
@@ -66,8 +67,10 @@ def judge(winners: Counter, durability: str, repeated: int, record_property) -> 
     twice = sum(1 for count in winners.values() if count > 1)
     record_property("won_twice", twice)
     record_property("repeated_batches", repeated)
-    print(f"\n{durability}: {twice} of {PAGES} pages won twice, {PAGES - len(winners)} lost, "
-          f"{repeated} batches made again")
+    print(
+        f"\n{durability}: {twice} of {PAGES} pages won twice, {PAGES - len(winners)} lost, "
+        f"{repeated} batches made again"
+    )
     assert len(winners) == PAGES, "a page was lost: no worker won it"
     assert repeated > 0, "the kill came after the workers were done"
     if durability == "replicated":
@@ -82,8 +85,11 @@ if os.environ.get("CRAWLDEDUP_FAILOVER_CASES") == "all":
     SENTINEL_CASES.append(("primary", 0))
 
 
-@pytest.mark.parametrize("durability, lag_seconds", SENTINEL_CASES,
-                         ids=[f"{d}-killed{'-lagging' if lag else ''}" for d, lag in SENTINEL_CASES])
+@pytest.mark.parametrize(
+    "durability, lag_seconds",
+    SENTINEL_CASES,
+    ids=[f"{d}-killed{'-lagging' if lag else ''}" for d, lag in SENTINEL_CASES],
+)
 def test_sentinel_failover(durability, lag_seconds, sentinel_set: SentinelSet, tmp_path, record_property):
     """``killed-lagging``: the replicas stall (SIGSTOP) for 4 s before the kill, as a replica
     host that hangs or a link that stalls; the primary drops them after its ``repl-timeout``
@@ -92,9 +98,12 @@ def test_sentinel_failover(durability, lag_seconds, sentinel_set: SentinelSet, t
 
     def kill() -> None:
         assert sentinel_set.primary.process is not None
-        stall_then_kill(sentinel_set.primary.port, sentinel_set.primary.process,
-                        [replica.process for replica in sentinel_set.replicas if replica.process is not None],
-                        lag_seconds)
+        stall_then_kill(
+            sentinel_set.primary.port,
+            sentinel_set.primary.process,
+            [replica.process for replica in sentinel_set.replicas if replica.process is not None],
+            lag_seconds,
+        )
 
     winners, repeated = run_with_kill(options, tmp_path, kill)
     assert sentinel_set.primary_port() in {r.port for r in sentinel_set.replicas}, "no replica was promoted"
@@ -124,8 +133,9 @@ if os.environ.get("CRAWLDEDUP_FAILOVER_CASES") == "all":
     CLUSTER_CASES += [("replicated", 4), ("primary", 4)]
 
 
-@pytest.mark.parametrize("durability, lag_seconds", CLUSTER_CASES,
-                         ids=[f"{d}-killed{'-lagging' if lag else ''}" for d, lag in CLUSTER_CASES])
+@pytest.mark.parametrize(
+    "durability, lag_seconds", CLUSTER_CASES, ids=[f"{d}-killed{'-lagging' if lag else ''}" for d, lag in CLUSTER_CASES]
+)
 def test_cluster_failover(durability, lag_seconds, replicated_cluster: RedisClusterServers, tmp_path, record_property):
     import redis
 
@@ -137,19 +147,28 @@ def test_cluster_failover(durability, lag_seconds, replicated_cluster: RedisClus
         client.close()
     victim = replicated_cluster.ports.index(owner)
     entry = next(port for port in replicated_cluster.ports if port != owner)  # workers open through a survivor
-    options = {"strategy": "set", "redis_url": f"redis://127.0.0.1:{entry}/0", "namespace": "failover",
-               "durability": durability}
+    options = {
+        "strategy": "set",
+        "redis_url": f"redis://127.0.0.1:{entry}/0",
+        "namespace": "failover",
+        "durability": durability,
+    }
 
-    replica = next(i for i, port in enumerate(replicated_cluster.ports)
-                   if _replication(port).get("master_port") == owner)
+    replica = next(
+        i for i, port in enumerate(replicated_cluster.ports) if _replication(port).get("master_port") == owner
+    )
 
     def kill() -> None:
-        stall_then_kill(owner, replicated_cluster.processes[victim], [replicated_cluster.processes[replica]],
-                        lag_seconds)
+        stall_then_kill(
+            owner, replicated_cluster.processes[victim], [replicated_cluster.processes[replica]], lag_seconds
+        )
         # Its replica takes over; the node then comes back as that replica's replica, so that
         # WAIT has a replica to count again on those slots.
-        _wait_for("the replica taking over", lambda: len(_masters(replicated_cluster)) == 3
-                  and victim not in _masters(replicated_cluster), 60)
+        _wait_for(
+            "the replica taking over",
+            lambda: len(_masters(replicated_cluster)) == 3 and victim not in _masters(replicated_cluster),
+            60,
+        )
         replicated_cluster.restart(victim)
 
     winners, repeated = run_with_kill(options, tmp_path, kill)

@@ -23,10 +23,13 @@ def test_bytes_and_arrays_are_the_same_fingerprints() -> None:
     assert len(fps + fps.take([0])) == 51
 
 
-@pytest.mark.parametrize("items, error", [
-    (["not bytes"], TypeError),
-    ([b"short"], ValueError),
-])
+@pytest.mark.parametrize(
+    "items, error",
+    [
+        (["not bytes"], TypeError),
+        ([b"short"], ValueError),
+    ],
+)
 def test_fingerprints_from_bad_items_are_refused(items: list, error: type) -> None:
     with pytest.raises(error, match="fingerprints must be"):
         Fingerprints.of(items)

@@ -58,9 +58,14 @@ EXAMPLES = _budget()
 #: Far above the slowest honest input (a max_length URL of escapes takes milliseconds).
 HANG_SECONDS = 60.0
 FUZZ = settings(
-    max_examples=EXAMPLES, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example,
-                           HealthCheck.function_scoped_fixture],  # canonical_impl is a module: nothing to reset
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+        HealthCheck.function_scoped_fixture,
+    ],  # canonical_impl is a module: nothing to reset
 )
 
 TWINS = {"py": bloom.PyBloomFilter}
@@ -102,28 +107,95 @@ REAL_URLS = [
     "../../up/two?x=1",
 ]
 _EVERYTHING_ON = CanonicalPolicy(
-    schemes={"http", "https", "ftp", "ws", "wss"}, merge_schemes=True, strip_www=True, keep_userinfo=True,
-    lowercase_path=True, strip_trailing_slash=False, semicolon_separator=True, keep_fragment=True,
+    schemes={"http", "https", "ftp", "ws", "wss"},
+    merge_schemes=True,
+    strip_www=True,
+    keep_userinfo=True,
+    lowercase_path=True,
+    strip_trailing_slash=False,
+    semicolon_separator=True,
+    keep_fragment=True,
     keep_params={"ref"},
 )
 # Policy 2 (the default) and policy 1 (POLICY_V1).
-POLICIES = st.sampled_from([
-    None,
-    _EVERYTHING_ON,
-    CanonicalPolicy(drop_params=(), drop_prefixes=(), max_length=64),
-    POLICY_V1,
-    dataclasses.replace(_EVERYTHING_ON, version=1),
-])
+POLICIES = st.sampled_from(
+    [
+        None,
+        _EVERYTHING_ON,
+        CanonicalPolicy(drop_params=(), drop_prefixes=(), max_length=64),
+        POLICY_V1,
+        dataclasses.replace(_EVERYTHING_ON, version=1),
+    ]
+)
 # What URL parsers trip over: delimiters, escapes (good, bad, encoded delimiters and dots),
 # IDNA pieces, full-width and ideographic dots, surrogates, controls, huge ports.
 URL_PIECES = st.sampled_from(
-    list(":/?#[]@!$&'()*+,;=%. \\\t\r\n\"<>^`{|}~-_") + [
-        "%2e", "%2E%2E", "%3A%2F%2F", "%25", "%zz", "%e9", "%C3%A9", "%C3", "%00", "%0A", "%7F", "%FF",
-        "..", "./", "../", "//", "///", "www.", "xn--", "xn--zz", "\u3002", "\uff0e", "\uff1a", "é", "ß", "中",
-        "\u00a0", "\u200d", "\u0301", "\ufeff", "\ud800", "\udfff", "🙂", "\x00", "\x7f", "\x1b",
-        "::", ":80", ":0443", ":65536", ":99999999999999999999", ":-1", ":+80", ":８０",
-        "[::1]", "[", "]", "[::ffff:1.2.3.4%eth0]", "@", "user:pass@", ":@", "utm_", "UTM_SOURCE=1", "&&", "=",
-        "?", "#", "http://", "https%3A%2F%2F", "javascript:", "data:,", "a" * 64, "0x7f.1", "1.2.3.4.5",
+    list(":/?#[]@!$&'()*+,;=%. \\\t\r\n\"<>^`{|}~-_")
+    + [
+        "%2e",
+        "%2E%2E",
+        "%3A%2F%2F",
+        "%25",
+        "%zz",
+        "%e9",
+        "%C3%A9",
+        "%C3",
+        "%00",
+        "%0A",
+        "%7F",
+        "%FF",
+        "..",
+        "./",
+        "../",
+        "//",
+        "///",
+        "www.",
+        "xn--",
+        "xn--zz",
+        "\u3002",
+        "\uff0e",
+        "\uff1a",
+        "é",
+        "ß",
+        "中",
+        "\u00a0",
+        "\u200d",
+        "\u0301",
+        "\ufeff",
+        "\ud800",
+        "\udfff",
+        "🙂",
+        "\x00",
+        "\x7f",
+        "\x1b",
+        "::",
+        ":80",
+        ":0443",
+        ":65536",
+        ":99999999999999999999",
+        ":-1",
+        ":+80",
+        ":８０",
+        "[::1]",
+        "[",
+        "]",
+        "[::ffff:1.2.3.4%eth0]",
+        "@",
+        "user:pass@",
+        ":@",
+        "utm_",
+        "UTM_SOURCE=1",
+        "&&",
+        "=",
+        "?",
+        "#",
+        "http://",
+        "https%3A%2F%2F",
+        "javascript:",
+        "data:,",
+        "a" * 64,
+        "0x7f.1",
+        "1.2.3.4.5",
     ]
 )
 
@@ -151,7 +223,7 @@ def mangled_urls(draw: st.DrawFn) -> str:
             url = url[:at] + url[at:end] * draw(st.integers(2, 40)) + url[end:]
         elif edit == "splice":
             other = draw(st.sampled_from(REAL_URLS))
-            url = url[:at] + other[draw(st.integers(0, len(other))):]
+            url = url[:at] + other[draw(st.integers(0, len(other))) :]
         elif edit == "wrap":  # the whole URL percent-encoded, as in a redirect parameter
             url = escape(url)
         elif edit == "case":
@@ -167,11 +239,28 @@ def built_urls(draw: st.DrawFn) -> str:
     part = st.text(st.sampled_from("aZ09-._~%!$&'()*+,;=:@/?#[] é中\t"), max_size=12)
     scheme = draw(st.sampled_from(["http", "HTTPS", "hTtP", "ftp", "ws", "wss", "mailto", "", "h+t.t-p", "1http"]))
     userinfo = draw(st.sampled_from(["", "user@", "user:pass@", ":@", "a@b@"]))
-    host = draw(st.one_of(
-        st.sampled_from(["example.com", "WWW.Example.COM.", "Bücher.example", "faß.de", "a..b", "-x-.com",
-                         "127.0.0.1", "[::1]", "[2001:db8::]", "[1::2::3]", "[::ffff:10.0.0.1]", "", "é。中"]),
-        st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=10),
-    ))
+    host = draw(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "example.com",
+                    "WWW.Example.COM.",
+                    "Bücher.example",
+                    "faß.de",
+                    "a..b",
+                    "-x-.com",
+                    "127.0.0.1",
+                    "[::1]",
+                    "[2001:db8::]",
+                    "[1::2::3]",
+                    "[::ffff:10.0.0.1]",
+                    "",
+                    "é。中",
+                ]
+            ),
+            st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=10),
+        )
+    )
     port = draw(st.sampled_from(["", ":", ":80", ":443", ":8080", ":080", ":65535", ":65536", ":x"]))
     path = "/".join(draw(st.lists(part, max_size=5)))
     query = "&".join(draw(st.lists(st.tuples(part, part).map("=".join), max_size=6)))
@@ -179,8 +268,9 @@ def built_urls(draw: st.DrawFn) -> str:
     return f"{scheme}://{userinfo}{host}{port}/{path}?{query}#{fragment}"
 
 
-def check_canonical(impl, url: object, base: Optional[str] = None, policy: Optional[CanonicalPolicy] = None
-                    ) -> Optional[str]:
+def check_canonical(
+    impl, url: object, base: Optional[str] = None, policy: Optional[CanonicalPolicy] = None
+) -> Optional[str]:
     """Canonicalize ``url`` with build ``impl``; check every promise made about an accepted or a rejected input."""
     with watchdog():
         try:
@@ -221,8 +311,11 @@ def test_arbitrary_bytes(canonical_impl, data, policy):
 
 
 @FUZZ
-@given(url=mangled_urls(), policy=POLICIES, base=st.sampled_from([None, "https://h.example/dir/page?q=1#f",
-                                                                   "http://a/b/c/d;p?q"]))
+@given(
+    url=mangled_urls(),
+    policy=POLICIES,
+    base=st.sampled_from([None, "https://h.example/dir/page?q=1#f", "http://a/b/c/d;p?q"]),
+)
 def test_mangled_real_urls(canonical_impl, url, policy, base):
     out = check_canonical(canonical_impl, url, base=base, policy=policy)
     with watchdog():
@@ -256,8 +349,11 @@ def outcome(impl, url: object, base: Optional[str], policy: Optional[CanonicalPo
 @pytest.mark.skipif(not canonical.HAS_EXTENSION, reason="the compiled canonicalizer is not built")
 @pytest.mark.cython
 @FUZZ
-@given(url=st.one_of(mangled_urls(), built_urls(), st.text(max_size=120), st.binary(max_size=120)), policy=POLICIES,
-       base=st.sampled_from([None, "https://h.example/dir/page?q=1#f"]))
+@given(
+    url=st.one_of(mangled_urls(), built_urls(), st.text(max_size=120), st.binary(max_size=120)),
+    policy=POLICIES,
+    base=st.sampled_from([None, "https://h.example/dir/page?q=1#f"]),
+)
 def test_compiled_canonicalizer_agrees_with_the_reference(url, policy, base):
     from crawldedup.canonical import _canonical_c
 
@@ -312,8 +408,12 @@ class Opener:
 
     def __init__(self, directory: Path) -> None:
         self.stderr = (directory / "opener.stderr").open("w+b")
-        self.process = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", OPENER],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+        self.process = subprocess.Popen(
+            [sys.executable, "-X", "faulthandler", "-c", OPENER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+        )
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.process.stdout, selectors.EVENT_READ)
 
@@ -328,8 +428,10 @@ class Opener:
         if not line:
             code = self.process.wait(timeout=10)
             self.stderr.seek(0)
-            pytest.fail(f"the child crashed (exit {code}) opening {path} with {twin} in mode {mode!r}:\n"
-                        + self.stderr.read().decode(errors="replace")[-3000:])
+            pytest.fail(
+                f"the child crashed (exit {code}) opening {path} with {twin} in mode {mode!r}:\n"
+                + self.stderr.read().decode(errors="replace")[-3000:]
+            )
         return json.loads(line)
 
     def close(self) -> None:
@@ -367,10 +469,46 @@ def valid_file(twin: str, directory: Path) -> bytes:
 HEADER = 4096
 CHECKSUM_AT = 4092
 # (offset, struct format) of each header field, from docs/format.md.
-FIELDS = [(8, "<I"), (12, "<I"), (16, "<I"), (20, "<I"), (24, "<I"), (28, "<I"), (32, "<Q"), (40, "<d"),
-          (48, "<Q"), (56, "<I"), (60, "<I"), (64, "<Q"), (72, "<I"), (76, "<I")]
-EDGE_INTS = [0, 1, 2, 7, 63, 64, 65, 1023, 1024, 1025, 4096, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**53,
-             2**62 - 1, 2**62, 2**62 + 1, 2**63 - 1, 2**63, 2**64 - 1]
+FIELDS = [
+    (8, "<I"),
+    (12, "<I"),
+    (16, "<I"),
+    (20, "<I"),
+    (24, "<I"),
+    (28, "<I"),
+    (32, "<Q"),
+    (40, "<d"),
+    (48, "<Q"),
+    (56, "<I"),
+    (60, "<I"),
+    (64, "<Q"),
+    (72, "<I"),
+    (76, "<I"),
+]
+EDGE_INTS = [
+    0,
+    1,
+    2,
+    7,
+    63,
+    64,
+    65,
+    1023,
+    1024,
+    1025,
+    4096,
+    2**31 - 1,
+    2**31,
+    2**32 - 1,
+    2**32,
+    2**53,
+    2**62 - 1,
+    2**62,
+    2**62 + 1,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+]
 EDGE_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-300, 5e-324, 1 - 2**-53, math.inf, -math.inf, math.nan]
 
 
@@ -403,7 +541,7 @@ def mangled_files(draw: st.DrawFn, valid: bytes) -> tuple[bytes, str]:
             data[bit >> 3] ^= 1 << (bit & 7)
         return bytes(data), "invalid" if kind == "flip-header" else "valid"
     if kind == "truncate":
-        return bytes(data[:draw(st.integers(0, len(valid) - 1))]), "invalid"
+        return bytes(data[: draw(st.integers(0, len(valid) - 1))]), "invalid"
     if kind == "extend":
         tail = draw(st.one_of(st.binary(min_size=1, max_size=300), st.integers(1, 4).map(lambda n: bytes(64 * n))))
         return bytes(data) + tail, "invalid"
@@ -438,7 +576,7 @@ def test_mangled_filter_files(opener, workdir, writer, data, mode):
         assert reply["verdict"] != "unexpected", f"{twin} {mode}: {reply['message']}"
         if reply["verdict"] == "rejected":
             assert reply["message"].startswith(f"{path}: "), reply["message"]
-            reply["message"] = reply["message"][len(str(path)):]
+            reply["message"] = reply["message"][len(str(path)) :]
         replies[twin] = reply
     verdicts = {reply["verdict"] for reply in replies.values()}
     if promise == "valid":

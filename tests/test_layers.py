@@ -38,14 +38,15 @@ def _imports(path: Path) -> Iterator[Tuple[int, str, List[str]]]:
     """(line, absolute module, names) for each ``from X import names`` and ``import X``."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".pyx":  # only the Python-level imports; cimports are C declarations
-        text = "\n".join(line for line in text.splitlines()
-                         if line.startswith(("from ", "import ")) and " cimport " not in line)
+        text = "\n".join(
+            line for line in text.splitlines() if line.startswith(("from ", "import ")) and " cimport " not in line
+        )
     package = _package_of(path)
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - node.level + 1]
+                base = base[: len(base) - node.level + 1]
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
@@ -119,8 +120,11 @@ def test_only_a_selector_imports_a_twin(path):
         for target in targets:
             if target in twins and (path.stem != "__init__" or _package_of(path) != target.rpartition(".")[0]):
                 # The compiled twin may lean on its own reference (declared surface only).
-                if not (path.stem.endswith("_c") and target.endswith("_py")
-                        and target.rpartition(".")[0] == _package_of(path)):
+                if not (
+                    path.stem.endswith("_c")
+                    and target.endswith("_py")
+                    and target.rpartition(".")[0] == _package_of(path)
+                ):
                     found.append(f"line {line}: {target}")
     assert found == []
 

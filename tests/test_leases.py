@@ -33,7 +33,9 @@ def pages(n: int, prefix: str = "p") -> List[str]:
     return [f"https://site.example/{prefix}/{i}?b=2&a=1" for i in range(n)]
 
 
-@pytest.fixture(params=[pytest.param("redis", marks=pytest.mark.redis), pytest.param("cluster", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[pytest.param("redis", marks=pytest.mark.redis), pytest.param("cluster", marks=pytest.mark.redis)]
+)
 def redis_location(request: pytest.FixtureRequest, server_kind: str) -> str:
     """A flushed single server of ``server_kind``, then a flushed 3-master cluster of it."""
     return request.getfixturevalue("redis_url" if request.param == "redis" else "redis_cluster_url")
@@ -51,7 +53,13 @@ def workers(lease_strategy: str, redis_location: str):
     made: List[Deduplicator] = []
 
     def make(**kwargs) -> Deduplicator:
-        options = {"redis_url": redis_location, "namespace": "lease", "capacity": 100_000, "error_rate": 0.001, **kwargs}
+        options = {
+            "redis_url": redis_location,
+            "namespace": "lease",
+            "capacity": 100_000,
+            "error_rate": 0.001,
+            **kwargs,
+        }
         made.append(Deduplicator(lease_strategy, **options))
         return made[-1]
 
@@ -239,8 +247,12 @@ def test_bad_worker_id_is_refused():
 
 def test_stores_without_leases_say_so(redisbloom_url, postgres_url, tmp_path):
     options = {"capacity": 1_000, "error_rate": 0.01}
-    for strategy, where in [("redisbloom", {"redis_url": redisbloom_url}), ("sqlite", {"sqlite_path": tmp_path / "c.sqlite"}),
-                            ("postgres", {"postgres_url": postgres_url}), ("local", {})]:
+    for strategy, where in [
+        ("redisbloom", {"redis_url": redisbloom_url}),
+        ("sqlite", {"sqlite_path": tmp_path / "c.sqlite"}),
+        ("postgres", {"postgres_url": postgres_url}),
+        ("local", {}),
+    ]:
         with Deduplicator(strategy, namespace="lease", **where, **options) as d:
             with pytest.raises(LeasesUnsupported, match=f"leases need the set or sharded-set store.*'{strategy}'"):
                 d.claim_many(["https://ok.example/"], lease=30)
@@ -252,6 +264,7 @@ def test_stores_without_leases_say_so(redisbloom_url, postgres_url, tmp_path):
 
 
 # --- the documented layout of the lease records ----------------------------------------------
+
 
 def test_lease_records_of_the_keys_store(redis_url):
     url = "https://shop.example/item/1"
@@ -307,6 +320,7 @@ def test_lease_records_of_the_sharded_set_store(redis_url):
 
 
 # --- a worker killed with SIGKILL while holding leases loses nothing --------------------------
+
 
 def test_killed_worker_loses_nothing(lease_strategy, redis_location, tmp_path):
     urls = pages(400, prefix="killed")

@@ -131,8 +131,9 @@ def test_memory_grows_linearly(canonical_impl, family):
     make = FAMILIES[family]
     small, large = make(4 * SMALL), make(64 * SMALL)  # large enough that fixed costs do not dominate
     assert accept(large, canonical_impl)() == accept(large)()  # both builds: the same answer
-    ratio = (per_character(peak_bytes(accept(large, canonical_impl)), large)
-             / per_character(peak_bytes(accept(small, canonical_impl)), small))
+    ratio = per_character(peak_bytes(accept(large, canonical_impl)), large) / per_character(
+        peak_bytes(accept(small, canonical_impl)), small
+    )
     assert ratio <= GROWTH_BOUND, f"{family}: {ratio:.2f}x the peak memory per character at 16x the input"
 
 
@@ -145,8 +146,9 @@ def test_refusal_by_max_length_costs_the_same_at_any_length(canonical_impl, fami
     for url in (just_over, huge):
         with pytest.raises(InvalidURL, match=f"{len(url)} characters, max_length is 8192"):
             refuse(url)
-    assert count_calls(lambda: pytest.raises(InvalidURL, refuse, huge)) == \
-        count_calls(lambda: pytest.raises(InvalidURL, refuse, just_over))
+    assert count_calls(lambda: pytest.raises(InvalidURL, refuse, huge)) == count_calls(
+        lambda: pytest.raises(InvalidURL, refuse, just_over)
+    )
     assert peak_bytes(lambda: pytest.raises(InvalidURL, refuse, huge)) < 64 * 1024  # no copy of the input
     # In a batch too: the refusal is decided before any room is set aside for the row.
     batch = [huge]

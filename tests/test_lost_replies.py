@@ -13,6 +13,7 @@ from typing import Iterator, List
 
 import pytest
 import redis
+from conftest import LosingProxy
 
 from crawldedup.dedup import Deduplicator
 from crawldedup.stores import (
@@ -23,8 +24,6 @@ from crawldedup.stores import (
     StoreUnavailable,
 )
 from crawldedup.stores.base import Lease
-
-from conftest import LosingProxy
 
 # Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
 pytestmark = pytest.mark.server_matrix

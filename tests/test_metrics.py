@@ -23,7 +23,7 @@ else:
 from prometheus_client import CollectorRegistry  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from crawldedup import DedupStats, Deduplicator  # noqa: E402
+from crawldedup import Deduplicator, DedupStats  # noqa: E402
 from crawldedup.bloom.sizing import expected_false_positive_rate  # noqa: E402
 from crawldedup.metrics import COUNTER_NAMES, LATENCY_BUCKETS_SECONDS, METRICS, DedupMetrics  # noqa: E402
 
@@ -31,8 +31,13 @@ WORKER = Path(__file__).parent / "workers" / "metrics_worker.py"
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
 #: The names operators' dashboards are written against.
 DOCUMENTED = {
-    "crawldedup_urls_total", "crawldedup_won_total", "crawldedup_local_hits_total", "crawldedup_false_hits_total",
-    "crawldedup_store_round_trips_total", "crawldedup_store_latency_seconds", "crawldedup_filter_fill_ratio",
+    "crawldedup_urls_total",
+    "crawldedup_won_total",
+    "crawldedup_local_hits_total",
+    "crawldedup_false_hits_total",
+    "crawldedup_store_round_trips_total",
+    "crawldedup_store_latency_seconds",
+    "crawldedup_filter_fill_ratio",
     "crawldedup_filter_estimated_error_rate",
 }
 
@@ -103,9 +108,17 @@ def test_scraped_counters_of_a_running_deduplicator_equal_its_stats(redis_url, t
     pages = [f"https://shop.example/item/{i}?utm_source=x" for i in range(6_000)]
     registry = CollectorRegistry()
     metrics = DedupMetrics(registry)
-    with Deduplicator("set", redis_url=redis_url, namespace="scraped", state=tmp_path / "a.bloom",
-                      capacity=20_000, sample_rate=1.0) as dedup, \
-            Deduplicator("set", redis_url=redis_url, namespace="scraped", capacity=20_000) as other:
+    with (
+        Deduplicator(
+            "set",
+            redis_url=redis_url,
+            namespace="scraped",
+            state=tmp_path / "a.bloom",
+            capacity=20_000,
+            sample_rate=1.0,
+        ) as dedup,
+        Deduplicator("set", redis_url=redis_url, namespace="scraped", capacity=20_000) as other,
+    ):
         other.claim_many(pages[::3])
         dedup.claim_many(pages[:500])  # counted before the metrics are attached: still scraped
         metrics.attach(dedup)
@@ -116,7 +129,7 @@ def test_scraped_counters_of_a_running_deduplicator_equal_its_stats(redis_url, t
 
             def claim_all() -> None:
                 for start in range(0, len(pages), 250):
-                    dedup.claim_many(pages[start:start + 250])
+                    dedup.claim_many(pages[start : start + 250])
                 dedup.claim_many(pages[:1_000])  # local hits, every one sampled
                 dedup.claim_many(["not a url", "https://shop.example/item/1"])
 
@@ -138,21 +151,29 @@ def test_scraped_counters_of_a_running_deduplicator_equal_its_stats(redis_url, t
         timed = stats.round_trips - timed_before
         assert timed > 0 and value(samples, "crawldedup_store_latency_seconds_count", namespace="scraped") == timed
         assert value(samples, "crawldedup_store_latency_seconds_sum", namespace="scraped") > 0
-        buckets = [value(samples, "crawldedup_store_latency_seconds_bucket", namespace="scraped", le=str(bound))
-                   for bound in LATENCY_BUCKETS_SECONDS]
+        buckets = [
+            value(samples, "crawldedup_store_latency_seconds_bucket", namespace="scraped", le=str(bound))
+            for bound in LATENCY_BUCKETS_SECONDS
+        ]
         assert buckets == sorted(buckets) and buckets[-1] <= timed
         local = dedup.local_filter
-        assert value(samples, "crawldedup_filter_fill_ratio", namespace="scraped") == local.approx_items / local.capacity
-        assert value(samples, "crawldedup_filter_estimated_error_rate", namespace="scraped") == \
-            pytest.approx(expected_false_positive_rate(local.approx_items, local.base.num_blocks, local.base.num_hashes))
+        assert (
+            value(samples, "crawldedup_filter_fill_ratio", namespace="scraped") == local.approx_items / local.capacity
+        )
+        assert value(samples, "crawldedup_filter_estimated_error_rate", namespace="scraped") == pytest.approx(
+            expected_false_positive_rate(local.approx_items, local.base.num_blocks, local.base.num_hashes)
+        )
         assert types["crawldedup_store_latency_seconds"] == "histogram"
 
 
 def test_deduplicators_of_one_namespace_add_up_and_namespaces_stay_apart():
     registry = CollectorRegistry()
     metrics = DedupMetrics(registry)
-    with Deduplicator("local", namespace="a") as first, Deduplicator("local", namespace="a") as second, \
-            Deduplicator("local", namespace="b") as third:
+    with (
+        Deduplicator("local", namespace="a") as first,
+        Deduplicator("local", namespace="a") as second,
+        Deduplicator("local", namespace="b") as third,
+    ):
         for dedup, count in ((first, 10), (second, 20), (third, 40)):
             metrics.attach(dedup)
             dedup.claim_many([f"https://a.example/{i}" for i in range(count)])
@@ -166,8 +187,10 @@ def test_gauges_are_read_when_scraped_from_the_fullest_filter_of_the_namespace()
     fullest, even when a less full one counted last; closed, a filter stays as last read."""
     registry = CollectorRegistry()
     metrics = DedupMetrics(registry)
-    with Deduplicator("local", namespace="g", capacity=10_000) as fuller, \
-            Deduplicator("local", namespace="g", capacity=10_000) as emptier:
+    with (
+        Deduplicator("local", namespace="g", capacity=10_000) as fuller,
+        Deduplicator("local", namespace="g", capacity=10_000) as emptier,
+    ):
         metrics.attach(fuller)
         metrics.attach(emptier)
         fuller.claim_many([f"https://a.example/{i}" for i in range(2_000)])
@@ -176,8 +199,9 @@ def test_gauges_are_read_when_scraped_from_the_fullest_filter_of_the_namespace()
         assert fill > emptier.local_filter.approx_items / emptier.local_filter.capacity
         samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
         assert value(samples, "crawldedup_filter_fill_ratio", namespace="g") == fill
-        assert value(samples, "crawldedup_filter_estimated_error_rate", namespace="g") == \
-            pytest.approx(fuller.local_filter.expected_error_rate)
+        assert value(samples, "crawldedup_filter_estimated_error_rate", namespace="g") == pytest.approx(
+            fuller.local_filter.expected_error_rate
+        )
     samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
     assert value(samples, "crawldedup_filter_fill_ratio", namespace="g") == fill
 
@@ -190,8 +214,10 @@ def test_multiprocess_mode_adds_up_every_process(redis_url, tmp_path, monkeypatc
     pages = 3_000
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)}
     outs = [tmp_path / f"worker{w}.json" for w in range(3)]
-    workers = [subprocess.Popen([sys.executable, str(WORKER), str(w), str(pages), str(out), redis_url], env=env)
-               for w, out in enumerate(outs)]
+    workers = [
+        subprocess.Popen([sys.executable, str(WORKER), str(w), str(pages), str(out), redis_url], env=env)
+        for w, out in enumerate(outs)
+    ]
     assert [worker.wait(timeout=120) for worker in workers] == [0, 0, 0]
     reports = [json.loads(out.read_text(encoding="ascii")) for out in outs]
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
@@ -200,8 +226,9 @@ def test_multiprocess_mode_adds_up_every_process(redis_url, tmp_path, monkeypatc
         total = sum(report["stats"][field.name] for report in reports)
         assert value(samples, f"{COUNTER_NAMES[field.name]}_total", namespace="mp") == total, field.name
     assert value(samples, "crawldedup_won_total", namespace="mp") == pages
-    assert value(samples, "crawldedup_store_latency_seconds_count", namespace="mp") == \
-        sum(report["stats"]["round_trips"] for report in reports)
+    assert value(samples, "crawldedup_store_latency_seconds_count", namespace="mp") == sum(
+        report["stats"]["round_trips"] for report in reports
+    )
     assert value(samples, "crawldedup_filter_fill_ratio", namespace="mp") == max(report["fill"] for report in reports)
 
 
@@ -209,6 +236,7 @@ def test_attaching_while_threads_claim_misses_nothing_and_counts_nothing_twice()
     registry = CollectorRegistry()
     metrics = DedupMetrics(registry)
     with Deduplicator("local", namespace="race", capacity=200_000) as dedup:
+
         def claim(worker: int) -> None:
             for start in range(0, 20_000, 100):
                 dedup.claim_many([f"https://a.example/{worker}/{i}" for i in range(start, start + 100)])

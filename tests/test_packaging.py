@@ -80,12 +80,15 @@ runpy.run_path(sys.argv[2], run_name="__main__")
 
 
 @pytest.mark.skipif(not SETUP_PY.is_file(), reason="setup.py is not next to these tests (a copy of tests/ runs)")
-@pytest.mark.parametrize("implementation, no_extensions, compiled", [
-    ("CPython", None, True),
-    ("CPython", "1", False),
-    ("PyPy", None, False),
-    ("GraalVM", None, False),
-])
+@pytest.mark.parametrize(
+    "implementation, no_extensions, compiled",
+    [
+        ("CPython", None, True),
+        ("CPython", "1", False),
+        ("PyPy", None, False),
+        ("GraalVM", None, False),
+    ],
+)
 def test_setup_py_compiles_extensions_only_for_cpython(implementation, no_extensions, compiled) -> None:
     """An interpreter that never loads the extensions (crawldedup._env) does not build them either."""
     env = {k: v for k, v in os.environ.items() if k != "CRAWLDEDUP_NO_EXTENSIONS"}

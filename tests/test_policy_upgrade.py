@@ -39,7 +39,10 @@ def assert_names_the_way_on(message: str) -> None:
 
 def test_the_frozen_file_is_policy_1s():
     assert POLICY_V1.digest == "716e8d2d2c1c1eae"
-    assert b"crawldedup-state/1 policy=716e8d2d2c1c1eae namespace=crawldedup" in (DATA / "state-policy1.bloom").read_bytes()
+    assert (
+        b"crawldedup-state/1 policy=716e8d2d2c1c1eae namespace=crawldedup"
+        in (DATA / "state-policy1.bloom").read_bytes()
+    )
 
 
 def test_policy_v1_continues_the_crawl(state):
@@ -62,8 +65,12 @@ def test_policy_2_is_refused_naming_both_policies(state):
 
 
 def test_crawldedup_policy_variable(state):
-    environ = {"CRAWLDEDUP_POLICY": "v1", "CRAWLDEDUP_STATE": str(state), "VISITED_TTL_DAYS": "0",
-               "BLOOM_CAPACITY": "1000"}
+    environ = {
+        "CRAWLDEDUP_POLICY": "v1",
+        "CRAWLDEDUP_STATE": str(state),
+        "VISITED_TTL_DAYS": "0",
+        "BLOOM_CAPACITY": "1000",
+    }
     with Deduplicator.from_env(environ) as dedup:
         assert dedup.policy is POLICY_V1
         assert dedup.claim_many(URLS[:5]) == [False] * 5
@@ -86,9 +93,14 @@ def test_a_policy_of_the_wrong_type_is_refused():
 
 
 def _filter(state: Path, *options: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*COMMAND, "filter", "--state", str(state), "--ttl-days", "0", "-q", *options],
-                          input="".join(url + "\n" for url in URLS).encode(), capture_output=True, timeout=60,
-                          cwd=state.parent, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*COMMAND, "filter", "--state", str(state), "--ttl-days", "0", "-q", *options],
+        input="".join(url + "\n" for url in URLS).encode(),
+        capture_output=True,
+        timeout=60,
+        cwd=state.parent,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_cli_policy_v1_continues_the_crawl(state):
@@ -116,8 +128,13 @@ def test_cli_info_names_the_policy_a_state_file_was_made_with(state, tmp_path):
     assert old.returncode == 0, old.stderr.decode()
     assert b"\npolicy " in old.stdout and b"canonical policy 1 (716e8d2d2c1c1eae)" in old.stdout
     new = tmp_path / "new.bloom"
-    made = subprocess.run([*COMMAND, "filter", "--state", str(new), "-q"], input=b"https://a.example/\n",
-                          capture_output=True, timeout=60, cwd=tmp_path)
+    made = subprocess.run(
+        [*COMMAND, "filter", "--state", str(new), "-q"],
+        input=b"https://a.example/\n",
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert made.returncode == 0, made.stderr.decode()
     info = subprocess.run([*COMMAND, "info", str(new)], capture_output=True, timeout=60).stdout
     assert f"canonical policy 2 ({DEFAULT_POLICY.digest})".encode() in info
@@ -126,16 +143,18 @@ def test_cli_info_names_the_policy_a_state_file_was_made_with(state, tmp_path):
 def test_cli_canonicalize_policy_option(tmp_path):
     urls = b"http:/a.example/x\nhttp://0x7f.1/\n"
     v2 = subprocess.run([*COMMAND, "canonicalize"], input=urls, capture_output=True, timeout=60, cwd=tmp_path)
-    v1 = subprocess.run([*COMMAND, "canonicalize", "--policy", "v1"], input=urls, capture_output=True, timeout=60,
-                        cwd=tmp_path)
+    v1 = subprocess.run(
+        [*COMMAND, "canonicalize", "--policy", "v1"], input=urls, capture_output=True, timeout=60, cwd=tmp_path
+    )
     assert v2.stdout.decode().splitlines() == ["http://a.example/x", "http://127.0.0.1/"]
     assert v1.stdout.decode().splitlines() == ["", "http://0x7f.1/"]
     assert v1.returncode == 1 and "no host" in v1.stderr.decode()
 
 
 def test_cli_refuses_an_unknown_policy_in_one_line(tmp_path):
-    result = subprocess.run([*COMMAND, "canonicalize", "--policy", "v3"], input=b"", capture_output=True, timeout=60,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [*COMMAND, "canonicalize", "--policy", "v3"], input=b"", capture_output=True, timeout=60, cwd=tmp_path
+    )
     err = result.stderr.decode()
     assert result.returncode == 2 and len(err.strip().splitlines()) == 1 and "v1, v2" in err
 
@@ -146,13 +165,25 @@ def test_scrapy_setting(state):
 
     from crawldedup.scrapy import deduplicator_from_settings
 
-    settings = Settings({"CRAWLDEDUP_POLICY": "v1", "CRAWLDEDUP_STATE": str(state), "CRAWLDEDUP_TTL_DAYS": 0,
-                         "CRAWLDEDUP_CAPACITY": 1000})
+    settings = Settings(
+        {
+            "CRAWLDEDUP_POLICY": "v1",
+            "CRAWLDEDUP_STATE": str(state),
+            "CRAWLDEDUP_TTL_DAYS": 0,
+            "CRAWLDEDUP_CAPACITY": 1000,
+        }
+    )
     with deduplicator_from_settings(settings) as dedup:
         assert dedup.policy is POLICY_V1
         assert dedup.claim_many(URLS[:4]) == [False] * 4
-    settings = Settings({"CRAWLDEDUP_POLICY": {"version": 1}, "CRAWLDEDUP_STATE": str(state),
-                         "CRAWLDEDUP_TTL_DAYS": 0, "CRAWLDEDUP_CAPACITY": 1000})
+    settings = Settings(
+        {
+            "CRAWLDEDUP_POLICY": {"version": 1},
+            "CRAWLDEDUP_STATE": str(state),
+            "CRAWLDEDUP_TTL_DAYS": 0,
+            "CRAWLDEDUP_CAPACITY": 1000,
+        }
+    )
     with deduplicator_from_settings(settings) as dedup:
         assert dedup.policy == POLICY_V1
     with pytest.raises(FilterFileError, match="--policy v1"):

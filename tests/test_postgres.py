@@ -17,8 +17,8 @@ from typing import Iterator, List
 
 import psycopg
 import pytest
-
 from conftest import LosingProxy, PostgresServer
+
 from crawldedup import Deduplicator, NamespaceConflict, StoreRefused, StoreUnavailable
 from crawldedup.fingerprints import FINGERPRINT_ID
 from crawldedup.stores import PostgresStore, RetryPolicy
@@ -62,14 +62,25 @@ def test_the_tables_are_the_documented_ones(postgres_url):
     with store(postgres_url) as one, store(postgres_url, "crawl:r2") as two:
         one.claim_many(fps)
         two.claim_many(fps[:3])
-    records = rows(postgres_url, "SELECT id, name, layout, store, fingerprint, policy, recrawl_window "
-                                 "FROM crawldedup.namespaces ORDER BY id")
-    assert [r[1:] for r in records] == [("crawl", LAYOUT_VERSION, "postgres", FINGERPRINT_ID, DIGEST, "none"),
-                                        ("crawl:r2", LAYOUT_VERSION, "postgres", FINGERPRINT_ID, DIGEST, "none")]
-    columns = rows(postgres_url, "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-                                 f"WHERE table_schema = 'crawldedup' AND table_name = 'claims_{records[0][0]}' "
-                                 "ORDER BY ordinal_position")
-    assert columns == [("fingerprint", "bytea", "NO"), ("token", "bigint", "NO"), ("claimed_at", "double precision", "YES")]
+    records = rows(
+        postgres_url,
+        "SELECT id, name, layout, store, fingerprint, policy, recrawl_window FROM crawldedup.namespaces ORDER BY id",
+    )
+    assert [r[1:] for r in records] == [
+        ("crawl", LAYOUT_VERSION, "postgres", FINGERPRINT_ID, DIGEST, "none"),
+        ("crawl:r2", LAYOUT_VERSION, "postgres", FINGERPRINT_ID, DIGEST, "none"),
+    ]
+    columns = rows(
+        postgres_url,
+        "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+        f"WHERE table_schema = 'crawldedup' AND table_name = 'claims_{records[0][0]}' "
+        "ORDER BY ordinal_position",
+    )
+    assert columns == [
+        ("fingerprint", "bytea", "NO"),
+        ("token", "bigint", "NO"),
+        ("claimed_at", "double precision", "YES"),
+    ]
     first = rows(postgres_url, f"SELECT fingerprint, claimed_at FROM crawldedup.claims_{records[0][0]}")
     assert sorted(bytes(fp) for fp, _ in first) == sorted(fps)
     assert {at for _, at in first} == {None}  # no window: never forgotten
@@ -124,8 +135,8 @@ def test_an_applied_batch_that_failed_is_resumed_as_won(proxy, postgres_url):
         with pytest.raises(StoreUnavailable):
             s.claim_many(fps)
         proxy.refuse = False
-        (table,), = rows(postgres_url, "SELECT id FROM crawldedup.namespaces WHERE name = 'resume'")
-        (applied,), = rows(postgres_url, f"SELECT count(*) FROM crawldedup.claims_{table}")
+        ((table,),) = rows(postgres_url, "SELECT id FROM crawldedup.namespaces WHERE name = 'resume'")
+        ((applied,),) = rows(postgres_url, f"SELECT count(*) FROM crawldedup.claims_{table}")
         assert applied == len(fps), "the server did not apply the batch: the test proves nothing"
         assert s.claim_many(others) == [True] * len(others)  # another batch in between
         assert s.claim_many(fps) == [True] * len(fps)
@@ -147,8 +158,15 @@ def test_another_call_with_the_same_claims_loses(postgres_url):
 @pytest.mark.asyncio
 async def test_async_store_through_a_lost_reply(proxy, postgres_url):
     fps = fingerprints(150, seed=7)
-    shell = open_async_store("postgres", namespace="async", policy_digest=DIGEST, postgres_url=proxy.url,
-                             capacity=1, error_rate=0.1, retry=RETRY)
+    shell = open_async_store(
+        "postgres",
+        namespace="async",
+        policy_digest=DIGEST,
+        postgres_url=proxy.url,
+        capacity=1,
+        error_rate=0.1,
+        retry=RETRY,
+    )
     async with shell:
         await shell.claim_many(fps[:1])  # connected and opened
         proxy.lose_next_reply()
@@ -161,20 +179,25 @@ async def test_async_store_through_a_lost_reply(proxy, postgres_url):
 # -- errors: permanent ones refused once, transient ones retried --------------------------------
 
 
-@pytest.mark.parametrize("case, problem", [
-    ("password", "refused the URL's user or password"),
-    ("user", "refused the URL's user or password"),
-    ("database", "the URL's database does not exist"),
-    ("privilege", "lacks a privilege the store needs"),
-])
+@pytest.mark.parametrize(
+    "case, problem",
+    [
+        ("password", "refused the URL's user or password"),
+        ("user", "refused the URL's user or password"),
+        ("database", "the URL's database does not exist"),
+        ("privilege", "lacks a privilege the store needs"),
+    ],
+)
 def test_permanent_errors_are_refused_once_in_one_line(postgres_url, postgres_server, case, problem):
     if case == "privilege":
         postgres_server.sql("DROP ROLE IF EXISTS weak")
         postgres_server.sql("CREATE ROLE weak LOGIN PASSWORD 'weak-Pw7'")
-    url = {"password": postgres_server.url(password="not-the-Pw1"),
-           "user": postgres_server.url(user="nobody", password="not-the-Pw1"),
-           "database": postgres_server.url(database="absent"),
-           "privilege": postgres_server.url(user="weak", password="weak-Pw7")}[case]
+    url = {
+        "password": postgres_server.url(password="not-the-Pw1"),
+        "user": postgres_server.url(user="nobody", password="not-the-Pw1"),
+        "database": postgres_server.url(database="absent"),
+        "privilege": postgres_server.url(user="weak", password="weak-Pw7"),
+    }[case]
     with pytest.raises(StoreRefused) as refused:
         store(url)
     message = str(refused.value)
@@ -198,16 +221,25 @@ def test_a_user_granted_the_tables_needs_no_create(postgres_url, postgres_server
 
 def test_cli_wrong_password_is_one_line(postgres_url, postgres_server, tmp_path: Path):
     url = postgres_server.url(password="not-the-Pw1")
-    result = subprocess.run([*COMMAND, "filter", "--strategy", "postgres", "--postgres-url", url],
-                            input="https://shop.example/a\n", capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    result = subprocess.run(
+        [*COMMAND, "filter", "--strategy", "postgres", "--postgres-url", url],
+        input="https://shop.example/a\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert result.returncode != 0 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "refused the URL's user or password" in lines[0] and "not-the-Pw1" not in lines[0]
 
 
 def test_bad_postgres_url_names_the_variable_and_hides_the_password():
-    with pytest.raises(ValueError, match=r"postgres_url \(CRAWLDEDUP_POSTGRES_URL\) must be a URL starting with "
-                                         r"postgresql:// or postgres:// or unset, got 'mysql://u:\*\*\*@h/db'"):
+    with pytest.raises(
+        ValueError,
+        match=r"postgres_url \(CRAWLDEDUP_POSTGRES_URL\) must be a URL starting with "
+        r"postgresql:// or postgres:// or unset, got 'mysql://u:\*\*\*@h/db'",
+    ):
         Deduplicator.from_env({"DEDUP_STRATEGY": "postgres", "CRAWLDEDUP_POSTGRES_URL": "mysql://u:secret@h/db"})
 
 
@@ -230,8 +262,15 @@ async def test_async_store_waits_for_nothing_on_the_loop_and_reconnects(postgres
     """The async shell over psycopg's AsyncConnection: a ticker keeps running while batches are
     claimed, and a server restart is StoreUnavailable, then the same batch is won."""
     fps = fingerprints(3_000, seed=10)
-    shell = open_async_store("postgres", namespace="ticks", policy_digest=DIGEST, postgres_url=postgres_url,
-                             capacity=1, error_rate=0.1, retry=RetryPolicy(retries=1, backoff_seconds=0.01))
+    shell = open_async_store(
+        "postgres",
+        namespace="ticks",
+        policy_digest=DIGEST,
+        postgres_url=postgres_url,
+        capacity=1,
+        error_rate=0.1,
+        retry=RetryPolicy(retries=1, backoff_seconds=0.01),
+    )
     ticks = 0
 
     async def ticker() -> None:
@@ -242,7 +281,7 @@ async def test_async_store_waits_for_nothing_on_the_loop_and_reconnects(postgres
 
     task = asyncio.ensure_future(ticker())
     async with shell:
-        won = [await shell.claim_many(fps[i:i + 500]) for i in range(0, 1_500, 500)]
+        won = [await shell.claim_many(fps[i : i + 500]) for i in range(0, 1_500, 500)]
         assert ticks > 3 and all(all(w) for w in won)
         postgres_server.stop()
         with pytest.raises(StoreUnavailable):
@@ -256,8 +295,13 @@ async def test_async_store_waits_for_nothing_on_the_loop_and_reconnects(postgres
 
 
 def test_doctor_passes_and_keeps_nothing(postgres_url, tmp_path: Path):
-    result = subprocess.run([*COMMAND, "doctor", "--samples", "2000", "--strategy", "postgres", "--postgres-url",
-                             postgres_url], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [*COMMAND, "doctor", "--samples", "2000", "--strategy", "postgres", "--postgres-url", postgres_url],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = {line[6:17].strip(): (line[:4], line[18:]) for line in result.stdout.splitlines()}
     assert [verdict for verdict, _ in lines.values()] == ["PASS"] * 6 + ["SKIP", "PASS"], result.stdout
@@ -265,8 +309,9 @@ def test_doctor_passes_and_keeps_nothing(postgres_url, tmp_path: Path):
     assert lines["claim race"][1] == "20 threads claimed one URL at once: 1 winner"
     assert lines["capacity"][1] == "needs the bytes per URL and the server's free disk space (not known here)"
     assert rows(postgres_url, "SELECT count(*) FROM crawldedup.namespaces") == [(0,)]
-    assert rows(postgres_url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'crawldedup' "
-                              "AND tablename LIKE 'claims%'") == [(0,)]
+    assert rows(
+        postgres_url, "SELECT count(*) FROM pg_tables WHERE schemaname = 'crawldedup' AND tablename LIKE 'claims%'"
+    ) == [(0,)]
 
 
 def test_stats_reports_a_namespace_and_refuses_a_missing_one(postgres_url, tmp_path: Path):
@@ -274,14 +319,16 @@ def test_stats_reports_a_namespace_and_refuses_a_missing_one(postgres_url, tmp_p
     with Deduplicator("postgres", postgres_url=postgres_url, namespace="crawl", capacity=10_000) as dedup:
         dedup.claim_many(urls)
     env_free = [*COMMAND, "stats", "--strategy", "postgres", "--postgres-url", postgres_url]
-    result = subprocess.run([*env_free, "--namespace", "crawl", "--json"], capture_output=True, text=True,
-                            cwd=tmp_path, timeout=60)
+    result = subprocess.run(
+        [*env_free, "--namespace", "crawl", "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)["store"]
     assert report["claims"] == 2_500 and report["strategy"] == "postgres"
     assert 40 < report["bytes_per_url"] < 400
-    missing = subprocess.run([*env_free, "--namespace", "absent"], capture_output=True, text=True, cwd=tmp_path,
-                             timeout=60)
+    missing = subprocess.run(
+        [*env_free, "--namespace", "absent"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
     assert missing.returncode == 3 and "namespace 'absent' does not exist" in missing.stderr
     assert PostgresServer.PASSWORD not in missing.stderr
     assert rows(postgres_url, "SELECT name FROM crawldedup.namespaces") == [("crawl",)]

@@ -54,4 +54,3 @@ def test_exceptions_are_the_documented_kinds():
     assert issubclass(crawldedup.AliasesUnsupported, NotImplementedError)
     assert issubclass(crawldedup.StoreUnavailable, ConnectionError)
     assert issubclass(crawldedup.StoreRefused, crawldedup.StoreUnavailable)
-

@@ -9,16 +9,15 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 import redis
+from conftest import ServeProcess
 
 from crawldedup import AliasesUnsupported, AsyncDeduplicator, AsyncServiceClient, Deduplicator, ServiceClient
 from crawldedup.config import DedupConfig
 from crawldedup.dedup.aliases import ALIASES_MAGIC, RECORD, AliasFileError
+from crawldedup.fingerprints import Fingerprints, hash_many
 from crawldedup.stores.aliases import Aliases
 from crawldedup.stores.redis_aliases import ALIAS_GROUPS, alias_key
-from crawldedup.fingerprints import Fingerprints, hash_many
 from crawldedup.windows import ManualClock
-
-from conftest import ServeProcess
 
 DAY = 86_400.0
 
@@ -31,20 +30,29 @@ def short(i: int) -> str:
     return f"https://sho.rt/{i}"
 
 
-def settings(strategy: str, location: Optional[Dict[str, Any]] = None, namespace: str = "redirects",
-             **extra: Any) -> Dict[str, Any]:
-    return {"strategy": strategy, "namespace": namespace, "capacity": 100_000, "error_rate": 0.001,
-            **(location or {}), **extra}
+def settings(
+    strategy: str, location: Optional[Dict[str, Any]] = None, namespace: str = "redirects", **extra: Any
+) -> Dict[str, Any]:
+    return {
+        "strategy": strategy,
+        "namespace": namespace,
+        "capacity": 100_000,
+        "error_rate": 0.001,
+        **(location or {}),
+        **extra,
+    }
 
 
-@pytest.fixture(params=[
-    "local",
-    pytest.param("set", marks=pytest.mark.redis),
-    pytest.param("sharded-set", marks=pytest.mark.redis),
-    pytest.param("bloom", marks=pytest.mark.redis),
-    "sqlite",
-    pytest.param("postgres", marks=pytest.mark.postgres),
-])
+@pytest.fixture(
+    params=[
+        "local",
+        pytest.param("set", marks=pytest.mark.redis),
+        pytest.param("sharded-set", marks=pytest.mark.redis),
+        pytest.param("bloom", marks=pytest.mark.redis),
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> Dict[str, Any]:
     """The local strategy (with a state file), then each store in turn, on a flushed server or a fresh file."""
     strategy = request.param
@@ -54,7 +62,10 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Dict[str, Any]:
         return {"strategy": strategy, "sqlite_path": tmp_path / "claims.sqlite"}
     if strategy == "postgres":
         return {"strategy": strategy, "postgres_url": request.getfixturevalue("postgres_url")}
-    return {"strategy": strategy, "redis_url": request.getfixturevalue("redisbloom_url" if strategy == "bloom" else "redis_url")}
+    return {
+        "strategy": strategy,
+        "redis_url": request.getfixturevalue("redisbloom_url" if strategy == "bloom" else "redis_url"),
+    }
 
 
 def story(d: Any) -> List[List[bool]]:
@@ -62,10 +73,12 @@ def story(d: Any) -> List[List[bool]]:
     redirected, and the reads that follow: the short links lead to claimed pages, the pages
     themselves and the fetch not redirected are no aliases."""
     return [
-        d.claim_final([page(1), "HTTPS://SHOP.EXAMPLE/p/1?a=1", page(2), "not a url"],
-                      requested=[short(1), short(2), short(3), short(9)]),
+        d.claim_final(
+            [page(1), "HTTPS://SHOP.EXAMPLE/p/1?a=1", page(2), "not a url"],
+            requested=[short(1), short(2), short(3), short(9)],
+        ),
         d.claim_final([page(1)], requested=[short(4)]),
-        d.claim_final([page(5)], requested=[page(5) + "#top"]),   # one canonical form: no alias
+        d.claim_final([page(5)], requested=[page(5) + "#top"]),  # one canonical form: no alias
         d.claim_many([page(2), page(3)]),
         d.seen_through_redirects([short(1), short(2), short(3), short(4), short(5), page(1), "not a url"]),
         d.seen([short(1), page(5)]),
@@ -97,8 +110,10 @@ async def test_the_async_deduplicator_answers_as_the_blocking_one(where):
 
 async def _async_story(d: AsyncDeduplicator) -> List[Any]:
     return [
-        await d.claim_final([page(1), "HTTPS://SHOP.EXAMPLE/p/1?a=1", page(2), "not a url"],
-                            requested=[short(1), short(2), short(3), short(9)]),
+        await d.claim_final(
+            [page(1), "HTTPS://SHOP.EXAMPLE/p/1?a=1", page(2), "not a url"],
+            requested=[short(1), short(2), short(3), short(9)],
+        ),
         await d.claim_final([page(1)], requested=[short(4)]),
         await d.claim_final([page(5)], requested=[page(5) + "#top"]),
         await d.claim_many([page(2), page(3)]),
@@ -126,14 +141,19 @@ def test_one_claim_final_is_one_round_trip(store_strategy, store_location):
         assert d.claim_final([page(i) for i in range(500)], requested=[short(i) for i in range(500)]) == [True] * 500
         assert d.store.round_trips == before + 1  # type: ignore[union-attr]
         # every final page was a local hit: the aliases alone still travel, in one round trip
-        assert d.claim_final([page(i) for i in range(500)], requested=[short(1000 + i) for i in range(500)]) == [False] * 500
+        assert (
+            d.claim_final([page(i) for i in range(500)], requested=[short(1000 + i) for i in range(500)])
+            == [False] * 500
+        )
         assert d.store.round_trips == before + 2  # type: ignore[union-attr]
         assert d.seen_through_redirects([short(1000 + i) for i in range(500)]) == [True] * 500
 
 
 def test_a_lease_holds_the_final_page_until_done(redis_url):
-    with Deduplicator("sharded-set", redis_url=redis_url, namespace="leased", capacity=10_000) as d, \
-            Deduplicator("sharded-set", redis_url=redis_url, namespace="leased", capacity=10_000) as rival:
+    with (
+        Deduplicator("sharded-set", redis_url=redis_url, namespace="leased", capacity=10_000) as d,
+        Deduplicator("sharded-set", redis_url=redis_url, namespace="leased", capacity=10_000) as rival,
+    ):
         assert d.claim_final([page(1)], requested=[short(1)], lease=60) == [True]
         assert rival.claim_final([page(1)], requested=[short(2)], lease=60) == [False]
         assert d.done([page(1)]) == [True]
@@ -148,7 +168,7 @@ def alias_count(d: Deduplicator) -> int:
     if store.strategy == "sqlite":
         return int(store._connection().execute("SELECT count(*) FROM crawldedup_aliases").fetchone()[0])
     if store.strategy == "postgres":  # a deleted namespace's table is dropped
-        (exists,), = store.execute("SELECT to_regclass(%s) IS NOT NULL", (store.aliases_table,))
+        ((exists,),) = store.execute("SELECT to_regclass(%s) IS NOT NULL", (store.aliases_table,))
         return int(store.execute(f"SELECT count(*) FROM {store.aliases_table}")[0][0]) if exists else 0
     return sum(store.client.hlen(alias_key(d.namespace, g)) for g in range(ALIAS_GROUPS))
 
@@ -156,10 +176,13 @@ def alias_count(d: Deduplicator) -> int:
 def test_the_alias_map_holds_its_bound(where):
     with Deduplicator(**settings(**where), max_aliases=32) as d:
         for start in range(0, 400, 100):
-            d.claim_final([page(i) for i in range(start, start + 100)],
-                          requested=[short(i) for i in range(start, start + 100)])
+            d.claim_final(
+                [page(i) for i in range(start, start + 100)], requested=[short(i) for i in range(start, start + 100)]
+            )
         held = alias_count(d)
-        bound = 32 if where["strategy"] in ("local", "sqlite", "postgres") else math.ceil(32 / ALIAS_GROUPS) * ALIAS_GROUPS
+        bound = (
+            32 if where["strategy"] in ("local", "sqlite", "postgres") else math.ceil(32 / ALIAS_GROUPS) * ALIAS_GROUPS
+        )
         assert 0 < held <= bound
         seen = d.seen_through_redirects([short(i) for i in range(400)])
         assert sum(seen) == held  # every alias kept answers; the ones replaced do not
@@ -259,8 +282,15 @@ def test_the_store_reads_aliases_by_fingerprint(store_strategy, store_location):
 def test_claim_final_waits_for_the_replicas_it_is_asked_to(strategy, sentinel_set):
     """With durability="replicated", the claims and the aliases of one claim_final are one
     pipeline followed by WAIT: both replicas hold them when it answers."""
-    config = DedupConfig(strategy=strategy, redis_url=sentinel_set.url, namespace="final", capacity=10_000,
-                         durability="replicated", durable_replicas=2, durable_timeout=2.0)
+    config = DedupConfig(
+        strategy=strategy,
+        redis_url=sentinel_set.url,
+        namespace="final",
+        capacity=10_000,
+        durability="replicated",
+        durable_replicas=2,
+        durable_timeout=2.0,
+    )
     with Deduplicator(config=config) as d:
         assert d.claim_final([page(i) for i in range(200)], requested=[short(i) for i in range(200)]) == [True] * 200
     for replica in sentinel_set.replicas:
@@ -274,8 +304,10 @@ def test_claim_final_waits_for_the_replicas_it_is_asked_to(strategy, sentinel_se
 def test_deleting_a_namespace_deletes_its_aliases(store_strategy, store_location):
     from crawldedup.stores.admin import delete_namespace
 
-    with Deduplicator(**settings(store_strategy, store_location, namespace="gone")) as d, \
-            Deduplicator(**settings(store_strategy, store_location, namespace="kept")) as kept:
+    with (
+        Deduplicator(**settings(store_strategy, store_location, namespace="gone")) as d,
+        Deduplicator(**settings(store_strategy, store_location, namespace="kept")) as kept,
+    ):
         d.claim_final([page(i) for i in range(50)], requested=[short(i) for i in range(50)])
         kept.claim_final([page(1)], requested=[short(1)])
         assert alias_count(d) == 50 or store_strategy == "sqlite"  # SQLite counts every namespace's

@@ -116,7 +116,9 @@ def test_method_and_body_are_part_of_the_key():
     df.close("finished")
 
 
-@pytest.mark.parametrize("url", ["data:text/plain,hello", "ftp://shop.example/price-list.csv", "about:blank", "http://bad..host/p"])
+@pytest.mark.parametrize(
+    "url", ["data:text/plain,hello", "ftp://shop.example/price-list.csv", "about:blank", "http://bad..host/p"]
+)
 def test_a_url_the_policy_refuses_is_keyed_by_scrapy_fingerprint(url):
     df = make_filter()
     other = "data:text/plain,bye"
@@ -203,14 +205,22 @@ def test_stats_count_new_and_filtered_requests_and_the_local_answers():
     assert stats["crawldedup/answered_locally"] == 10  # the local strategy has no store
     assert stats["crawldedup/sent_to_store"] == 0
     assert stats["crawldedup/local_hits"] == 6 == stats["crawldedup/filtered"]
-    assert (stats["crawldedup/filter_fill_ratio"], stats["crawldedup/filter_estimated_error_rate"]) == (fill, error_rate)
+    assert (stats["crawldedup/filter_fill_ratio"], stats["crawldedup/filter_estimated_error_rate"]) == (
+        fill,
+        error_rate,
+    )
     assert 0 < fill < 0.001 and error_rate < 1e-9  # 4 pages in a filter sized for many more
 
 
 def test_the_deduplicator_counters_reach_scrapy_stats_during_the_crawl():
     df = make_filter()
-    assert seen(df, *(scrapy.Request(f"http://shop.example/p/{i}") for i in range(STATS_SYNC_EVERY))) == [False] * STATS_SYNC_EVERY
-    assert df.stats.get_value("crawldedup/seen") == df.stats.get_value("crawldedup/answered_locally") == STATS_SYNC_EVERY
+    assert (
+        seen(df, *(scrapy.Request(f"http://shop.example/p/{i}") for i in range(STATS_SYNC_EVERY)))
+        == [False] * STATS_SYNC_EVERY
+    )
+    assert (
+        df.stats.get_value("crawldedup/seen") == df.stats.get_value("crawldedup/answered_locally") == STATS_SYNC_EVERY
+    )
     df.close("finished")
 
 
@@ -226,7 +236,10 @@ def test_a_store_outage_lets_requests_through_unclaimed(redis_server, redis_url,
     assert df.stats.get_value("crawldedup/store_errors") == 1
     assert any("unavailable" in r.getMessage() and "p/2" in r.getMessage() for r in caplog.records)
     # Nothing was recorded for the request that went through: it is claimed once the store is back.
-    assert seen(df, scrapy.Request("http://shop.example/p/2"), scrapy.Request("http://shop.example/p/2/")) == [False, True]
+    assert seen(df, scrapy.Request("http://shop.example/p/2"), scrapy.Request("http://shop.example/p/2/")) == [
+        False,
+        True,
+    ]
     df.close("finished")
 
 
@@ -237,7 +250,10 @@ def test_state_defaults_into_jobdir_so_a_resumed_crawl_remembers(tmp_path):
     assert seen(df, scrapy.Request("http://shop.example/p/1")) == [False]
     df.close("shutdown")
     df = make_filter(settings)
-    assert seen(df, scrapy.Request("http://shop.example/p/1/#x"), scrapy.Request("http://shop.example/p/2")) == [True, False]
+    assert seen(df, scrapy.Request("http://shop.example/p/1/#x"), scrapy.Request("http://shop.example/p/2")) == [
+        True,
+        False,
+    ]
     df.close("finished")
 
 
@@ -261,15 +277,22 @@ def test_namespace_defaults_to_the_spider_name():
     df.close("finished")
 
 
-@pytest.mark.parametrize("policy", [
-    {"strip_www": True},
-    '{"strip_www": true}',  # the form of -s CRAWLDEDUP_POLICY=... on the command line
-    CanonicalPolicy(strip_www=True),
-], ids=["dict", "json", "instance"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"strip_www": True},
+        '{"strip_www": true}',  # the form of -s CRAWLDEDUP_POLICY=... on the command line
+        CanonicalPolicy(strip_www=True),
+    ],
+    ids=["dict", "json", "instance"],
+)
 def test_policy_setting_changes_what_counts_as_the_same_page(policy):
     df = make_filter({"CRAWLDEDUP_POLICY": policy})
     assert df.deduplicator.policy == CanonicalPolicy(strip_www=True)
-    assert seen(df, scrapy.Request("http://www.shop.example/p/1"), scrapy.Request("http://shop.example/p/1")) == [False, True]
+    assert seen(df, scrapy.Request("http://www.shop.example/p/1"), scrapy.Request("http://shop.example/p/1")) == [
+        False,
+        True,
+    ]
     df.close("finished")
     default = make_filter()
     assert default.deduplicator.policy == DEFAULT_POLICY
@@ -283,19 +306,22 @@ def test_a_state_file_of_another_policy_is_refused(tmp_path):
         make_filter({**settings, "CRAWLDEDUP_POLICY": {"strip_www": True}})
 
 
-@pytest.mark.parametrize("setting, value, error", [
-    ("CRAWLDEDUP_STRATEGY", "memcached", ValueError),
-    ("CRAWLDEDUP_CAPACITY", "lots", ValueError),
-    ("CRAWLDEDUP_CAPACITY", 0, ValueError),
-    ("CRAWLDEDUP_ERROR_RATE", "1.5", ValueError),
-    ("CRAWLDEDUP_REDIS_URL", "http://cache.example:6379", ValueError),
-    ("CRAWLDEDUP_TTL_DAYS", -1.0, ValueError),
-    ("CRAWLDEDUP_NAMESPACE", "my crawl", ValueError),
-    ("CRAWLDEDUP_VERIFY_HITS", "maybe", ValueError),
-    ("CRAWLDEDUP_POLICY", {"strip_vvv": True}, ValueError),
-    ("CRAWLDEDUP_POLICY", "{not json", ValueError),
-    ("CRAWLDEDUP_POLICY", {"strip_www": "yes"}, TypeError),
-])
+@pytest.mark.parametrize(
+    "setting, value, error",
+    [
+        ("CRAWLDEDUP_STRATEGY", "memcached", ValueError),
+        ("CRAWLDEDUP_CAPACITY", "lots", ValueError),
+        ("CRAWLDEDUP_CAPACITY", 0, ValueError),
+        ("CRAWLDEDUP_ERROR_RATE", "1.5", ValueError),
+        ("CRAWLDEDUP_REDIS_URL", "http://cache.example:6379", ValueError),
+        ("CRAWLDEDUP_TTL_DAYS", -1.0, ValueError),
+        ("CRAWLDEDUP_NAMESPACE", "my crawl", ValueError),
+        ("CRAWLDEDUP_VERIFY_HITS", "maybe", ValueError),
+        ("CRAWLDEDUP_POLICY", {"strip_vvv": True}, ValueError),
+        ("CRAWLDEDUP_POLICY", "{not json", ValueError),
+        ("CRAWLDEDUP_POLICY", {"strip_www": "yes"}, TypeError),
+    ],
+)
 def test_a_bad_setting_is_named_in_the_error(setting, value, error):
     with pytest.raises(error, match=setting):
         make_filter({setting: value})
@@ -310,7 +336,9 @@ def test_a_spider_name_that_cannot_be_a_namespace_asks_for_one():
 
 
 def test_settings_given_as_text_are_parsed(tmp_path):
-    df = make_filter({"CRAWLDEDUP_CAPACITY": "20000", "CRAWLDEDUP_ERROR_RATE": "0.001", "CRAWLDEDUP_VERIFY_HITS": "False"})
+    df = make_filter(
+        {"CRAWLDEDUP_CAPACITY": "20000", "CRAWLDEDUP_ERROR_RATE": "0.001", "CRAWLDEDUP_VERIFY_HITS": "False"}
+    )
     assert (df.deduplicator.config.capacity, df.deduplicator.config.error_rate) == (20_000, 0.001)
     df.close("finished")
 
@@ -318,8 +346,15 @@ def test_settings_given_as_text_are_parsed(tmp_path):
 # --- real crawls in subprocesses ----------------------------------------------------------
 
 
-def crawl_command(site: Any, tmp_path: Path, name: str, settings: Dict[str, Any], start_pages=(0,),
-                  start_urls: Optional[List[str]] = None, dont_filter: bool = False) -> Dict[str, Any]:
+def crawl_command(
+    site: Any,
+    tmp_path: Path,
+    name: str,
+    settings: Dict[str, Any],
+    start_pages=(0,),
+    start_urls: Optional[List[str]] = None,
+    dont_filter: bool = False,
+) -> Dict[str, Any]:
     """The command line and environment of one crawl of ``site``, writing tmp_path/<name>.json;
     ``start_urls`` instead of the start pages, ``dont_filter`` start requests as a Spider's default ones."""
     config = {
@@ -328,7 +363,9 @@ def crawl_command(site: Any, tmp_path: Path, name: str, settings: Dict[str, Any]
         "result": str(tmp_path / f"{name}.json"),
         "dont_filter": dont_filter,
     }
-    env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "no_proxy", "all_proxy")}
+    env = {
+        k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
+    }
     env["http_proxy"] = site.proxy  # the shop answers for http://shop.example
     env.pop("SCRAPY_SETTINGS_MODULE", None)
     return {"args": [sys.executable, str(CRAWL_SCRIPT), json.dumps(config)], "env": env, "cwd": str(tmp_path)}
@@ -345,8 +382,9 @@ def crawl_result(tmp_path: Path, name: str, returncode: int, log: str) -> Dict[s
     return result
 
 
-def run_crawl(site: Any, tmp_path: Path, name: str, settings: Dict[str, Any], start_pages=(0,),
-              **start: Any) -> Dict[str, Any]:
+def run_crawl(
+    site: Any, tmp_path: Path, name: str, settings: Dict[str, Any], start_pages=(0,), **start: Any
+) -> Dict[str, Any]:
     command = crawl_command(site, tmp_path, name, settings, start_pages, **start)
     done = subprocess.run(**command, capture_output=True, text=True, timeout=CRAWL_TIMEOUT_SECONDS)
     return crawl_result(tmp_path, name, done.returncode, done.stderr)
@@ -372,7 +410,7 @@ def test_crawl_fetches_each_page_once_where_scrapy_default_fetches_more(tmp_path
         f"Scrapy's RFPDupeFilter fetched {sum(theirs.values())}"
     )
     print(summary)
-    assert ours == {page: 1 for page in range(PAGES)}, f"{summary}; crawldedup: {describe(ours)}"
+    assert ours == dict.fromkeys(range(PAGES), 1), f"{summary}; crawldedup: {describe(ours)}"
     assert set(theirs) == set(ours), summary
     assert sum(theirs.values()) > sum(ours.values()), summary
     stats = result["stats"]
@@ -406,8 +444,11 @@ def _crawl_in_two_processes(directory: Path, redis_url: str, namespace: str) -> 
         try:
             for agent, start in workers.items():
                 settings = {
-                    **DUPEFILTER, "CRAWLDEDUP_STRATEGY": "set", "CRAWLDEDUP_REDIS_URL": redis_url,
-                    "CRAWLDEDUP_NAMESPACE": namespace, "USER_AGENT": agent,
+                    **DUPEFILTER,
+                    "CRAWLDEDUP_STRATEGY": "set",
+                    "CRAWLDEDUP_REDIS_URL": redis_url,
+                    "CRAWLDEDUP_NAMESPACE": namespace,
+                    "USER_AGENT": agent,
                 }
                 command = crawl_command(site, directory, agent, settings, start_pages=(start,))
                 log = open(directory / f"{agent}.log", "w+", encoding="utf-8")
@@ -426,7 +467,7 @@ def _crawl_in_two_processes(directory: Path, redis_url: str, namespace: str) -> 
         assert site.unknown == []
     summary = f"{PAGES} pages, two processes: {describe(fetches)}; per process: {by_agent}"
     print(summary)
-    assert fetches == {page: 1 for page in range(PAGES)}, summary
+    assert fetches == dict.fromkeys(range(PAGES), 1), summary
     won = [entry[2]["stats"]["crawldedup/new"] for entry in running.values()]
     assert sum(won) == PAGES and sorted(won) == sorted(by_agent.get(agent, 0) for agent in workers), summary
     assert all(entry[2]["stats"]["crawldedup/sent_to_store"] > 0 for entry in running.values())
@@ -450,7 +491,7 @@ def test_a_crawl_resumed_from_jobdir_does_not_refetch_the_first_part(tmp_path):
     assert PAGES // 4 <= len(first_part) < PAGES and second_part, summary
     assert set(first_part) & set(second_part) == set(), summary
     both = {page: first_part.get(page, 0) + second_part.get(page, 0) for page in range(PAGES)}
-    assert both == {page: 1 for page in range(PAGES)}, summary
+    assert both == dict.fromkeys(range(PAGES), 1), summary
 
 
 # --- the content middleware ---------------------------------------------------------------
@@ -476,9 +517,18 @@ def test_content_middleware_tags_then_drops_in_real_crawls(tmp_path):
         first = run_crawl(site, tmp_path, "first", {**CONTENT, **store, "JOBDIR": str(tmp_path / "job1")})["stats"]
         assert site.unknown == [] and len(site.fetches) == pages
         texts.update({page: article(1_000 + page) for page in rewritten})
-        second = run_crawl(site, tmp_path, "second", {**CONTENT, **store, "JOBDIR": str(tmp_path / "job2"),
-                                                        "CRAWLDEDUP_CONTENT_DROP": ["unchanged", "duplicate"]},
-                           start_pages=range(pages))["stats"]
+        second = run_crawl(
+            site,
+            tmp_path,
+            "second",
+            {
+                **CONTENT,
+                **store,
+                "JOBDIR": str(tmp_path / "job2"),
+                "CRAWLDEDUP_CONTENT_DROP": ["unchanged", "duplicate"],
+            },
+            start_pages=range(pages),
+        )["stats"]
     assert (first.get("crawldedup/content/new"), first.get("crawldedup/content/duplicate")) == (pages // 2, pages // 2)
     assert "crawldedup/content/dropped" not in first
     assert second.get("crawldedup/content/changed") == len(rewritten)
@@ -489,10 +539,13 @@ def test_content_middleware_tags_then_drops_in_real_crawls(tmp_path):
     assert second.get("dupefilter/filtered") == links
 
 
-@pytest.mark.parametrize("setting, value, words", [
-    ("CRAWLDEDUP_CONTENT_DROP", ["unchanged", "gone"], "CRAWLDEDUP_CONTENT_DROP must name verdicts among"),
-    ("CRAWLDEDUP_CONTENT_DISTANCE", 9, r"CRAWLDEDUP_CONTENT_DISTANCE: k must be an integer in \[1, 7\], got 9"),
-])
+@pytest.mark.parametrize(
+    "setting, value, words",
+    [
+        ("CRAWLDEDUP_CONTENT_DROP", ["unchanged", "gone"], "CRAWLDEDUP_CONTENT_DROP must name verdicts among"),
+        ("CRAWLDEDUP_CONTENT_DISTANCE", 9, r"CRAWLDEDUP_CONTENT_DISTANCE: k must be an integer in \[1, 7\], got 9"),
+    ],
+)
 def test_a_bad_content_setting_is_named(setting, value, words):
     crawler = make_crawler(ShopSpider, {setting: value})
     with pytest.raises(ValueError, match=words):
@@ -550,16 +603,26 @@ def test_redirect_middleware_processes_each_final_page_once(tmp_path):
 def test_a_redirect_chain_is_its_run_of_http_redirects():
     """The hops of a chain are its trailing HTTP redirects: a meta refresh before them is left
     alone (a link of its page), and the dupefilter reads a hop instead of claiming it."""
-    from crawldedup.scrapy import RedirectMiddleware
     from crawldedup.integrations.scrapy import redirect_hops
+    from crawldedup.scrapy import RedirectMiddleware
 
-    request = scrapy.Request("http://shop.example/p/4", meta={
-        "redirect_urls": ["http://shop.example/s/1/4", "http://shop.example/m/4", "http://shop.example/go/307/4"],
-        "redirect_reasons": [301, "meta refresh", 307]})
+    request = scrapy.Request(
+        "http://shop.example/p/4",
+        meta={
+            "redirect_urls": ["http://shop.example/s/1/4", "http://shop.example/m/4", "http://shop.example/go/307/4"],
+            "redirect_reasons": [301, "meta refresh", 307],
+        },
+    )
     assert redirect_hops(request) == ["http://shop.example/go/307/4"]
     assert redirect_hops(scrapy.Request("http://shop.example/p/4")) == []
-    crawler = make_crawler(ShopSpider, {"CRAWLDEDUP_CAPACITY": 10_000, **DUPEFILTER,
-                                        "DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RedirectMiddleware": 540}})
+    crawler = make_crawler(
+        ShopSpider,
+        {
+            "CRAWLDEDUP_CAPACITY": 10_000,
+            **DUPEFILTER,
+            "DOWNLOADER_MIDDLEWARES": {"crawldedup.scrapy.RedirectMiddleware": 540},
+        },
+    )
     df = DupeFilter.from_crawler(crawler)
     middleware = RedirectMiddleware.from_crawler(crawler)
     assert df.reads_redirects and middleware.deduplicator is df.deduplicator

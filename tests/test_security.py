@@ -26,13 +26,12 @@ from urllib.parse import quote
 
 import pytest
 import redis
+from conftest import _free_ports
 
 from crawldedup import DEFAULT_POLICY, BloomFilter, Deduplicator, StoreUnavailable, canonicalize
+from crawldedup._checks import redact_url
 from crawldedup.dedup import open_state
 from crawldedup.stores import RedisKeyStore, RedisShardedSetStore, RetryPolicy
-from crawldedup._checks import redact_url
-
-from conftest import _free_ports
 
 #: A password with characters that URLs must escape; it appears percent-encoded in URLs.
 SECRET = "Sup3r:s3cret@pass/word"
@@ -103,13 +102,21 @@ def test_an_existing_file_keeps_its_mode(umask, tmp_path):
 @posix_only
 @pytest.mark.parametrize("mask", [0o077, 0o022], ids=["umask077", "umask022"])
 def test_the_command_follows_the_umask(mask, tmp_path):
-    child = "import os, sys; os.umask(int(sys.argv[1], 8)); from crawldedup.cli import main; sys.exit(main(sys.argv[2:]))"
+    child = (
+        "import os, sys; os.umask(int(sys.argv[1], 8)); from crawldedup.cli import main; sys.exit(main(sys.argv[2:]))"
+    )
     command = [sys.executable, "-c", child, oct(mask)[2:]]
-    run = subprocess.run([*command, "filter", "--state", "s.bloom", "--capacity", "1000", "-q"],
-                         input=b"https://a.example/\n", capture_output=True, cwd=tmp_path, timeout=60)
+    run = subprocess.run(
+        [*command, "filter", "--state", "s.bloom", "--capacity", "1000", "-q"],
+        input=b"https://a.example/\n",
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
-    merged = subprocess.run([*command, "merge", "s.bloom", "s.bloom", "-o", "m.bloom"], capture_output=True,
-                            cwd=tmp_path, timeout=60)
+    merged = subprocess.run(
+        [*command, "merge", "s.bloom", "s.bloom", "-o", "m.bloom"], capture_output=True, cwd=tmp_path, timeout=60
+    )
     assert merged.returncode == 0, merged.stderr
     for name in ("s.bloom", "m.bloom"):
         assert mode_of(tmp_path / name) == 0o666 & ~mask, name
@@ -118,14 +125,18 @@ def test_the_command_follows_the_umask(mask, tmp_path):
 # ----- the password never leaks (no server needed) --------------------------------------------------------
 
 
-@pytest.mark.parametrize("url", [
-    f"redis://crawler:{ENCODED}@127.0.0.1:{{port}}/0",
-    f"redis://:{ENCODED}@127.0.0.1:{{port}}/0",
-    f"redis://crawler@127.0.0.1:{{port}}/0?password={ENCODED}",
-    f"rediss://crawler:{ENCODED}@127.0.0.1:{{port}}/0?ssl_cert_reqs=none",
-    f"redis+sentinel://crawler:{ENCODED}@127.0.0.1:{{port}},localhost:{{port}}/crawl/0",
-    f"redis+sentinel://127.0.0.1:{{port}}/crawl/0?sentinel_password={ENCODED}",
-], ids=["user-password", "password-only", "password-in-query", "tls", "sentinel", "sentinel-password"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"redis://crawler:{ENCODED}@127.0.0.1:{{port}}/0",
+        f"redis://:{ENCODED}@127.0.0.1:{{port}}/0",
+        f"redis://crawler@127.0.0.1:{{port}}/0?password={ENCODED}",
+        f"rediss://crawler:{ENCODED}@127.0.0.1:{{port}}/0?ssl_cert_reqs=none",
+        f"redis+sentinel://crawler:{ENCODED}@127.0.0.1:{{port}},localhost:{{port}}/crawl/0",
+        f"redis+sentinel://127.0.0.1:{{port}}/crawl/0?sentinel_password={ENCODED}",
+    ],
+    ids=["user-password", "password-only", "password-in-query", "tls", "sentinel", "sentinel-password"],
+)
 @pytest.mark.parametrize("strategy", ["set", "sharded-set", "bloom"])
 def test_unreachable_store_errors_and_logs_hide_the_password(url, strategy, caplog):
     url = url.format(port=closed_port())
@@ -149,18 +160,34 @@ def test_a_bad_redis_url_setting_hides_the_password():
     assert_no_secret(full_text(raised.value))
 
 
-@pytest.mark.parametrize("args, env, code", [
-    (["--strategy", "set", "--redis-url", f"redis://crawler:{ENCODED}@127.0.0.1:{{port}}/0"], {}, 5),
-    (["--strategy", "sharded-set"], {"REDIS_URL": f"redis://crawler:{ENCODED}@127.0.0.1:{{port}}/0"}, 5),
-    (["--strategy", "set"], {"REDIS_URL": f"redis://127.0.0.1:{{port}}/0?password={ENCODED}"}, 5),
-    (["--strategy", "set"], {"REDIS_URL": f"tcp://crawler:{ENCODED}@127.0.0.1:{{port}}/0"}, 2),
-], ids=["option", "environment", "query", "bad-scheme"])
+@pytest.mark.parametrize(
+    "args, env, code",
+    [
+        (["--strategy", "set", "--redis-url", f"redis://crawler:{ENCODED}@127.0.0.1:{{port}}/0"], {}, 5),
+        (["--strategy", "sharded-set"], {"REDIS_URL": f"redis://crawler:{ENCODED}@127.0.0.1:{{port}}/0"}, 5),
+        (["--strategy", "set"], {"REDIS_URL": f"redis://127.0.0.1:{{port}}/0?password={ENCODED}"}, 5),
+        (["--strategy", "set"], {"REDIS_URL": f"tcp://crawler:{ENCODED}@127.0.0.1:{{port}}/0"}, 2),
+    ],
+    ids=["option", "environment", "query", "bad-scheme"],
+)
 def test_the_command_never_prints_the_password(args, env, code, tmp_path):
     port = str(closed_port())
     result = subprocess.run(
-        [sys.executable, "-m", "crawldedup", "filter", "--state", "s.bloom", "--capacity", "1000",
-         *(a.replace("{port}", port) for a in args)],
-        input=b"https://a.example/\n", capture_output=True, cwd=tmp_path, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "crawldedup",
+            "filter",
+            "--state",
+            "s.bloom",
+            "--capacity",
+            "1000",
+            *(a.replace("{port}", port) for a in args),
+        ],
+        input=b"https://a.example/\n",
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
         env={**os.environ, **{k: v.replace("{port}", port) for k, v in env.items()}},
     )
     assert result.returncode == code, result.stderr
@@ -192,10 +219,29 @@ class SecureRedis:
 
     def start(self, timeout: float = 10.0) -> None:
         certs = self.certs
-        args = [self.binary, "--port", str(self.port), "--tls-port", str(self.tls_port), "--bind", "127.0.0.1",
-                "--tls-cert-file", str(certs / "server.crt"), "--tls-key-file", str(certs / "server.key"),
-                "--tls-ca-cert-file", str(certs / "ca.crt"), "--tls-auth-clients", "yes",
-                "--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        args = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--tls-port",
+            str(self.tls_port),
+            "--bind",
+            "127.0.0.1",
+            "--tls-cert-file",
+            str(certs / "server.crt"),
+            "--tls-key-file",
+            str(certs / "server.key"),
+            "--tls-ca-cert-file",
+            str(certs / "ca.crt"),
+            "--tls-auth-clients",
+            "yes",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.workdir),
+        ]
         if self.module:
             args += ["--loadmodule", self.module]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -217,7 +263,7 @@ class SecureRedis:
                 time.sleep(0.05)
         admin.close()
 
-    def admin(self) -> "redis.Redis":
+    def admin(self) -> redis.Redis:
         return redis.Redis(port=self.port, socket_connect_timeout=1)
 
     def stop(self) -> None:
@@ -243,8 +289,22 @@ def make_certificates(directory: Path) -> None:
     (directory / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     for name, extra in (("server", ["-extfile", "server.ext"]), ("client", [])):
         run("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN=crawldedup test {name}")
-        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", f"{name}.crt", "-days", "2", *extra)
+        run(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "2",
+            *extra,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -293,9 +353,16 @@ def test_tls_with_client_certificate_and_acl_user(secure_redis, acl_user, strate
 
 
 def test_tls_client_given_as_a_redis_py_client(secure_redis, acl_user):
-    client = redis.Redis(host="127.0.0.1", port=secure_redis.tls_port, username=acl_user, password=SECRET, ssl=True,
-                         ssl_ca_certs=str(secure_redis.certs / "ca.crt"), ssl_certfile=str(secure_redis.certs / "client.crt"),
-                         ssl_keyfile=str(secure_redis.certs / "client.key"))
+    client = redis.Redis(
+        host="127.0.0.1",
+        port=secure_redis.tls_port,
+        username=acl_user,
+        password=SECRET,
+        ssl=True,
+        ssl_ca_certs=str(secure_redis.certs / "ca.crt"),
+        ssl_certfile=str(secure_redis.certs / "client.crt"),
+        ssl_keyfile=str(secure_redis.certs / "client.key"),
+    )
     store = RedisKeyStore(client=client, namespace="tls-client", policy_digest=DEFAULT_POLICY.digest, retry=RETRY)
     with store, Deduplicator(store=store, namespace="tls-client", capacity=1000) as dedup:
         fingerprints = [bytes([i]) * 16 for i in range(10)]
@@ -304,11 +371,14 @@ def test_tls_client_given_as_a_redis_py_client(secure_redis, acl_user):
         assert_no_secret(repr(store), repr(dedup))
 
 
-@pytest.mark.parametrize("url_options, problem", [
-    ("plain", "a plain-text client on the TLS port"),
-    ("no-ca", "a server certificate from an unknown CA"),
-    ("no-client-cert", "no client certificate"),
-])
+@pytest.mark.parametrize(
+    "url_options, problem",
+    [
+        ("plain", "a plain-text client on the TLS port"),
+        ("no-ca", "a server certificate from an unknown CA"),
+        ("no-client-cert", "no client certificate"),
+    ],
+)
 def test_tls_refusals_are_store_unavailable(secure_redis, acl_user, url_options, problem):
     if url_options == "plain":
         url = f"redis://{acl_user}:{ENCODED}@127.0.0.1:{secure_redis.tls_port}/0?socket_timeout=2"
@@ -356,8 +426,9 @@ def test_scrapy_dupefilter_logs_hide_the_password(secure_redis, acl_user, caplog
 
     caplog.set_level(logging.DEBUG)
     url = f"redis://{acl_user}:{ENCODED}@127.0.0.1:{secure_redis.port}/0"
-    dupefilter = DupeFilter(Deduplicator("set", redis_url=url, namespace="scrapy", capacity=1000, retry=RETRY),
-                            debug=True)
+    dupefilter = DupeFilter(
+        Deduplicator("set", redis_url=url, namespace="scrapy", capacity=1000, retry=RETRY), debug=True
+    )
     dupefilter.open()
     assert dupefilter.request_seen(scrapy.Request("https://shop.example/1")) is False
     assert dupefilter.request_seen(scrapy.Request("https://shop.example/1?utm_source=x")) is True
@@ -386,7 +457,7 @@ HOSTILE_URLS = [
 HOSTILE_FINGERPRINTS = [b"']]);redis.call(", b'"));FLUSHALL --"', b"\x00\r\n*1\r\n$8\r\nFLUSH", b"return 1 end --x"]
 
 
-def cached_scripts(client: "redis.Redis") -> int:
+def cached_scripts(client: redis.Redis) -> int:
     return int(client.info("memory")["number_of_cached_scripts"])
 
 
@@ -417,9 +488,13 @@ def test_hostile_urls_are_data_not_code(redis_url, redis_server, strategy):
     admin.close()
 
 
-@pytest.mark.parametrize("store_cls, extra", [
-    (RedisKeyStore, {}), (RedisShardedSetStore, {"capacity": 1000}),
-])
+@pytest.mark.parametrize(
+    "store_cls, extra",
+    [
+        (RedisKeyStore, {}),
+        (RedisShardedSetStore, {"capacity": 1000}),
+    ],
+)
 def test_namespaces_cannot_carry_syntax(redis_url, store_cls, extra):
     for namespace in ["a'}; redis.call('FLUSHALL') --", "x{y}", "sp ace", "new\nline", ""]:
         with pytest.raises(ValueError, match="namespace must be"):

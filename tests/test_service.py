@@ -21,27 +21,38 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
+from conftest import LosingProxy, ServeProcess
 
 from crawldedup import (
-    AsyncServiceClient, CanonicalPolicy, Deduplicator, NamespaceConflict, POLICY_V1, ServiceClient, StoreUnavailable,
+    POLICY_V1,
+    AsyncServiceClient,
+    CanonicalPolicy,
+    Deduplicator,
+    NamespaceConflict,
+    ServiceClient,
+    StoreUnavailable,
     canonicalize,
 )
 from crawldedup.bloom import open_filter
 from crawldedup.stores.base import RetryPolicy
 
-from conftest import LosingProxy, ServeProcess
-
 #: The race and the outage need nothing of the twins the rest of the suite does not test
 #: already (the server calls the same Deduplicator): they run once, with the compiled ones.
-compiled_only = pytest.mark.skipif(os.environ.get("CRAWLDEDUP_NO_EXTENSIONS") == "1",
-                                   reason="the service's races run once, in the compiled run")
+compiled_only = pytest.mark.skipif(
+    os.environ.get("CRAWLDEDUP_NO_EXTENSIONS") == "1", reason="the service's races run once, in the compiled run"
+)
 
 
-def post(url: str, path: str, body: bytes, headers: Optional[Dict[str, str]] = None,
-         method: str = "POST") -> Tuple[int, Dict[str, str], bytes]:
+def post(
+    url: str, path: str, body: bytes, headers: Optional[Dict[str, str]] = None, method: str = "POST"
+) -> Tuple[int, Dict[str, str], bytes]:
     """One plain HTTP request (urllib: nothing of the package's client), its status, headers, body."""
-    request = urllib.request.Request(url + path, data=body if method == "POST" else None, method=method,
-                                     headers={"content-type": "application/json", **(headers or {})})
+    request = urllib.request.Request(
+        url + path,
+        data=body if method == "POST" else None,
+        method=method,
+        headers={"content-type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, dict(response.headers), response.read()
@@ -59,8 +70,9 @@ def call(url: str, path: str, fields: Any, **kwargs: Any) -> Tuple[int, Any]:
 def service(redis_server) -> Iterator[ServeProcess]:
     """One server on the session's Redis (``set`` store) for the tests that only call it; each
     test claims keys of its own (a fresh prefix), so that they do not meet."""
-    with ServeProcess(["--strategy", "set", "--redis-url", redis_server.url, "--namespace", "svc",
-                       "--capacity", "1000000"]) as server:
+    with ServeProcess(
+        ["--strategy", "set", "--redis-url", redis_server.url, "--namespace", "svc", "--capacity", "1000000"]
+    ) as server:
         yield server
     assert "Traceback" not in server.stderr
 
@@ -86,7 +98,10 @@ def test_the_seeds_calls_in_batches(service, prefix):
     assert call(service.url, "/mark_seen", {"url_fps": keys[:3]}) == (200, {"first_seen": [True] * 3})
     status, answer = call(service.url, "/mark_seen", {"url_fps": keys})
     assert (status, answer) == (200, {"first_seen": [False, False, False, True, True]})
-    assert call(service.url, "/is_seen", {"url_fps": keys[::-1] + [f"{prefix}-new"]}) == (200, {"seen": [True] * 5 + [False]})
+    assert call(service.url, "/is_seen", {"url_fps": keys[::-1] + [f"{prefix}-new"]}) == (
+        200,
+        {"seen": [True] * 5 + [False]},
+    )
 
 
 def test_a_key_is_not_a_url(service, prefix):
@@ -97,8 +112,12 @@ def test_a_key_is_not_a_url(service, prefix):
 
 
 def test_claim_canonicalizes_and_names_refusals(service, prefix):
-    urls = [f"HTTPS://{prefix}.Example:443/p?b=2&a=1&utm_source=x", f"https://{prefix}.example/p?a=1&b=2",
-            "mailto:someone@example.org", "/relative"]
+    urls = [
+        f"HTTPS://{prefix}.Example:443/p?b=2&a=1&utm_source=x",
+        f"https://{prefix}.example/p?a=1&b=2",
+        "mailto:someone@example.org",
+        "/relative",
+    ]
     status, answer = call(service.url, "/v1/claim", {"urls": urls})
     assert status == 200
     assert answer["won"] == [True, False, False, False]
@@ -107,7 +126,10 @@ def test_claim_canonicalizes_and_names_refusals(service, prefix):
     assert set(answer["errors"]) == {"2", "3"} and all("\n" not in reason for reason in answer["errors"].values())
     status, answer = call(service.url, "/v1/claim", {"urls": ["/relative"], "base": f"https://{prefix}.example/"})
     assert (status, answer["won"], answer["canonical"]) == (200, [True], [f"https://{prefix}.example/relative"])
-    assert call(service.url, "/v1/seen", {"urls": [urls[0], f"https://{prefix}.example/other"]}) == (200, {"seen": [True, False]})
+    assert call(service.url, "/v1/seen", {"urls": [urls[0], f"https://{prefix}.example/other"]}) == (
+        200,
+        {"seen": [True, False]},
+    )
 
 
 def test_the_clients_call_it_as_a_deduplicator(service, prefix):
@@ -151,32 +173,60 @@ BAD_REQUESTS = [
     pytest.param("/mark_seen", b"\xff\xfe", 400, "the body is not JSON", id="not-utf8"),
     pytest.param("/mark_seen", b"", 400, "the body is empty", id="empty-body"),
     pytest.param("/mark_seen", b"[1, 2]", 400, "must be a JSON object, got a list", id="not-an-object"),
-    pytest.param("/mark_seen", b'{"url_fp": 7}', 400, "url_fp must be a non-empty string, got a number", id="wrong-type"),
+    pytest.param(
+        "/mark_seen", b'{"url_fp": 7}', 400, "url_fp must be a non-empty string, got a number", id="wrong-type"
+    ),
     pytest.param("/mark_seen", b'{"url_fp": ""}', 400, "got an empty string", id="empty-key"),
     pytest.param("/is_seen", b'{"url_fps": ["a", null]}', 400, "got null at position 1", id="null-in-list"),
     pytest.param("/mark_seen", b'{"url_fp": "a", "ttl": 3}', 400, "unknown field 'ttl'", id="unknown-field"),
-    pytest.param("/mark_seen", b'{}', 400, "give exactly one of url_fp", id="no-key"),
+    pytest.param("/mark_seen", b"{}", 400, "give exactly one of url_fp", id="no-key"),
     pytest.param("/mark_seen", b'{"url_fp": "a", "url_fps": ["b"]}', 400, "give exactly one of", id="both-forms"),
-    pytest.param("/v1/claim", b'{"urls": "https://a.example/"}', 400, "urls must be a list of strings", id="urls-a-string"),
-    pytest.param("/v1/claim", b'{}', 400, "missing field 'urls'", id="missing-urls"),
-    pytest.param("/v1/claim", b'{"urls": [], "lease": true}', 400, "lease must be a number of seconds", id="lease-bool"),
+    pytest.param(
+        "/v1/claim", b'{"urls": "https://a.example/"}', 400, "urls must be a list of strings", id="urls-a-string"
+    ),
+    pytest.param("/v1/claim", b"{}", 400, "missing field 'urls'", id="missing-urls"),
+    pytest.param(
+        "/v1/claim", b'{"urls": [], "lease": true}', 400, "lease must be a number of seconds", id="lease-bool"
+    ),
     pytest.param("/v1/claim", b'{"urls": ["https://a.example/"], "lease": -1}', 400, "lease must be", id="lease-range"),
     pytest.param("/v1/claim", b'{"urls": ["x"], "base": "not a base"}', 400, "", id="bad-base"),
     pytest.param("/v1/renew", b'{"urls": []}', 400, "missing field 'lease'", id="renew-no-lease"),
     pytest.param("/v1/expired", b'{"limit": 0}', 400, "limit must be an integer in [1, 1000000]", id="limit-range"),
     pytest.param("/v1/expired", b'{"limit": 1.5}', 400, "limit must be an integer", id="limit-float"),
-    pytest.param("/v1/claim", b'{"urls": [' + b'"a",' * 100_000 + b'"a"]}', 413, "at most 100,000 items", id="too-many-urls"),
-    pytest.param("/v1/store/claim", b'{"claims": "", "reads": "", "aliases": {"requested": ""}}', 400,
-                 "aliases must be an object with requested, finals", id="aliases-fields"),
-    pytest.param("/v1/store/claim", b'{"claims": "", "reads": "", "aliases": {"requested": "AAAA", "finals": "", '
-                 b'"capacity": 1}}', 400, "aliases.requested must be base64 of 16-byte fingerprints", id="aliases-bytes"),
-    pytest.param("/v1/store/claim", b'{"claims": "", "reads": "", "aliases": {"requested": "", "finals": "", '
-                 b'"capacity": 0}}', 400, "max_aliases must be an integer in", id="aliases-capacity"),
-    pytest.param("/v1/store/aliases", b'{}', 400, "missing field 'fingerprints'", id="aliases-read-field"),
-    pytest.param("/v1/nothing", b'{}', 404, "no such call", id="unknown-path"),
-    pytest.param("/mark_seen", b'{"url_fp": "' + b'[' * 100_000 + b'"}', 200, "", id="brackets-in-a-key"),
-    pytest.param("/is_seen", b'{"url_fps": ' + b'[' * 100_000 + b']' * 100_000 + b'}', 400,
-                 ("depth limit exceeded", "got a list at position 0"), id="deep-nesting"),  # orjson 3.10+ limits the depth
+    pytest.param(
+        "/v1/claim", b'{"urls": [' + b'"a",' * 100_000 + b'"a"]}', 413, "at most 100,000 items", id="too-many-urls"
+    ),
+    pytest.param(
+        "/v1/store/claim",
+        b'{"claims": "", "reads": "", "aliases": {"requested": ""}}',
+        400,
+        "aliases must be an object with requested, finals",
+        id="aliases-fields",
+    ),
+    pytest.param(
+        "/v1/store/claim",
+        b'{"claims": "", "reads": "", "aliases": {"requested": "AAAA", "finals": "", "capacity": 1}}',
+        400,
+        "aliases.requested must be base64 of 16-byte fingerprints",
+        id="aliases-bytes",
+    ),
+    pytest.param(
+        "/v1/store/claim",
+        b'{"claims": "", "reads": "", "aliases": {"requested": "", "finals": "", "capacity": 0}}',
+        400,
+        "max_aliases must be an integer in",
+        id="aliases-capacity",
+    ),
+    pytest.param("/v1/store/aliases", b"{}", 400, "missing field 'fingerprints'", id="aliases-read-field"),
+    pytest.param("/v1/nothing", b"{}", 404, "no such call", id="unknown-path"),
+    pytest.param("/mark_seen", b'{"url_fp": "' + b"[" * 100_000 + b'"}', 200, "", id="brackets-in-a-key"),
+    pytest.param(
+        "/is_seen",
+        b'{"url_fps": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        400,
+        ("depth limit exceeded", "got a list at position 0"),
+        id="deep-nesting",
+    ),  # orjson 3.10+ limits the depth
 ]
 
 
@@ -194,8 +244,10 @@ def test_every_bad_request_gets_its_status_and_one_line(service, path, body, sta
 def test_a_body_over_the_limit_gets_413_before_it_is_sent(service):
     host, port = service.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(b"POST /mark_seen HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n{" % (17 << 20))
+        sock.sendall(
+            b"POST /mark_seen HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n{" % (17 << 20)
+        )
         answer = b""
         while b"}" not in answer:
             chunk = sock.recv(65536)
@@ -222,8 +274,12 @@ def test_leases_need_a_store_with_leases(redis_server, tmp_path):
 
 
 def test_another_address_needs_a_token(tmp_path):
-    refused = subprocess.run([sys.executable, "-m", "crawldedup", "serve", "--host", "0.0.0.0", "--port", "0"],
-                             capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [sys.executable, "-m", "crawldedup", "serve", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2
     assert "--token-file" in refused.stderr and "Traceback" not in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
@@ -237,7 +293,9 @@ def test_the_token_is_required_and_compared(tmp_path):
         for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "s3cret-token-value"}):
             status, response_headers, _ = post(url, "/mark_seen", b'{"url_fp": "a"}', headers=headers)
             assert status == 401 and response_headers["www-authenticate"].startswith("Bearer")
-        status, _, body = post(url, "/mark_seen", b'{"url_fp": "a"}', headers={"authorization": "Bearer s3cret-token-value"})
+        status, _, body = post(
+            url, "/mark_seen", b'{"url_fp": "a"}', headers={"authorization": "Bearer s3cret-token-value"}
+        )
         assert (status, json.loads(body)) == (200, {"first_seen": True})
         with ServiceClient(url, token="s3cret-token-value") as client:
             assert client.claim_keys(["a", "b"]) == [False, True]
@@ -257,12 +315,21 @@ def test_the_cli_uses_a_service_by_configuration_alone(service, prefix, tmp_path
     urls = [f"https://{prefix}.example/p/{i}" for i in range(50)]
     frontier = tmp_path / "frontier.txt"
     frontier.write_text("\n".join(urls + [u.replace("https://", "HTTPS://") for u in urls]) + "\n")
-    env = {**os.environ, "DEDUP_STRATEGY": "service", "CRAWLDEDUP_SERVICE_URL": service.url,
-           "CRAWLDEDUP_NAMESPACE": "svc"}
+    env = {
+        **os.environ,
+        "DEDUP_STRATEGY": "service",
+        "CRAWLDEDUP_SERVICE_URL": service.url,
+        "CRAWLDEDUP_NAMESPACE": "svc",
+    }
     outputs = []
     for run in range(2):  # a fresh state file each time: only the service remembers
-        done = subprocess.run([sys.executable, "-m", "crawldedup", "filter", "--state", str(tmp_path / f"{run}.bloom"),
-                               str(frontier)], capture_output=True, text=True, env=env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "crawldedup", "filter", "--state", str(tmp_path / f"{run}.bloom"), str(frontier)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout.split())
     assert outputs == [urls, []]
@@ -272,8 +339,10 @@ def test_the_cli_uses_a_service_by_configuration_alone(service, prefix, tmp_path
 
 def test_a_deduplicator_through_the_service_store_leases_and_reads(service, prefix):
     urls = [f"https://{prefix}.example/{i}" for i in range(20)]
-    with Deduplicator("service", service_url=service.url, namespace="svc", capacity=10_000) as first, \
-            Deduplicator("service", service_url=service.url, namespace="svc", capacity=10_000) as second:
+    with (
+        Deduplicator("service", service_url=service.url, namespace="svc", capacity=10_000) as first,
+        Deduplicator("service", service_url=service.url, namespace="svc", capacity=10_000) as second,
+    ):
         assert first.claim_many(urls[:10], lease=30) == [True] * 10
         assert second.claim_many(urls) == [False] * 10 + [True] * 10
         assert second.done(urls[:10]) == [False] * 10, "a lease belongs to its owner, through the service too"
@@ -294,10 +363,13 @@ def test_the_service_store_refuses_another_namespace_or_policy(service):
 def test_serve_policy_v1_continues_a_policy_1_crawl(redis_url):
     """``serve --policy v1`` serves a crawl begun before policy 2: its clients pass POLICY_V1,
     and a client of the default policy is refused, naming both policies and the way on."""
-    with ServeProcess(["--strategy", "set", "--redis-url", redis_url, "--namespace", "old", "--policy", "v1"]) as server:
+    with ServeProcess(
+        ["--strategy", "set", "--redis-url", redis_url, "--namespace", "old", "--policy", "v1"]
+    ) as server:
         with ServiceClient(server.url) as client:
-            assert client.claim_many(["http://0x7f.1/a", "http://127.0.0.1/a"]) == [True, True], \
+            assert client.claim_many(["http://0x7f.1/a", "http://127.0.0.1/a"]) == [True, True], (
                 "policy 1 keeps 0x7f.1 as written"
+            )
         with pytest.raises(NamespaceConflict) as refused:
             Deduplicator("service", service_url=server.url, namespace="old")
         assert f"canonical policy 1 ({POLICY_V1.digest})" in str(refused.value)
@@ -349,7 +421,8 @@ def test_a_client_killed_mid_lease_loses_no_page(redis_url, tmp_path):
     pages = [f"https://lease.example/p/{i}" for i in range(2_000)]
     with ServeProcess(["--strategy", "set", "--redis-url", redis_url, "--namespace", "leases"]) as server:
         killed = subprocess.Popen(
-            [sys.executable, "-c", _LEASE_AND_HANG, server.url, json.dumps(pages)], stdout=subprocess.PIPE, text=True)
+            [sys.executable, "-c", _LEASE_AND_HANG, server.url, json.dumps(pages)], stdout=subprocess.PIPE, text=True
+        )
         assert killed.stdout is not None
         with killed.stdout:
             won_by_killed = json.loads(killed.stdout.readline())

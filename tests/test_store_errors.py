@@ -18,8 +18,8 @@ from typing import Callable, Dict, Iterator, Optional, Sequence
 
 import pytest
 import redis
-
 from conftest import SERVER_KINDS, RedisServer, find_redisbloom, required_redis_server, required_server, serve_redis
+
 from crawldedup import Deduplicator, StoreRefused, StoreUnavailable
 from crawldedup.stores import RetryPolicy, SQLiteStore
 from crawldedup.stores.factory import open_store
@@ -33,13 +33,20 @@ COMMAND = [sys.executable, "-m", "crawldedup"]
 
 
 def make(strategy: str, url: str, namespace: str = "errors"):
-    return open_store(strategy, namespace=namespace, policy_digest=DIGEST, redis_url=url, capacity=10_000,
-                      error_rate=0.001, retry=RETRY)
+    return open_store(
+        strategy,
+        namespace=namespace,
+        policy_digest=DIGEST,
+        redis_url=url,
+        capacity=10_000,
+        error_rate=0.001,
+        retry=RETRY,
+    )
 
 
 def error_replies(admin: redis.Redis) -> Dict[str, int]:
     """Error replies the server sent since its last CONFIG RESETSTAT, by error code."""
-    return {name[len("errorstat_"):]: fields["count"] for name, fields in admin.info("errorstats").items()}
+    return {name[len("errorstat_") :]: fields["count"] for name, fields in admin.info("errorstats").items()}
 
 
 def handshake_errors(admin: redis.Redis) -> Counter:
@@ -53,8 +60,9 @@ def handshake_errors(admin: redis.Redis) -> Counter:
     return Counter(error_replies(admin))
 
 
-def refused_once(admin: redis.Redis, call: Callable[[], object], code: str, *words: str,
-                 handshake: bool = True) -> StoreRefused:
+def refused_once(
+    admin: redis.Redis, call: Callable[[], object], code: str, *words: str, handshake: bool = True
+) -> StoreRefused:
     """``call`` raises StoreRefused after one attempt: one ``code`` error reply on the server,
     besides those of one client's handshake (none when the handshake itself fails)."""
     expected = handshake_errors(admin) if handshake else Counter()
@@ -71,8 +79,13 @@ def refused_once(admin: redis.Redis, call: Callable[[], object], code: str, *wor
 
 
 def run_filter(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*COMMAND, "filter", "--state", "s.bloom", *map(str, args)], cwd=cwd,
-                          input=b"https://shop.example/a\n", capture_output=True, timeout=60)
+    return subprocess.run(
+        [*COMMAND, "filter", "--state", "s.bloom", *map(str, args)],
+        cwd=cwd,
+        input=b"https://shop.example/a\n",
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def assert_one_line(result: subprocess.CompletedProcess, code: int, *words: str) -> str:
@@ -162,10 +175,13 @@ def test_a_server_without_a_command_of_the_store_is_refused_at_open_naming_it(ki
 def test_wrong_password_is_refused_once_and_redacted(password_redis, strategy):
     admin = redis.Redis(port=password_redis.port, password=PASSWORD)
     url = f"redis://:wrong-Pq27@127.0.0.1:{password_redis.port}/0"
-    refused = refused_once(admin, lambda: make(strategy, url), "WRONGPASS", "refused the URL's password", ":***@",
-                           handshake=False)
+    refused = refused_once(
+        admin, lambda: make(strategy, url), "WRONGPASS", "refused the URL's password", ":***@", handshake=False
+    )
     assert "wrong-Pq27" not in str(refused) and PASSWORD not in str(refused)
-    with make(strategy, f"redis://:{PASSWORD}@127.0.0.1:{password_redis.port}/0", namespace=f"auth-{strategy}") as store:
+    with make(
+        strategy, f"redis://:{PASSWORD}@127.0.0.1:{password_redis.port}/0", namespace=f"auth-{strategy}"
+    ) as store:
         assert store.claim_many([b"p" * 16]) == [True]
     admin.close()
 
@@ -173,8 +189,9 @@ def test_wrong_password_is_refused_once_and_redacted(password_redis, strategy):
 @pytest.mark.parametrize("strategy", REDIS_STRATEGIES)
 def test_missing_password_is_refused_once(password_redis, strategy):
     admin = redis.Redis(port=password_redis.port, password=PASSWORD)
-    refused_once(admin, lambda: make(strategy, password_redis.url), "NOAUTH", "wants a password", "has none",
-                 handshake=False)
+    refused_once(
+        admin, lambda: make(strategy, password_redis.url), "NOAUTH", "wants a password", "has none", handshake=False
+    )
     admin.close()
 
 
@@ -202,8 +219,13 @@ def test_acl_user_without_the_namespace_keys_is_refused_once_naming_them(redis_u
 def test_read_only_replica_is_refused_once(replica_redis, strategy):
     replica = replica_redis.client()
     # A namespace of its own: one that the primary already holds needs no write to open.
-    refused_once(replica, lambda: make(strategy, replica_redis.url, namespace=f"replica-{strategy}"), "READONLY",
-                 "read-only replica", "primary")
+    refused_once(
+        replica,
+        lambda: make(strategy, replica_redis.url, namespace=f"replica-{strategy}"),
+        "READONLY",
+        "read-only replica",
+        "primary",
+    )
     replica.close()
 
 
@@ -224,8 +246,12 @@ def test_full_maxmemory_is_refused_once_and_the_batch_can_be_retried(redis_url, 
 @pytest.mark.parametrize("strategy", REDIS_STRATEGIES)
 def test_namespace_keys_of_another_type_are_refused_once(redis_url, admin, strategy):
     admin.set("taken:meta", "a string, not the namespace record")
-    refused_once(admin, lambda: make(strategy, redis_url, namespace="taken"), "WRONGTYPE",
-                 "keys of namespace 'taken' hold values of another type")
+    refused_once(
+        admin,
+        lambda: make(strategy, redis_url, namespace="taken"),
+        "WRONGTYPE",
+        "keys of namespace 'taken' hold values of another type",
+    )
 
 
 def test_bad_redis_url_names_the_setting_and_hides_the_password():
@@ -242,13 +268,16 @@ def test_bad_redis_url_names_the_setting_and_hides_the_password():
         assert "pw-Zq81x" not in message
 
 
-@pytest.mark.parametrize("url, problem", [
-    ("http://localhost:6379/0", "unknown scheme http://"),
-    ("redis://localhost:0/0", "port must be a number in [1, 65535], got 0"),
-    ("redis://localhost:70000/0", "port must be a number in [1, 65535], got '70000'"),
-    ("redis://localhost:6379/first", "database must be a number, got 'first'"),
-    ("redis://localhost:6379/0?socket_timeout=soon", "socket_timeout"),
-])
+@pytest.mark.parametrize(
+    "url, problem",
+    [
+        ("http://localhost:6379/0", "unknown scheme http://"),
+        ("redis://localhost:0/0", "port must be a number in [1, 65535], got 0"),
+        ("redis://localhost:70000/0", "port must be a number in [1, 65535], got '70000'"),
+        ("redis://localhost:6379/first", "database must be a number, got 'first'"),
+        ("redis://localhost:6379/0?socket_timeout=soon", "socket_timeout"),
+    ],
+)
 def test_unusable_redis_urls_are_refused_before_connecting(url, problem):
     with pytest.raises(ValueError, match="redis_url \\(REDIS_URL\\) must be") as raised:
         Deduplicator("set", redis_url=url)
@@ -263,8 +292,9 @@ def test_busy_server_is_retried_until_it_answers(redis_url, admin):
     admin.config_set("busy-reply-threshold", "50")
     spin = "local s = redis.call('TIME') repeat local t = redis.call('TIME') until (t[1] - s[1]) * 1e6 + t[2] - s[2] > 1.5e6"
     retry = RetryPolicy(retries=20, backoff_seconds=0.1, max_backoff_seconds=0.5)
-    store = open_store("set", namespace="busy", policy_digest=DIGEST, redis_url=redis_url, capacity=10,
-                       error_rate=0.01, retry=retry)
+    store = open_store(
+        "set", namespace="busy", policy_digest=DIGEST, redis_url=redis_url, capacity=10, error_rate=0.01, retry=retry
+    )
     spinner = threading.Thread(target=lambda: redis.Redis.from_url(redis_url).eval(spin, 0))
     probe = redis.Redis.from_url(redis_url)
     try:
@@ -356,8 +386,9 @@ def test_cli_sqlite_path_that_is_not_a_writable_database(tmp_path, immutable, ki
     assert_one_line(result, 6, str(path), SQLITE_CASES[kind])
 
 
-def cli_refused_once(admin: redis.Redis, args: Sequence[str], cwd: Path, code: Optional[str], *words: str,
-                     handshake: bool = True) -> str:
+def cli_refused_once(
+    admin: redis.Redis, args: Sequence[str], cwd: Path, code: Optional[str], *words: str, handshake: bool = True
+) -> str:
     """``crawldedup filter ARGS`` fails with one line and exit code 6 after one attempt (counted as
     in :func:`refused_once`; ``code`` None: refused without an error reply); returns the line."""
     expected = handshake_errors(admin) if handshake else Counter()
@@ -373,19 +404,38 @@ def cli_refused_once(admin: redis.Redis, args: Sequence[str], cwd: Path, code: O
 def test_cli_bloom_without_the_module(tmp_path, bare_redis):
     admin = bare_redis.client()
     # COMMAND INFO finds no BF.* command at open: no command fails on the server.
-    cli_refused_once(admin, ["--strategy", "bloom", "--redis-url", bare_redis.url], tmp_path, None,
-                     "lacks the RedisBloom module", "--loadmodule")
+    cli_refused_once(
+        admin,
+        ["--strategy", "bloom", "--redis-url", bare_redis.url],
+        tmp_path,
+        None,
+        "lacks the RedisBloom module",
+        "--loadmodule",
+    )
     admin.close()
 
 
 def test_cli_wrong_and_missing_password(tmp_path, password_redis):
     admin = redis.Redis(port=password_redis.port, password=PASSWORD)
     wrong = f"redis://:wrong-Pq27@127.0.0.1:{password_redis.port}/0"
-    line = cli_refused_once(admin, ["--strategy", "set", "--redis-url", wrong], tmp_path, "WRONGPASS",
-                            "refused the URL's password", ":***@", handshake=False)
+    line = cli_refused_once(
+        admin,
+        ["--strategy", "set", "--redis-url", wrong],
+        tmp_path,
+        "WRONGPASS",
+        "refused the URL's password",
+        ":***@",
+        handshake=False,
+    )
     assert "wrong-Pq27" not in line
-    cli_refused_once(admin, ["--strategy", "set", "--redis-url", password_redis.url], tmp_path, "NOAUTH",
-                     "wants a password", handshake=False)
+    cli_refused_once(
+        admin,
+        ["--strategy", "set", "--redis-url", password_redis.url],
+        tmp_path,
+        "NOAUTH",
+        "wants a password",
+        handshake=False,
+    )
     admin.close()
 
 
@@ -394,12 +444,28 @@ def test_cli_acl_wrong_type_read_only_and_oom(tmp_path, redis_url, admin, replic
     admin.set("taken:meta", "a string")
     replica = replica_redis.client()
     try:
-        cli_refused_once(admin, ["--strategy", "sharded-set", "--redis-url", redis_url.replace("redis://", "redis://no-eval:pw@")],
-                         tmp_path, "NOPERM", "ACL user 'no-eval'", "'eval'")
-        cli_refused_once(admin, ["--strategy", "sharded-set", "--redis-url", redis_url, "--namespace", "taken"],
-                         tmp_path, "WRONGTYPE", "another type")
-        cli_refused_once(replica, ["--strategy", "set", "--redis-url", replica_redis.url, "--namespace", "replica-cli"],
-                         tmp_path, "READONLY", "read-only replica")
+        cli_refused_once(
+            admin,
+            ["--strategy", "sharded-set", "--redis-url", redis_url.replace("redis://", "redis://no-eval:pw@")],
+            tmp_path,
+            "NOPERM",
+            "ACL user 'no-eval'",
+            "'eval'",
+        )
+        cli_refused_once(
+            admin,
+            ["--strategy", "sharded-set", "--redis-url", redis_url, "--namespace", "taken"],
+            tmp_path,
+            "WRONGTYPE",
+            "another type",
+        )
+        cli_refused_once(
+            replica,
+            ["--strategy", "set", "--redis-url", replica_redis.url, "--namespace", "replica-cli"],
+            tmp_path,
+            "READONLY",
+            "read-only replica",
+        )
         admin.config_set("maxmemory-policy", "noeviction")
         admin.config_set("maxmemory", "1")
         cli_refused_once(admin, ["--strategy", "set", "--redis-url", redis_url], tmp_path, "OOM", "out of memory")
@@ -411,14 +477,20 @@ def test_cli_acl_wrong_type_read_only_and_oom(tmp_path, redis_url, admin, replic
 
 def test_cli_bad_redis_url_names_the_option(tmp_path):
     result = run_filter(["--strategy", "set", "--redis-url", "redis://crawler:pw-Zq81x@localhost:abc/0"], tmp_path)
-    line = assert_one_line(result, 2, "--redis-url", "'redis://crawler:***@localhost:abc/0'", "got 'abc'",
-                           "see crawldedup filter --help")
+    line = assert_one_line(
+        result, 2, "--redis-url", "'redis://crawler:***@localhost:abc/0'", "got 'abc'", "see crawldedup filter --help"
+    )
     assert "pw-Zq81x" not in line
     assert not (tmp_path / "s.bloom").exists()
 
 
 def test_cli_bad_redis_url_variable_names_the_variable(tmp_path):
-    result = subprocess.run([*COMMAND, "filter", "--state", "s.bloom", "--strategy", "set"], cwd=tmp_path,
-                            input=b"https://shop.example/a\n", capture_output=True, timeout=60,
-                            env={**os.environ, "REDIS_URL": "redis://localhost:abc/0"})
+    result = subprocess.run(
+        [*COMMAND, "filter", "--state", "s.bloom", "--strategy", "set"],
+        cwd=tmp_path,
+        input=b"https://shop.example/a\n",
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "REDIS_URL": "redis://localhost:abc/0"},
+    )
     assert_one_line(result, 2, "REDIS_URL", "got 'abc'", "see crawldedup filter --help")

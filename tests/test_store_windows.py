@@ -80,16 +80,25 @@ def test_a_worker_of_another_window_is_refused_naming_both(strategy, request, tm
 
     with open_with(ttl_days=30):
         open_with(ttl_days=30, generations=4).close()  # the same window: welcome
-        with pytest.raises(NamespaceConflict, match=r"namespace 'crawl' was made for a recrawl window of 30 days in 4 "
-                                                    r"generations of 7\.5 days, this store uses a recrawl window of 30 "
-                                                    r"days in 6 generations of 5 days: give every worker the same"):
+        with pytest.raises(
+            NamespaceConflict,
+            match=r"namespace 'crawl' was made for a recrawl window of 30 days in 4 "
+            r"generations of 7\.5 days, this store uses a recrawl window of 30 "
+            r"days in 6 generations of 5 days: give every worker the same",
+        ):
             open_with(ttl_days=30, generations=6)
-        with pytest.raises(NamespaceConflict, match=r"window of 30 days in 4 generations of 7\.5 days, this store uses "
-                                                    r"claims kept for ever \(ttl_days 0\)"):
+        with pytest.raises(
+            NamespaceConflict,
+            match=r"window of 30 days in 4 generations of 7\.5 days, this store uses "
+            r"claims kept for ever \(ttl_days 0\)",
+        ):
             open_with(ttl_days=0)
     with Deduplicator(strategy, namespace="kept", capacity=10_000, state=None, ttl_days=0, **extra):
-        with pytest.raises(NamespaceConflict, match=r"namespace 'kept' was made for claims kept for ever \(ttl_days 0\), "
-                                                    r"this store uses a recrawl window of 2 days in 4 generations"):
+        with pytest.raises(
+            NamespaceConflict,
+            match=r"namespace 'kept' was made for claims kept for ever \(ttl_days 0\), "
+            r"this store uses a recrawl window of 2 days in 4 generations",
+        ):
             Deduplicator(strategy, namespace="kept", capacity=10_000, state=None, ttl_days=2, **extra)
 
 
@@ -161,15 +170,33 @@ def test_exactly_one_of_four_workers_wins_a_page_again_after_the_window(strategy
     lease = lease and strategy in LEASE_STRATEGIES
     workers = []
     for n in range(4):
-        setup = {"strategy": strategy, "pages": PAGES, "lease": lease, "start": START,
-                 "state": str(tmp_path / f"w{n}.bloom") if with_state else None, **options(strategy, request, tmp_path)}
-        workers.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER, json.dumps(setup)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}))
+        setup = {
+            "strategy": strategy,
+            "pages": PAGES,
+            "lease": lease,
+            "start": START,
+            "state": str(tmp_path / f"w{n}.bloom") if with_state else None,
+            **options(strategy, request, tmp_path),
+        }
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER, json.dumps(setup)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
+        )
     try:
-        first, before, after, again = run_phases(workers, [
-            START, START + WINDOW.seconds - 1, START + WINDOW.seconds * (1 + 1 / WINDOW.generations),
-            START + WINDOW.seconds * (1 + 1 / WINDOW.generations) + 1])
+        first, before, after, again = run_phases(
+            workers,
+            [
+                START,
+                START + WINDOW.seconds - 1,
+                START + WINDOW.seconds * (1 + 1 / WINDOW.generations),
+                START + WINDOW.seconds * (1 + 1 / WINDOW.generations) + 1,
+            ],
+        )
     finally:
         for worker in workers:
             worker.communicate(timeout=60)
@@ -190,8 +217,15 @@ def test_the_local_filter_answers_as_the_store_over_ten_windows(strategy, reques
     fingerprints = Fingerprints(hash_many(PAGES))
     no_claims = Fingerprints(hash_many([]))
     disagreements = 0
-    with Deduplicator(strategy, ttl_days=30, capacity=10_000, state=tmp_path / "s.bloom", clock=clock, sample_rate=0,
-                      **options(strategy, request, tmp_path)) as d:
+    with Deduplicator(
+        strategy,
+        ttl_days=30,
+        capacity=10_000,
+        state=tmp_path / "s.bloom",
+        clock=clock,
+        sample_rate=0,
+        **options(strategy, request, tmp_path),
+    ) as d:
         assert d.store is not None
         while clock() < START + 10 * WINDOW.seconds:
             d.claim_many(rng.sample(PAGES, 40))
@@ -209,8 +243,9 @@ def test_the_local_filter_answers_as_the_store_over_ten_windows(strategy, reques
 def test_a_real_two_second_window_end_to_end(strategy, request, tmp_path):
     # W = 2 s in 4 generations of 0.5 s: seen for >= 2 s, won again by 2.5 s, by the wall clock.
     extra = options(strategy, request, tmp_path) if strategy != "local" else {}
-    with Deduplicator(strategy, ttl_days=2 / DAY, generations=4, capacity=1_000, state=tmp_path / "s.bloom",
-                      **extra) as d:
+    with Deduplicator(
+        strategy, ttl_days=2 / DAY, generations=4, capacity=1_000, state=tmp_path / "s.bloom", **extra
+    ) as d:
         claimed_at = time.time()
         assert all(d.claim_many(PAGES[:20]))
         while time.time() < claimed_at + 1.9:
@@ -229,9 +264,19 @@ def test_sharded_set_answers_a_shards_claims_together_as_set_answers_each(redis_
     clock = ManualClock(START)
     urls = [f"https://shop.example/p/{i}" for i in range(400)]
     pool = hash_many(urls)
-    stores = [open_store(strategy, namespace=f"alike-{strategy}", policy_digest="0123456789abcdef",
-                         redis_url=redis_url, capacity=400, error_rate=0.01, window=WINDOW, clock=clock)
-              for strategy in ("set", "sharded-set")]
+    stores = [
+        open_store(
+            strategy,
+            namespace=f"alike-{strategy}",
+            policy_digest="0123456789abcdef",
+            redis_url=redis_url,
+            capacity=400,
+            error_rate=0.01,
+            window=WINDOW,
+            clock=clock,
+        )
+        for strategy in ("set", "sharded-set")
+    ]
     try:
         assert stores[1].shards == 16
         outcomes = set()

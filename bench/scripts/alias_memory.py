@@ -120,7 +120,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             rows.append(("local map and journal", shown, f"{rate:,.0f}", held))
     finally:
         server.stop()
-    print(f"| alias map ({n:,} aliases, bound {n:,}) | bytes per alias | aliases/s recorded | held after {more:,} more |")
+    print(
+        f"| alias map ({n:,} aliases, bound {n:,}) | bytes per alias | aliases/s recorded | held after {more:,} more |"
+    )
     print("|---|---|---|---|")
     for name, per_alias_text, rate_text, held in rows:
         print(f"| {name} | {per_alias_text} | {rate_text} | {held:,} |")

@@ -40,16 +40,16 @@ TTL_SECONDS = 30 * 86_400
 STORES = ("set", "sharded-set", "redisbloom", "sqlite")
 
 
-def server_cpu(client: "redis.Redis") -> float:
+def server_cpu(client: redis.Redis) -> float:
     info = client.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
-def plain(urls: List[str], client: "redis.Redis") -> int:
+def plain(urls: List[str], client: redis.Redis) -> int:
     won = 0
     for start in range(0, len(urls), PLAIN_PIPELINE):
         pipe = client.pipeline(transaction=False)
-        for url in canonicalize_many(urls[start:start + PLAIN_PIPELINE]).urls:
+        for url in canonicalize_many(urls[start : start + PLAIN_PIPELINE]).urls:
             if url is not None:
                 pipe.set("visited:" + hashlib.sha1(url.encode()).hexdigest(), 1, nx=True, ex=TTL_SECONDS)
         won += sum(1 for ok in pipe.execute() if ok)
@@ -58,10 +58,10 @@ def plain(urls: List[str], client: "redis.Redis") -> int:
 
 def through(strategy: str, urls: List[str], settings: Dict[str, object]) -> int:
     with Deduplicator(strategy, capacity=len(urls), **settings) as d:  # type: ignore[arg-type]
-        return sum(sum(d.claim_many(urls[start:start + BATCH])) for start in range(0, len(urls), BATCH))
+        return sum(sum(d.claim_many(urls[start : start + BATCH])) for start in range(0, len(urls), BATCH))
 
 
-def timed(run: Callable[[], int], expected: int, client: "redis.Redis") -> Tuple[float, float, float]:
+def timed(run: Callable[[], int], expected: int, client: redis.Redis) -> Tuple[float, float, float]:
     """Claims/s of ``run``, and the client's and the redis-server's CPU microseconds per claim."""
     cpu = server_cpu(client)
     began, own = time.perf_counter(), time.process_time()
@@ -87,12 +87,13 @@ def main() -> None:
         names = ("plain", *args.stores.split(","))
         for r in range(args.rounds):
             urls = [f"https://round{r}.example/item/{i}?ref=x" for i in range(args.urls)]
-            for name in (names if r % 2 == 0 else names[::-1]):
+            for name in names if r % 2 == 0 else names[::-1]:
                 if name == "plain":
                     run: Callable[[], int] = lambda: plain(urls, client)  # noqa: E731
                 else:
-                    where = ({"sqlite_path": f"{directory}/r{r}.sqlite"} if name == "sqlite"
-                             else {"redis_url": server.url})
+                    where = (
+                        {"sqlite_path": f"{directory}/r{r}.sqlite"} if name == "sqlite" else {"redis_url": server.url}
+                    )
                     settings = {"namespace": f"r{r}-{name}", "ttl_days": args.ttl_days, **where}
                     run = lambda name=name, settings=settings: through(name, urls, settings)  # noqa: E731
                 results.setdefault(name, []).append(timed(run, len(urls), client))
@@ -103,14 +104,18 @@ def main() -> None:
         shutil.rmtree(server.workdir, ignore_errors=True)
         shutil.rmtree(directory, ignore_errors=True)
     base = statistics.median(rate for rate, _, _ in results["plain"])
-    print(f"{args.urls:,} new URLs, calls of {BATCH:,}, window {args.ttl_days:g} days, {args.rounds} rounds: "
-          f"medians [ranges]")
+    print(
+        f"{args.urls:,} new URLs, calls of {BATCH:,}, window {args.ttl_days:g} days, {args.rounds} rounds: "
+        f"medians [ranges]"
+    )
     print("| design | claims/s | x plain | client CPU us/claim | redis-server CPU us/claim |\n|---|---|---|---|---|")
     for name, rows in results.items():
         rates, own, cpus = zip(*rows)
         cpu = f"{statistics.median(cpus):.2f}" if name != "sqlite" else "-"
-        print(f"| {name} | {statistics.median(rates):,.0f} [{min(rates):,.0f}-{max(rates):,.0f}] "
-              f"| {statistics.median(rates) / base:.1f} | {statistics.median(own):.2f} | {cpu} |")
+        print(
+            f"| {name} | {statistics.median(rates):,.0f} [{min(rates):,.0f}-{max(rates):,.0f}] "
+            f"| {statistics.median(rates) / base:.1f} | {statistics.median(own):.2f} | {cpu} |"
+        )
 
 
 if __name__ == "__main__":

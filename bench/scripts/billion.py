@@ -47,8 +47,10 @@ def progress(done: int, total: int, started: float) -> None:
     rate = done / elapsed if elapsed else 0.0
     remaining = (total - done) / rate if rate else 0.0
     filled = int(40 * done / total)
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (40 - filled)}] {done:,}/{total:,} "
-                     f"{rate / 1e6:.2f} M/s, {remaining / 60:.1f} min left ")
+    sys.stderr.write(
+        f"\r[{'#' * filled}{'.' * (40 - filled)}] {done:,}/{total:,} "
+        f"{rate / 1e6:.2f} M/s, {remaining / 60:.1f} min left "
+    )
     sys.stderr.flush()
 
 
@@ -82,9 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         approx_items = bf.approx_items
     total = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"user_seconds: {usage.ru_utime - usage_before.ru_utime:.1f}\nsystem_seconds: "
-          f"{usage.ru_stime - usage_before.ru_stime:.1f}\nminor_faults: {usage.ru_minflt - usage_before.ru_minflt}\n"
-          f"major_faults: {usage.ru_majflt - usage_before.ru_majflt}")
+    print(
+        f"user_seconds: {usage.ru_utime - usage_before.ru_utime:.1f}\nsystem_seconds: "
+        f"{usage.ru_stime - usage_before.ru_stime:.1f}\nminor_faults: {usage.ru_minflt - usage_before.ru_minflt}\n"
+        f"major_faults: {usage.ru_majflt - usage_before.ru_majflt}"
+    )
     vm_after = vmstat()
     for name in VMSTAT:  # the whole machine's, not this process's alone
         if name in vm_before and name in vm_after:
@@ -95,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     # The CPU this thread spent in add_many: what other jobs on a shared machine change least.
     print(f"add_many_cpu_ns_per_item: {adding_cpu / items * 1e9:.1f}")
     print(f"approx_items: {approx_items}")
-    print(f"file_bytes: {os.path.getsize(args.path)}\nbits_per_item: {os.path.getsize(args.path) * 8 / args.capacity:.3f}")
+    print(
+        f"file_bytes: {os.path.getsize(args.path)}\nbits_per_item: {os.path.getsize(args.path) * 8 / args.capacity:.3f}"
+    )
     # ru_maxrss is KiB on Linux, bytes on macOS; it counts the mapped file pages the run touched.
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     print(f"peak_rss_bytes: {peak}")

@@ -56,14 +56,23 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, root in builds.items():
             env = dict(os.environ, PYTHONPATH=str(root / "src"))
-            child = subprocess.run([sys.executable, __file__, "--base", str(root), "--child", str(args.repeats)],
-                                   env=env, capture_output=True, text=True, check=True)
+            child = subprocess.run(
+                [sys.executable, __file__, "--base", str(root), "--child", str(args.repeats)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             rates[name] += json.loads(child.stdout)
     for name, values in rates.items():
-        print(f"{name} ({builds[name]}): median {statistics.median(values) / 1e6:.2f}M URLs/s "
-              f"(range {min(values) / 1e6:.2f}-{max(values) / 1e6:.2f}M, {len(values)} passes)")
-    print(f"new / base: {statistics.median(rates['new']) / statistics.median(rates['base']):.2f}x "
-          f"(load average {os.getloadavg()[0]:.1f})")
+        print(
+            f"{name} ({builds[name]}): median {statistics.median(values) / 1e6:.2f}M URLs/s "
+            f"(range {min(values) / 1e6:.2f}-{max(values) / 1e6:.2f}M, {len(values)} passes)"
+        )
+    print(
+        f"new / base: {statistics.median(rates['new']) / statistics.median(rates['base']):.2f}x "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
 
 
 if __name__ == "__main__":

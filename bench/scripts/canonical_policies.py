@@ -36,14 +36,18 @@ def main() -> None:
             _run_crawldedup(_canonical_c.canonicalize, policy)
             times[name].append(time.process_time() - start)
     for name, runs in times.items():
-        print(f"{name}: median {statistics.median(runs) * 1e3:.2f} ms "
-              f"(range {min(runs) * 1e3:.2f}-{max(runs) * 1e3:.2f}), "
-              f"{len(URLS) / statistics.median(runs) / 1e6:.2f} M URLs/s")
+        print(
+            f"{name}: median {statistics.median(runs) * 1e3:.2f} ms "
+            f"(range {min(runs) * 1e3:.2f}-{max(runs) * 1e3:.2f}), "
+            f"{len(URLS) / statistics.median(runs) / 1e6:.2f} M URLs/s"
+        )
     ratios = [two / one for two, one in zip(times["policy 2"], times["POLICY_V1"])]
-    print(f"policy 2 / POLICY_V1 time: median of per-round ratios {statistics.median(ratios):.3f} "
-          f"(range {min(ratios):.3f}-{max(ratios):.3f}); ratio of medians "
-          f"{statistics.median(times['policy 2']) / statistics.median(times['POLICY_V1']):.3f}; "
-          f"ratio of minimums {min(times['policy 2']) / min(times['POLICY_V1']):.3f}")
+    print(
+        f"policy 2 / POLICY_V1 time: median of per-round ratios {statistics.median(ratios):.3f} "
+        f"(range {min(ratios):.3f}-{max(ratios):.3f}); ratio of medians "
+        f"{statistics.median(times['policy 2']) / statistics.median(times['POLICY_V1']):.3f}; "
+        f"ratio of minimums {min(times['policy 2']) / min(times['POLICY_V1']):.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def crawl(dedup: Deduplicator, urls: List[str], fps: List[int]) -> Tuple[float, 
     counts: Dict[str, int] = {}
     start = time.perf_counter()
     for i in range(0, len(urls), BATCH):
-        for check in dedup.check_content(urls[i:i + BATCH], fps[i:i + BATCH]):
+        for check in dedup.check_content(urls[i : i + BATCH], fps[i : i + BATCH]):
             counts[check.verdict] = counts.get(check.verdict, 0) + 1
     return len(urls) / (time.perf_counter() - start), counts
 
@@ -59,8 +59,13 @@ def crawl(dedup: Deduplicator, urls: List[str], fps: List[int]) -> Tuple[float, 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=1_000_000)
-    parser.add_argument("--stores", nargs="+", choices=("local", "sqlite", "redis"), default=("local", "sqlite", "redis"),
-                        help="which page stores to measure (default all)")
+    parser.add_argument(
+        "--stores",
+        nargs="+",
+        choices=("local", "sqlite", "redis"),
+        default=("local", "sqlite", "redis"),
+        help="which page stores to measure (default all)",
+    )
     args = parser.parse_args(argv)
     n = args.pages
     urls, first, second = pages(n)
@@ -96,14 +101,28 @@ def main(argv: Optional[List[str]] = None) -> int:
                     else:
                         # The sharded-set store holds no claims here: the growth is the pages'.
                         measured = (int(client.info("memory")["used_memory"]) - before) / n
-                rows.append((name, f"{measured:.0f}", f"{sampled:.0f}" if sampled else "-",
-                             f"{rate_new:,.0f}", f"{rate_again:,.0f}", str(counts)))
+                rows.append(
+                    (
+                        name,
+                        f"{measured:.0f}",
+                        f"{sampled:.0f}" if sampled else "-",
+                        f"{rate_new:,.0f}",
+                        f"{rate_again:,.0f}",
+                        str(counts),
+                    )
+                )
                 print("  " + " | ".join(rows[-1]), file=sys.stderr, flush=True)
     finally:
         client.close()
         server.stop()
-    header = (f"store ({n:,} pages)", "bytes per page", "sampled estimate", "pages/s, first crawl",
-              "pages/s, re-inspection", "re-inspection verdicts")
+    header = (
+        f"store ({n:,} pages)",
+        "bytes per page",
+        "sampled estimate",
+        "pages/s, first crawl",
+        "pages/s, re-inspection",
+        "re-inspection verdicts",
+    )
     print("\n".join("| " + " | ".join(cells) + " |" for cells in [header, ("---",) * len(header), *rows]))
     return 0
 

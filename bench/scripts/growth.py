@@ -19,9 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
+from filter_keys import many_hashes, timed
+
 from crawldedup import bloom
 from crawldedup.bloom.growing import GROWTH, GrowingFilter
-from filter_keys import many_hashes, timed
 
 
 def base_capacity(items: int, stages: int) -> int:
@@ -29,7 +30,7 @@ def base_capacity(items: int, stages: int) -> int:
     if stages == 1:
         return int(items * 1.2)
     # Stage 0 is full at ~0.87 c, stage i at ~1.02 c s^i.
-    return int(items / (0.87 + sum(1.02 * GROWTH ** i for i in range(1, stages - 1)) + 0.5 * GROWTH ** (stages - 1)))
+    return int(items / (0.87 + sum(1.02 * GROWTH**i for i in range(1, stages - 1)) + 0.5 * GROWTH ** (stages - 1)))
 
 
 def main() -> None:
@@ -46,10 +47,12 @@ def main() -> None:
     filters: Dict[int, GrowingFilter] = {}
     for stages in args.stages:
         grown = GrowingFilter(bloom.BloomFilter(base_capacity(n, stages), args.error_rate, folder / f"s{stages}.bloom"))
-        added = timed(lambda: [grown.add_hashes(present[i:i + 100_000]) for i in range(0, n, 100_000)], n)
+        added = timed(lambda: [grown.add_hashes(present[i : i + 100_000]) for i in range(0, n, 100_000)], n)
         got = len(grown.stages())
-        print(f"{stages} stages wanted: {got} made from capacity {grown.stages()[0].capacity:,}; "
-              f"add_hashes {added:.1f} ns/key while growing, {grown.num_bits / 8 / n:.2f} bytes/key")
+        print(
+            f"{stages} stages wanted: {got} made from capacity {grown.stages()[0].capacity:,}; "
+            f"add_hashes {added:.1f} ns/key while growing, {grown.num_bits / 8 / n:.2f} bytes/key"
+        )
         filters[stages] = grown
     m = min(args.probes, n)
     results: Dict[str, Dict[int, List[float]]] = {"miss": {}, "hit": {}, "miss, batches of 1,000": {}}
@@ -62,12 +65,20 @@ def main() -> None:
             results["hit"].setdefault(stages, []).append(timed(lambda: f.contains_hashes(present[:m]), m))
             small = absent[:100_000]
             results["miss, batches of 1,000"].setdefault(stages, []).append(
-                timed(lambda: [f.contains_hashes(small[i:i + 1_000]) for i in range(0, len(small), 1_000)], len(small)))
-    print(f"\ncontains_hashes, ns per key, {n:,} keys held, {args.rounds} alternating rounds: median [range] ratio to 1 stage")
+                timed(
+                    lambda: [f.contains_hashes(small[i : i + 1_000]) for i in range(0, len(small), 1_000)], len(small)
+                )
+            )
+    print(
+        f"\ncontains_hashes, ns per key, {n:,} keys held, {args.rounds} alternating rounds: median [range] ratio to 1 stage"
+    )
     for name, by_stages in results.items():
         base = statistics.median(by_stages[args.stages[0]])
-        cells = [f"{stages} stages {statistics.median(v):6.1f} [{min(v):.1f}-{max(v):.1f}] "
-                 f"{statistics.median(v) / base:.2f}x" for stages, v in by_stages.items()]
+        cells = [
+            f"{stages} stages {statistics.median(v):6.1f} [{min(v):.1f}-{max(v):.1f}] "
+            f"{statistics.median(v) / base:.2f}x"
+            for stages, v in by_stages.items()
+        ]
         print(f"  {name:<24} " + " | ".join(cells))
     fp_probe = many_hashes("fp-probe", 1_000_000)
     print(f"\nfalse-positive rate on 1,000,000 absent keys (error_rate {args.error_rate:g}):")

@@ -42,8 +42,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batches", type=int, default=600)
     args = parser.parse_args()
-    made = subprocess.run([sys.executable, str(ROOT / "examples" / "frontier.py"), "--links", str(BATCH * KINDS)],
-                          capture_output=True, check=True)
+    made = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "frontier.py"), "--links", str(BATCH * KINDS)],
+        capture_output=True,
+        check=True,
+    )
     batches = list(line_batches(iter([made.stdout.rstrip(b"\n")]), BATCH))
     PREPARED.extend(prepare_lines(LineBatch(data, None, False), DEFAULT_POLICY) for data in batches)
     items = (LineBatch(batches[i % KINDS], None, False) for i in range(args.batches))
@@ -54,10 +57,12 @@ def main() -> None:
         main_cpu = time.process_time() - started
     workers = _children_cpu() - before
     assert rows > 0
-    print(f"{args.batches} batches of {BATCH:,} lines through 2 workers: main process "
-          f"{main_cpu / args.batches * 1e3:.3f} ms of CPU a batch, workers "
-          f"{workers / args.batches * 1e3:.3f} ms, wall "
-          f"{(time.monotonic() - wall) / args.batches * 1e3:.3f} ms")
+    print(
+        f"{args.batches} batches of {BATCH:,} lines through 2 workers: main process "
+        f"{main_cpu / args.batches * 1e3:.3f} ms of CPU a batch, workers "
+        f"{workers / args.batches * 1e3:.3f} ms, wall "
+        f"{(time.monotonic() - wall) / args.batches * 1e3:.3f} ms"
+    )
 
 
 if __name__ == "__main__":

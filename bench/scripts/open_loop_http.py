@@ -43,8 +43,9 @@ def bodies(count: int, batch: int) -> List[bytes]:
 
 
 def request(host: str, path: str, body: bytes) -> bytes:
-    head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode("ascii") + body
 
 
@@ -53,8 +54,10 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, d
     writer.write(data)
     head = await reader.readuntil(b"\r\n\r\n")
     status = head[9:12]
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), None)
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")),
+        None,
+    )
     if length is None:
         raise RuntimeError(f"a response without Content-Length: {head[:200]!r}")
     body = await reader.readexactly(length)

@@ -28,8 +28,8 @@ WORK_KEYS = ("items", "lines", "urls", "claims")
 
 class Bar(NamedTuple):
     label: str
-    value: float     # per second, or seconds
-    low: float       # interquartile range, same unit
+    value: float  # per second, or seconds
+    low: float  # interquartile range, same unit
     high: float
 
 
@@ -52,7 +52,7 @@ def _work(bench: dict) -> Optional[Tuple[str, float]]:
 def _label(bench: dict) -> str:
     extra = bench.get("extra_info") or {}
     name = str(extra.get("label") or bench["name"])
-    return name[len("test_"):] if name.startswith("test_") else name
+    return name[len("test_") :] if name.startswith("test_") else name
 
 
 def panels(report: dict, groups: Optional[Sequence[str]] = None) -> List[Panel]:
@@ -82,8 +82,7 @@ def panels(report: dict, groups: Optional[Sequence[str]] = None) -> List[Panel]:
             stats = bench["stats"]
             if throughput:
                 amount = amounts[index]
-                bars.append(Bar(_label(bench), amount / stats["median"],
-                                amount / stats["q3"], amount / stats["q1"]))
+                bars.append(Bar(_label(bench), amount / stats["median"], amount / stats["q3"], amount / stats["q1"]))
             else:
                 bars.append(Bar(_label(bench), stats["median"], stats["q1"], stats["q3"]))
         unit = f"{units.pop()}/s" if throughput else "seconds"
@@ -113,8 +112,9 @@ def render(report_panels: List[Panel], output: Path, title: Optional[str] = None
     from matplotlib.ticker import EngFormatter
 
     heights = [0.6 + 0.45 * len(p.bars) for p in report_panels]
-    fig, axes = plt.subplots(len(report_panels), 1, figsize=(9, sum(heights) + 0.6),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    fig, axes = plt.subplots(
+        len(report_panels), 1, figsize=(9, sum(heights) + 0.6), gridspec_kw={"height_ratios": heights}, squeeze=False
+    )
     for ax, panel in zip(axes[:, 0], report_panels):
         labels = [bar.label for bar in panel.bars]
         values = [bar.value for bar in panel.bars]

@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # conftest.py: the PostgresServer the tests use
 
 import psycopg  # noqa: E402
-
 from conftest import PostgresServer, find_postgres_bin  # noqa: E402
 
 BATCH = 10_000
@@ -35,7 +34,7 @@ INSERT = "INSERT INTO {table} (fingerprint, token) SELECT DISTINCT fp, 1 FROM {s
 SOURCES = {"bytea": f"({SPLIT}) AS s (fp)", "array": "unnest(%(many)s::bytea[]) AS s (fp)"}
 
 
-def claim(db: "psycopg.Connection", form: str, table: str, batch: List[bytes]) -> int:
+def claim(db: psycopg.Connection, form: str, table: str, batch: List[bytes]) -> int:
     if form == "copy":
         with db.transaction():
             db.execute("CREATE TEMP TABLE IF NOT EXISTS batch (fp bytea) ON COMMIT DELETE ROWS")
@@ -63,13 +62,15 @@ def main() -> None:
         with psycopg.connect(server.url(), autocommit=True) as db:
             for r in range(args.rounds):
                 fps = [os.urandom(16) for _ in range(args.claims)]
-                for form in (list(rates) if r % 2 == 0 else list(rates)[::-1]):
+                for form in list(rates) if r % 2 == 0 else list(rates)[::-1]:
                     table = f"claims_{form}_{r}"
-                    db.execute(f"CREATE TABLE {table} (fingerprint bytea PRIMARY KEY, token bigint NOT NULL, "
-                               f"claimed_at double precision)")
+                    db.execute(
+                        f"CREATE TABLE {table} (fingerprint bytea PRIMARY KEY, token bigint NOT NULL, "
+                        f"claimed_at double precision)"
+                    )
                     began = time.perf_counter()
                     for start in range(0, len(fps), BATCH):
-                        assert claim(db, form, table, fps[start:start + BATCH]) == len(fps[start:start + BATCH])
+                        assert claim(db, form, table, fps[start : start + BATCH]) == len(fps[start : start + BATCH])
                     rates[form].append(len(fps) / (time.perf_counter() - began))
     finally:
         server.stop()

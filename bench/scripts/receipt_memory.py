@@ -42,20 +42,29 @@ def main(argv: Optional[List[str]] = None) -> int:
         for kind in ["set", "sharded-set"] + (["bloom"] if module else []):
             for batch in args.batch:
                 admin.flushall()
-                with open_store(kind, namespace="receipts", policy_digest=DIGEST, redis_url=server.url,
-                                capacity=args.urls, error_rate=0.01, ttl_seconds=3600) as store:
+                with open_store(
+                    kind,
+                    namespace="receipts",
+                    policy_digest=DIGEST,
+                    redis_url=server.url,
+                    capacity=args.urls,
+                    error_rate=0.01,
+                    ttl_seconds=3600,
+                ) as store:
                     for _ in range(args.urls // batch):
                         store.claim_many([rng.randbytes(16) for _ in range(batch)])
                     lifetime = store.receipt_seconds
                 before = admin.info("memory")["used_memory"]
                 receipts = list(admin.scan_iter(match=b"*:receipt:*", count=1_000))
                 for start in range(0, len(receipts), 1_000):
-                    admin.delete(*receipts[start:start + 1_000])
+                    admin.delete(*receipts[start : start + 1_000])
                 held = before - admin.info("memory")["used_memory"]
                 urls = args.urls // batch * batch
-                print(f"{kind:12s} calls of {batch:5,d}: {len(receipts):6,d} receipts, "
-                      f"{held / len(receipts):5.0f} bytes each, {held / urls:5.2f} bytes per claimed URL "
-                      f"for {lifetime} s")
+                print(
+                    f"{kind:12s} calls of {batch:5,d}: {len(receipts):6,d} receipts, "
+                    f"{held / len(receipts):5.0f} bytes each, {held / urls:5.2f} bytes per claimed URL "
+                    f"for {lifetime} s"
+                )
     finally:
         admin.close()
         server.stop()

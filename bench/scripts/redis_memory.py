@@ -45,14 +45,14 @@ def batches(n: int, seed: int) -> Iterator[List[bytes]]:
     for start in range(0, n, BATCH):
         count = min(BATCH, n - start)
         blob = rng.randbytes(16 * count)
-        yield [blob[i:i + 16] for i in range(0, len(blob), 16)]
+        yield [blob[i : i + 16] for i in range(0, len(blob), 16)]
 
 
-def used_memory(client: "redis.Redis") -> int:
+def used_memory(client: redis.Redis) -> int:
     return int(client.info("memory")["used_memory"])
 
 
-def measure(client: "redis.Redis", n: int, fill: Callable[[Iterator[List[bytes]]], None]) -> tuple[float, float]:
+def measure(client: redis.Redis, n: int, fill: Callable[[Iterator[List[bytes]]], None]) -> tuple[float, float]:
     """(bytes per URL, seconds) of running ``fill`` over n fingerprints on an empty server."""
     client.execute_command("FLUSHALL", "SYNC")  # Valkey 8 frees a FLUSHALL lazily by default
     time.sleep(0.5)
@@ -63,13 +63,14 @@ def measure(client: "redis.Redis", n: int, fill: Callable[[Iterator[List[bytes]]
     return (used_memory(client) - before) / n, seconds
 
 
-def sha1_set_nx(client: "redis.Redis") -> Callable[[Iterator[List[bytes]]], None]:
+def sha1_set_nx(client: redis.Redis) -> Callable[[Iterator[List[bytes]]], None]:
     def fill(source: Iterator[List[bytes]]) -> None:
         for batch in source:
             pipe = client.pipeline(transaction=False)
             for fp in batch:
                 pipe.set("visited:" + hashlib.sha1(fp).hexdigest(), 1, nx=True, ex=TTL_SECONDS)
             pipe.execute()
+
     return fill
 
 
@@ -78,6 +79,7 @@ def through(store_factory: Callable[[], object]) -> Callable[[Iterator[List[byte
         with store_factory() as store:  # type: ignore[attr-defined]
             for batch in source:
                 store.claim_many(batch)
+
     return fill
 
 
@@ -85,8 +87,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--urls", type=int, default=10_000_000)
     parser.add_argument("--url", help="an existing, empty Redis (default: start one)")
-    parser.add_argument("--server", choices=SERVER_KINDS, default=SERVER_KINDS[0],
-                        help="which server to start (RedisBloom is loaded into redis7 only)")
+    parser.add_argument(
+        "--server",
+        choices=SERVER_KINDS,
+        default=SERVER_KINDS[0],
+        help="which server to start (RedisBloom is loaded into redis7 only)",
+    )
     args = parser.parse_args(argv)
     n = args.urls
     server = None
@@ -108,13 +114,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         cases = [
             ("`SET visited:<sha1 hex> 1 NX EX` (seed design)", sha1_set_nx(client)),
-            ("keys store (`SET {ns:g}<16 bytes> 1 NX EX`)",
-             through(lambda: RedisKeyStore(url, ttl_seconds=TTL_SECONDS, **common))),
-            ("sharded sets (intsets, 32-bit members)",
-             through(lambda: RedisShardedSetStore(url, capacity=n, **common))),
-            ("RedisBloom (1% error rate)",
-             through(lambda: RedisBloomStore(url, capacity=n, error_rate=0.01, **common))),
-        ][:None if has_bloom else 3]
+            (
+                "keys store (`SET {ns:g}<16 bytes> 1 NX EX`)",
+                through(lambda: RedisKeyStore(url, ttl_seconds=TTL_SECONDS, **common)),
+            ),
+            (
+                "sharded sets (intsets, 32-bit members)",
+                through(lambda: RedisShardedSetStore(url, capacity=n, **common)),
+            ),
+            (
+                "RedisBloom (1% error rate)",
+                through(lambda: RedisBloomStore(url, capacity=n, error_rate=0.01, **common)),
+            ),
+        ][: None if has_bloom else 3]
         for name, fill in cases:
             per_url, seconds = measure(client, n, fill)
             rows.append((name, f"{per_url:.1f}", f"{n / seconds:,.0f}"))

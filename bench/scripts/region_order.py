@@ -23,10 +23,10 @@ import time
 from typing import Callable, Dict, List, Tuple
 
 import numpy as np
+from billion import url_keys
 
 from crawldedup import BloomFilter
 from crawldedup.bloom import HAS_EXTENSION
-from billion import url_keys
 
 #: The compiled twin's thresholds (``REGION_SHIFT``, ``REGION_MIN_KEYS``): blocks per region and
 #: keys per region of the filter that a batch needs to be set region by region.
@@ -43,11 +43,12 @@ def timed(call: Callable[[], object]) -> Tuple[float, float]:
 
 def in_slices(add: Callable, items, size: int) -> Callable[[], None]:
     """A call adding ``items`` in slices of ``size`` (cut before it is timed)."""
-    slices = [items[start:start + size] for start in range(0, len(items), size)]
+    slices = [items[start : start + size] for start in range(0, len(items), size)]
 
     def run() -> None:
         for piece in slices:
             add(piece)
+
     return run
 
 
@@ -71,7 +72,7 @@ def main(argv: List[str] | None = None) -> int:
         bf.add_hashes(rng.integers(0, 2**64, size=(1_000_000, 2), dtype=np.uint64))
     results: Dict[str, List[Tuple[float, float]]] = {}
     for round_ in range(args.rounds):
-        for order in (("region", "batch") if round_ % 2 else ("batch", "region")):
+        for order in ("region", "batch") if round_ % 2 else ("batch", "region"):
             size = args.batch if order == "region" else below
             hashes = rng.integers(0, 2**64, size=(args.batch, 2), dtype=np.uint64)
             results.setdefault(f"add_hashes {order}", []).append(timed(in_slices(bf.add_hashes, hashes, size)))
@@ -83,11 +84,14 @@ def main(argv: List[str] | None = None) -> int:
     for name, runs in results.items():
         cpu = [c / args.batch * 1e9 for c, _ in runs]
         wall = [w / args.batch * 1e9 for _, w in runs]
-        print(f"{name}: cpu ns {statistics.median(cpu):.1f} ({min(cpu):.1f} to {max(cpu):.1f}), "
-              f"wall ns {statistics.median(wall):.1f} ({min(wall):.1f} to {max(wall):.1f})")
+        print(
+            f"{name}: cpu ns {statistics.median(cpu):.1f} ({min(cpu):.1f} to {max(cpu):.1f}), "
+            f"wall ns {statistics.median(wall):.1f} ({min(wall):.1f} to {max(wall):.1f})"
+        )
     for call in ("add_hashes", "add_many"):
-        ratio = (statistics.median(c for c, _ in results[f"{call} batch"])
-                 / statistics.median(c for c, _ in results[f"{call} region"]))
+        ratio = statistics.median(c for c, _ in results[f"{call} batch"]) / statistics.median(
+            c for c, _ in results[f"{call} region"]
+        )
         print(f"{call} batch/region cpu: {ratio:.2f}x")
     print(f"load_average: {os.getloadavg()[0]:.1f}")
     return 0

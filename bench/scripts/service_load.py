@@ -57,8 +57,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from conftest import ServeProcess, started_redis_server  # noqa: E402  (the tests' servers)
 from all_new import server_cpu  # noqa: E402  (beside this script)
+from conftest import ServeProcess, started_redis_server  # noqa: E402  (the tests' servers)
 from open_loop_http import new_urls  # noqa: E402
 
 from crawldedup import AsyncDeduplicator, AsyncServiceClient  # noqa: E402
@@ -96,7 +96,9 @@ def fresh_batches() -> Callable[[], List[str]]:
     return lambda: new_urls(run, next(counter), BATCH)
 
 
-async def closed_loop(claim: Callable[[List[str]], Awaitable[object]], clients: int, seconds: float) -> Tuple[float, List[float]]:
+async def closed_loop(
+    claim: Callable[[List[str]], Awaitable[object]], clients: int, seconds: float
+) -> Tuple[float, List[float]]:
     """``clients`` tasks claiming batches back to back for ``seconds``: claims/s and each batch's seconds."""
     make = fresh_batches()
     latencies: List[float] = []
@@ -114,8 +116,9 @@ async def closed_loop(claim: Callable[[List[str]], Awaitable[object]], clients: 
     return len(latencies) * BATCH / (time.perf_counter() - started), latencies
 
 
-async def open_loop(claim: Callable[[List[str]], Awaitable[object]], clients: int, claims_per_second: float,
-                    seconds: float) -> Tuple[float, List[float]]:
+async def open_loop(
+    claim: Callable[[List[str]], Awaitable[object]], clients: int, claims_per_second: float, seconds: float
+) -> Tuple[float, List[float]]:
     """``clients`` tasks, each sending at its share of ``claims_per_second``; latency from the scheduled send."""
     make = fresh_batches()
     interval = clients * BATCH / claims_per_second
@@ -142,9 +145,19 @@ async def open_loop(claim: Callable[[List[str]], Awaitable[object]], clients: in
 async def open_loop_http(url: str, clients: int, claims_per_second: float, seconds: float) -> Run:
     """:func:`open_loop` from open_loop_http.py, a process of its own, against the service's ``/v1/claim``."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(Path(__file__).with_name("open_loop_http.py")), f"{url}/v1/claim",
-        "--connections", str(clients), "--rate", str(claims_per_second / BATCH), "--seconds", str(seconds),
-        "--batch", str(BATCH), stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        str(Path(__file__).with_name("open_loop_http.py")),
+        f"{url}/v1/claim",
+        "--connections",
+        str(clients),
+        "--rate",
+        str(claims_per_second / BATCH),
+        "--seconds",
+        str(seconds),
+        "--batch",
+        str(BATCH),
+        stdout=asyncio.subprocess.PIPE,
+    )
     out, _ = await process.communicate()
     if process.returncode:
         raise RuntimeError(f"open_loop_http.py exited {process.returncode}")
@@ -162,8 +175,12 @@ async def run_wrk(url: str, connections: int, seconds: float, workdir: Path) -> 
     script = workdir / f"claim-{next(_run_ids)}.lua"
     script.write_text(WRK_LUA % {"batch": BATCH, "run": script.stem})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script), url],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)) * BATCH  # type: ignore[union-attr]
 
@@ -214,12 +231,16 @@ async def timed(cpu: CPU, run: Callable[[], Awaitable[Run]]) -> Row:
 
 def in_process(latencies: Callable[[], Awaitable[Tuple[float, List[float]]]]) -> Callable[[], Awaitable[Run]]:
     """A run of this process's clients (no load tool)."""
+
     async def run() -> Run:
         return summary(*await latencies())
+
     return run
 
 
-async def measure(args: argparse.Namespace, server: ServeProcess, redis_url: str, workdir: Path) -> Dict[str, List[Row]]:
+async def measure(
+    args: argparse.Namespace, server: ServeProcess, redis_url: str, workdir: Path
+) -> Dict[str, List[Row]]:
     """Every configuration, alternating, ``args.rounds`` times: name -> its rows."""
     results: Dict[str, List[Row]] = {}
     # The server's settings: the environment, then the options it was started with.
@@ -237,22 +258,28 @@ async def measure(args: argparse.Namespace, server: ServeProcess, redis_url: str
             for clients in args.clients:
                 for name, claim in (("direct", direct.claim_many), ("service", client.claim_many)):
                     results.setdefault(f"{name}, {plural(clients, 'client')}", []).append(
-                        await timed(cpu, in_process(lambda: closed_loop(claim, clients, args.seconds))))
+                        await timed(cpu, in_process(lambda: closed_loop(claim, clients, args.seconds)))
+                    )
             rated = 8 if 8 in args.clients else args.clients[0]
             direct_rate = statistics.median(row[0] for row in results[f"direct, {plural(rated, 'client')}"])
             open_rate = direct_rate / 3
             runs: List[Tuple[str, Callable[[], Awaitable[Run]]]] = [
                 ("direct", in_process(lambda: open_loop(direct.claim_many, 8, open_rate, args.seconds))),
-                ("service (AsyncServiceClient)", in_process(lambda: open_loop(client.claim_many, 8, open_rate, args.seconds))),
+                (
+                    "service (AsyncServiceClient)",
+                    in_process(lambda: open_loop(client.claim_many, 8, open_rate, args.seconds)),
+                ),
                 ("service (open_loop_http.py)", lambda: open_loop_http(server.url, 8, open_rate, args.seconds)),
             ]
             turn = round_ % len(runs)  # each run goes first in turn
             for name, run in runs[turn:] + runs[:turn]:
                 results.setdefault(f"{name}, open loop, 8 clients at 1/3 of direct's claims/s", []).append(
-                    await timed(cpu, run))
+                    await timed(cpu, run)
+                )
             if shutil.which("wrk"):
                 results.setdefault("service, `wrk -t1 -c8`, a Lua body of 1,000 new URLs", []).append(
-                    await timed(cpu, lambda: run_wrk(server.url, 8, args.seconds, workdir)))
+                    await timed(cpu, lambda: run_wrk(server.url, 8, args.seconds, workdir))
+                )
     finally:
         await client.aclose()
         await direct.aclose()
@@ -290,12 +317,18 @@ def main() -> int:
         shutil.rmtree(redis.workdir, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
     load = ", ".join(f"{value:.1f}" for value in (*load_before, *os.getloadavg()))
-    print(f"\n{args.strategy} store, {BATCH:,}-URL batches, {args.rounds} rounds of {args.seconds:g} s, "
-          f"{os.cpu_count()} cores, load average (1, 5, 15 min) before and after: {load}; median [min-max]\n")
-    print("| run | claims/s | p50 ms | p99 ms | CPU ms a batch: clients + serve + redis-server |\n|---|---|---|---|---|")
+    print(
+        f"\n{args.strategy} store, {BATCH:,}-URL batches, {args.rounds} rounds of {args.seconds:g} s, "
+        f"{os.cpu_count()} cores, load average (1, 5, 15 min) before and after: {load}; median [min-max]\n"
+    )
+    print(
+        "| run | claims/s | p50 ms | p99 ms | CPU ms a batch: clients + serve + redis-server |\n|---|---|---|---|---|"
+    )
     for name, rows in results.items():
         rates, p50s, p99s, batches, used = zip(*rows)
-        shares = " + ".join(f"{statistics.median(u[part] / n for u, n in zip(used, batches)) * 1e3:.2f}" for part in range(3))
+        shares = " + ".join(
+            f"{statistics.median(u[part] / n for u, n in zip(used, batches)) * 1e3:.2f}" for part in range(3)
+        )
         print(f"| {name} | {cell(rates)} | {cell(p50s, 1e3, 1)} | {cell(p99s, 1e3, 1)} | {shares} |")
     return 0
 

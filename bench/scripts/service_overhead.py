@@ -43,8 +43,9 @@ from crawldedup.service import server  # noqa: E402
 class AnswersAtOnce:
     """A Deduplicator whose claims are all won, at once."""
 
-    async def claim_batch(self, urls: Sequence[str], base: Optional[str] = None,
-                          lease: Optional[float] = None) -> ClaimBatch:
+    async def claim_batch(
+        self, urls: Sequence[str], base: Optional[str] = None, lease: Optional[float] = None
+    ) -> ClaimBatch:
         return ClaimBatch([True] * len(urls), list(urls), {})
 
 
@@ -72,8 +73,9 @@ async def http_claims(url: str) -> Callable[[List[str]], Awaitable[None]]:
     return claim
 
 
-async def measure(args: argparse.Namespace, serve: ServeProcess, stub_pid: int, stub_url: str,
-                  redis_url: str) -> Dict[str, List[float]]:
+async def measure(
+    args: argparse.Namespace, serve: ServeProcess, stub_pid: int, stub_url: str, redis_url: str
+) -> Dict[str, List[float]]:
     """CPU milliseconds a claim of each path, one figure a round."""
     direct = AsyncDeduplicator.from_env(**settings(args, redis_url))
     await direct.open()
@@ -128,8 +130,10 @@ def main() -> int:
         redis.stop()
         shutil.rmtree(redis.workdir, ignore_errors=True)
     load = ", ".join(f"{value:.1f}" for value in (*load_before, *os.getloadavg()))
-    print(f"\n{args.strategy} store, {BATCH:,}-URL claims one at a time, {args.rounds} rounds of {args.claims}, "
-          f"load average (1, 5, 15 min) before and after: {load}\n")
+    print(
+        f"\n{args.strategy} store, {BATCH:,}-URL claims one at a time, {args.rounds} rounds of {args.claims}, "
+        f"load average (1, 5, 15 min) before and after: {load}\n"
+    )
     print("| path | CPU ms a claim, median [min-max] |\n|---|---|")
     for name, figures in results.items():
         print(f"| {name} | {statistics.median(figures):.2f} [{min(figures):.2f}-{max(figures):.2f}] |")

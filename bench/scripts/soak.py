@@ -42,8 +42,10 @@ sys.path.insert(0, str(ROOT))
 from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402  (what the tests use)
 
 from crawldedup import Deduplicator, StoreUnavailable  # noqa: E402
-from crawldedup.stores import RetryPolicy  # noqa: E402
-from crawldedup.stores import _redis  # noqa: E402
+from crawldedup.stores import (
+    RetryPolicy,  # noqa: E402
+    _redis,  # noqa: E402
+)
 
 BATCH = 1_000
 #: Pages of the frontier generated and shuffled at a time, so that no worker holds its whole stream.
@@ -106,8 +108,17 @@ def worker_main(worker: int, args: argparse.Namespace, redis_url: str, out_dir: 
     samples: List[float] = []
     urls = failures = 0
     next_sample = time.monotonic()
-    with Deduplicator(args.strategy, redis_url=redis_url, namespace="soak", capacity=args.pages * 2,
-                      error_rate=args.error_rate, retry=RETRY) as dedup, open(won_path, "w") as won_file:
+    with (
+        Deduplicator(
+            args.strategy,
+            redis_url=redis_url,
+            namespace="soak",
+            capacity=args.pages * 2,
+            error_rate=args.error_rate,
+            retry=RETRY,
+        ) as dedup,
+        open(won_path, "w") as won_file,
+    ):
         batch: List[str] = []
         for url in stream(worker, args.workers, args.pages, args.seed):
             batch.append(url)
@@ -126,8 +137,15 @@ def worker_main(worker: int, args: argparse.Namespace, redis_url: str, out_dir: 
             urls += len(batch)
         samples.append(rss_mib())
         stats = dedup.stats
-    report = {"worker": worker, "urls": urls, "failed_batches": failures, "rss": samples,
-              "local_hits": stats.local_hits, "false_hits": stats.false_hits, "sampled_hits": stats.sampled_hits}
+    report = {
+        "worker": worker,
+        "urls": urls,
+        "failed_batches": failures,
+        "rss": samples,
+        "local_hits": stats.local_hits,
+        "false_hits": stats.false_hits,
+        "sampled_hits": stats.sampled_hits,
+    }
     (Path(out_dir) / f"report-{worker}.json").write_text(json.dumps(report))
 
 
@@ -162,8 +180,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--strategy", default="set", choices=["set", "sharded-set", "bloom"])
     parser.add_argument("--error-rate", type=float, default=0.001, help="of the workers' local filters")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-receipts", action="store_true",
-                        help="control run: the stores keep no receipts, so retries after lost replies lose pages")
+    parser.add_argument(
+        "--no-receipts",
+        action="store_true",
+        help="control run: the stores keep no receipts, so retries after lost replies lose pages",
+    )
     args = parser.parse_args(argv)
     if args.workers < 2:
         parser.error("--workers must be at least 2 (every page reaches two workers)")
@@ -181,8 +202,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     started = time.monotonic()
     try:
         start_timed(server)
-        processes = [context.Process(target=worker_main, args=(w, args, server.url, out_dir, progress))
-                     for w in range(args.workers)]
+        processes = [
+            context.Process(target=worker_main, args=(w, args, server.url, out_dir, progress))
+            for w in range(args.workers)
+        ]
         for process in processes:
             process.start()
         marks = [expected_urls * (i + 1) // (args.restarts + 1) for i in range(args.restarts)]
@@ -192,8 +215,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 server.stop()
                 time.sleep(1.0)  # long enough for every worker's retries to give up at least once
                 restarts.append(start_timed(server))
-                print(f"restart {len(restarts)} at {progress.value:,} URLs, back in {restarts[-1]:.2f} s",
-                      file=sys.stderr)
+                print(
+                    f"restart {len(restarts)} at {progress.value:,} URLs, back in {restarts[-1]:.2f} s", file=sys.stderr
+                )
             time.sleep(0.05)
         for process in processes:
             process.join()
@@ -222,8 +246,14 @@ def report(args: argparse.Namespace, server: RedisServer, out_dir: str, restarts
     # A lost page that the store holds was claimed by a batch whose answer never arrived.
     in_store = 0
     if lost:
-        with Deduplicator(args.strategy, redis_url=server.url, namespace="soak", capacity=args.pages * 2,
-                          error_rate=args.error_rate, sample_rate=0) as check:
+        with Deduplicator(
+            args.strategy,
+            redis_url=server.url,
+            namespace="soak",
+            capacity=args.pages * 2,
+            error_rate=args.error_rate,
+            sample_rate=0,
+        ) as check:
             from crawldedup import canonicalize, fingerprint
 
             present = check.store.contains_many([fingerprint(canonicalize(spellings(p)[0])) for p in lost])
@@ -232,19 +262,25 @@ def report(args: argparse.Namespace, server: RedisServer, out_dir: str, restarts
     print(f"strategy      {args.strategy}, {args.workers} workers, batches of {BATCH:,}")
     print(f"pages         {args.pages:,}")
     print(f"urls          {urls:,} in {elapsed:.0f} s ({urls / elapsed:,.0f} URLs/s)")
-    print(f"restarts      {len(restarts)} survived (Redis back in {', '.join(f'{s:.2f}' for s in restarts)} s); "
-          f"failed batch attempts {sum(r['failed_batches'] for r in reports)}")
+    print(
+        f"restarts      {len(restarts)} survived (Redis back in {', '.join(f'{s:.2f}' for s in restarts)} s); "
+        f"failed batch attempts {sum(r['failed_batches'] for r in reports)}"
+    )
     print(f"won           {sum(wins):,}")
     print(f"duplicates    {duplicates:,}")
     print(f"losses        {len(lost):,} ({in_store:,} of them in the store: claimed by a batch whose reply was lost)")
-    print(f"local hits    {sum(r['local_hits'] for r in reports):,} (sampled check: "
-          f"{sum(r['false_hits'] for r in reports)} of {sum(r['sampled_hits'] for r in reports)} were new)")
+    print(
+        f"local hits    {sum(r['local_hits'] for r in reports):,} (sampled check: "
+        f"{sum(r['false_hits'] for r in reports)} of {sum(r['sampled_hits'] for r in reports)} were new)"
+    )
     for r in reports:
         rss = r["rss"]
         quarter = max(1, len(rss) // 4)
-        early, late = statistics.median(rss[quarter:2 * quarter]), statistics.median(rss[-quarter:])
-        print(f"rss worker {r['worker']}  {early:.1f} MiB in the second quarter, {late:.1f} MiB in the last "
-              f"({late - early:+.1f}), max {max(rss):.1f}, {len(rss)} samples")
+        early, late = statistics.median(rss[quarter : 2 * quarter]), statistics.median(rss[-quarter:])
+        print(
+            f"rss worker {r['worker']}  {early:.1f} MiB in the second quarter, {late:.1f} MiB in the last "
+            f"({late - early:+.1f}), max {max(rss):.1f}, {len(rss)} samples"
+        )
     return 0 if duplicates == 0 and not lost else 1
 
 

@@ -18,10 +18,10 @@ import statistics
 from typing import Callable, Dict, List
 
 import numpy as np
+from filter_keys import CHUNK, many_hashes, timed
 
 from crawldedup import bloom
 from crawldedup.windows import ManualClock, Window
-from filter_keys import CHUNK, many_hashes, timed
 
 START = 1_800_000_000.0
 
@@ -43,17 +43,21 @@ def main() -> None:
     present = many_hashes("present", n)
     share = -(-n // window.live_count)
     for g in range(window.live_count):
-        windowed.add_hashes(present[g * share:(g + 1) * share])
-        separate[g].add_hashes(present[g * share:(g + 1) * share])
+        windowed.add_hashes(present[g * share : (g + 1) * share])
+        separate[g].add_hashes(present[g * share : (g + 1) * share])
         if g < window.live_count - 1:
             clock.advance(window.span)
     plain.add_hashes(present)
     absent = many_hashes("absent", n)
     print(f"items {n:,}, error rate {args.error_rate}, {window.describe()}, compiled={bloom.HAS_EXTENSION}")
-    print(f"bytes: plain {plain.num_bits // 8:,}, windowed {windowed.num_bits // 8:,} "
-          f"({windowed.num_bits / plain.num_bits:.2f}x)")
-    print(f"measured false-positive rate over the window: windowed {windowed.contains_hashes(absent).mean():.5f}, "
-          f"plain {plain.contains_hashes(absent).mean():.5f} (target {args.error_rate})")
+    print(
+        f"bytes: plain {plain.num_bits // 8:,}, windowed {windowed.num_bits // 8:,} "
+        f"({windowed.num_bits / plain.num_bits:.2f}x)"
+    )
+    print(
+        f"measured false-positive rate over the window: windowed {windowed.contains_hashes(absent).mean():.5f}, "
+        f"plain {plain.contains_hashes(absent).mean():.5f} (target {args.error_rate})"
+    )
 
     def contains_separately() -> None:
         found = np.zeros(len(absent), dtype=bool)
@@ -66,6 +70,7 @@ def main() -> None:
         "contains_hashes windowed": lambda r: timed(lambda: windowed.contains_hashes(absent), n),
         "contains_hashes G+1 filters": lambda r: timed(contains_separately, n),
     }
+
     def on_fresh_strings(call: Callable[[List[str]], object], label: str) -> Callable[[int], float]:
         # New str objects for every round, made a chunk at a time; only the calls are timed.
         def run(r: int) -> float:
@@ -74,6 +79,7 @@ def main() -> None:
                 keys = [f"https://{label}{r}.example/item/{i}?ref=x" for i in range(start, min(start + CHUNK, n))]
                 spent += timed(lambda: call(keys), n)
             return spent
+
         return run
 
     variants["contains_many plain"] = on_fresh_strings(plain.contains_many, "c")
@@ -93,7 +99,9 @@ def main() -> None:
     for op in ("contains_hashes", "contains_many", "add_many"):
         if f"{op} plain" in medians:
             print(f"{op}: windowed / plain = {medians[f'{op} windowed'] / medians[f'{op} plain']:.2f}x")
-    print(f"contains_hashes: G+1 filters / plain = {medians['contains_hashes G+1 filters'] / medians['contains_hashes plain']:.2f}x")
+    print(
+        f"contains_hashes: G+1 filters / plain = {medians['contains_hashes G+1 filters'] / medians['contains_hashes plain']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,9 @@ COMPARISONS = {
 }
 
 
-def run(strategy: str, settings: Dict[str, object], urls: List[str], locations: Dict[str, str], directory: str,
-        name: str) -> Tuple[float, Optional[float]]:
+def run(
+    strategy: str, settings: Dict[str, object], urls: List[str], locations: Dict[str, str], directory: str, name: str
+) -> Tuple[float, Optional[float]]:
     where: Dict[str, str] = {"redis_url": locations["redis"]}
     if strategy == "sqlite":
         where = {"sqlite_path": f"{directory}/{name}.sqlite"}
@@ -54,7 +55,7 @@ def run(strategy: str, settings: Dict[str, object], urls: List[str], locations: 
     with Deduplicator(config=config) as d:
         began = time.perf_counter()
         for start in range(0, len(urls), BATCH):
-            d.claim_many(urls[start:start + BATCH])
+            d.claim_many(urls[start : start + BATCH])
         seconds = time.perf_counter() - began
         return len(urls) / seconds, d.store_bytes_per_url()
 
@@ -78,19 +79,25 @@ def main() -> None:
         servers.append(postgres)
         locations["postgres"] = postgres.url()
     if args.compare == "durability":
-        servers.append(RedisServer(server.binary, server.module, extra_args=("--replicaof", "127.0.0.1", str(server.port))))
+        servers.append(
+            RedisServer(server.binary, server.module, extra_args=("--replicaof", "127.0.0.1", str(server.port)))
+        )
         servers[-1].start()
         strategies = STRATEGIES[:3]  # the Redis stores
     directory = tempfile.mkdtemp(prefix="crawldedup-windowed-")
     results: Dict[Tuple[str, str], List[Tuple[float, Optional[float]]]] = {}
     try:
-        variants = [(strategy, label, settings) for strategy in strategies
-                    for label, settings in COMPARISONS[args.compare].items()]
+        variants = [
+            (strategy, label, settings)
+            for strategy in strategies
+            for label, settings in COMPARISONS[args.compare].items()
+        ]
         for r in range(args.rounds):
             urls = [f"https://round{r}.example/item/{i}?ref=x" for i in range(args.urls)]
-            for strategy, label, settings in (variants if r % 2 == 0 else variants[::-1]):
+            for strategy, label, settings in variants if r % 2 == 0 else variants[::-1]:
                 results.setdefault((strategy, label), []).append(
-                    run(strategy, settings, urls, locations, directory, f"r{r}-{strategy}-{label}"))
+                    run(strategy, settings, urls, locations, directory, f"r{r}-{strategy}-{label}")
+                )
     finally:
         for one in servers:
             one.stop()
@@ -103,8 +110,10 @@ def main() -> None:
         size = f"{statistics.median(sizes):.1f}" if sizes else "n/a"
         first = results[(strategy, next(iter(COMPARISONS[args.compare])))]
         ratio = statistics.median(rates) / statistics.median([rate for rate, _ in first])
-        print(f"{strategy:12} {label:10} {statistics.median(rates):>10,.0f} claims/s ({min(rates):,.0f}-{max(rates):,.0f})"
-              f"  {ratio:.2f}x   bytes/URL {size}")
+        print(
+            f"{strategy:12} {label:10} {statistics.median(rates):>10,.0f} claims/s ({min(rates):,.0f}-{max(rates):,.0f})"
+            f"  {ratio:.2f}x   bytes/URL {size}"
+        )
 
 
 if __name__ == "__main__":

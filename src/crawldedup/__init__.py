@@ -4,11 +4,20 @@ __version__ = "0.1.0"
 
 from typing import TYPE_CHECKING, Any
 
-from .bloom.format import FilterFileError
-from .fingerprints import fingerprint
 from .bloom import BloomFilter
-from .canonical import DEFAULT_POLICY, POLICY_V1, POLICY_V2, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_many
-from .dedup import AsyncDeduplicator, ClaimBatch, DedupStats, Deduplicator, open_state
+from .bloom.format import FilterFileError
+from .canonical import (
+    DEFAULT_POLICY,
+    POLICY_V1,
+    POLICY_V2,
+    Canonicalized,
+    CanonicalPolicy,
+    InvalidURL,
+    canonicalize,
+    canonicalize_many,
+)
+from .dedup import AsyncDeduplicator, ClaimBatch, Deduplicator, DedupStats, open_state
+from .fingerprints import fingerprint
 from .stores import (
     AliasesUnsupported,
     Durability,

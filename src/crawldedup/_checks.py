@@ -70,8 +70,16 @@ def integer_in(name: str, value: int, low: int, high: int, high_text: str = "") 
     return value
 
 
-def number_in(name: str, value: float, low: float, high: float, *, low_open: bool = False,
-              high_open: bool = False, unit: str = "a number") -> float:
+def number_in(
+    name: str,
+    value: float,
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    unit: str = "a number",
+) -> float:
     """``value`` as a float when it is a finite number between ``low`` and ``high``.
 
     :param low_open: ``low`` itself is refused; ``high_open`` likewise.
@@ -180,8 +188,10 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(options) - {"sentinel_username", "sentinel_password"})
     if unknown or parts.fragment:
-        raise ValueError(f"a redis+sentinel URL takes no query arguments but sentinel_username and "
-                         f"sentinel_password, got {', '.join(unknown) or 'a #fragment'}")
+        raise ValueError(
+            f"a redis+sentinel URL takes no query arguments but sentinel_username and "
+            f"sentinel_password, got {', '.join(unknown) or 'a #fragment'}"
+        )
     hosts = parts.netloc.rpartition("@")[2]
     sentinels = []
     for host in hosts.split(","):
@@ -191,14 +201,21 @@ def parse_sentinel_url(url: str) -> SentinelURL:
         sentinels.append((name, int(port) if colon else SENTINEL_PORT))
     path = [piece for piece in parts.path.split("/") if piece]
     if not path or len(path) > 2:
-        raise ValueError("give the service name the Sentinels monitor, and optionally the database: "
-                         "redis+sentinel://host:port[,host:port...]/SERVICE[/DB]")
+        raise ValueError(
+            "give the service name the Sentinels monitor, and optionally the database: "
+            "redis+sentinel://host:port[,host:port...]/SERVICE[/DB]"
+        )
     if len(path) == 2 and not path[1].isdigit():
         raise ValueError(f"the database must be a number, got {path[1]!r}")
-    return SentinelURL(sentinels, unquote(path[0]), int(path[1]) if len(path) == 2 else 0,
-                       unquote(parts.username) if parts.username else None,
-                       unquote(parts.password) if parts.password is not None else None,
-                       options.get("sentinel_username") or None, options.get("sentinel_password"))
+    return SentinelURL(
+        sentinels,
+        unquote(path[0]),
+        int(path[1]) if len(path) == 2 else 0,
+        unquote(parts.username) if parts.username else None,
+        unquote(parts.password) if parts.password is not None else None,
+        options.get("sentinel_username") or None,
+        options.get("sentinel_password"),
+    )
 
 
 def redis_url_refusal(url: object) -> Optional[str]:

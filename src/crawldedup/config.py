@@ -8,26 +8,25 @@ from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
 
 from ._checks import (
     NAME_RULE,
+    POSTGRES_URL_RULE,
     REDIS_URL_RULE,
     check_capacity,
     check_error_rate,
     check_name,
     check_path,
-    POSTGRES_URL_RULE,
     check_postgres_url,
     check_redis_url,
-    redact_url,
     complaint,
     integer_in,
     number_in,
+    redact_url,
     redis_url_refusal,
 )
+from .canonical.policy import POLICIES, CanonicalPolicy, policy_named
 from .stores.durability import LEVELS, MAX_REPLICAS, MAX_WAIT_SECONDS, Durability, check_level
 from .stores.factory import REDIS_STRATEGIES, STRATEGY_CHOICES, strategy_name
-from .canonical.policy import POLICIES, CanonicalPolicy, policy_named
-from .stores.factory import STRATEGY_CHOICES, strategy_name
-from .windows import DEFAULT_GENERATIONS, MAX_GENERATIONS, Window
 from .stores.service import check_service_url
+from .windows import DEFAULT_GENERATIONS, MAX_GENERATIONS, Window
 
 #: Seconds in a day, for VISITED_TTL_DAYS.
 DAY_SECONDS = 86_400
@@ -67,29 +66,56 @@ class Setting(NamedTuple):
 SETTINGS: Dict[str, Setting] = {
     "strategy": Setting("DEDUP_STRATEGY", str.strip, f"one of {STRATEGY_CHOICES}", strategy_name),
     "redis_url": Setting("REDIS_URL", str.strip, REDIS_URL_RULE, lambda v: check_redis_url("redis_url", v)),
-    "ttl_days": Setting("VISITED_TTL_DAYS", float, "a number of days in [0, 36500] (0 = claims never expire)",
-                        lambda v: number_in("ttl_days", v, 0, 36_500)),
+    "ttl_days": Setting(
+        "VISITED_TTL_DAYS",
+        float,
+        "a number of days in [0, 36500] (0 = claims never expire)",
+        lambda v: number_in("ttl_days", v, 0, 36_500),
+    ),
     "capacity": Setting("BLOOM_CAPACITY", lambda text: int(text.strip()), "an integer in [1, 2**48]", check_capacity),
     "error_rate": Setting("BLOOM_ERROR_RATE", float, "a number in (0, 1)", check_error_rate),
-    "state_path": Setting("CRAWLDEDUP_STATE", str, "a file path or unset (memory)", lambda v: check_path("state_path", v)),
+    "state_path": Setting(
+        "CRAWLDEDUP_STATE", str, "a file path or unset (memory)", lambda v: check_path("state_path", v)
+    ),
     "namespace": Setting("CRAWLDEDUP_NAMESPACE", str.strip, NAME_RULE, lambda v: check_name("namespace", v)),
     "sqlite_path": Setting("CRAWLDEDUP_SQLITE", str, "a file path or unset", lambda v: check_path("sqlite_path", v)),
-    "generations": Setting("CRAWLDEDUP_GENERATIONS", lambda text: int(text.strip()),
-                           f"an integer in [1, {MAX_GENERATIONS}] (a page is won again at most W / generations late)",
-                           lambda v: integer_in("generations", v, 1, MAX_GENERATIONS)),
-    "postgres_url": Setting("CRAWLDEDUP_POSTGRES_URL", str.strip, f"{POSTGRES_URL_RULE} or unset",
-                            lambda v: v is None or check_postgres_url("postgres_url", v)),
-    "service_url": Setting("CRAWLDEDUP_SERVICE_URL", str.strip, "a URL starting with http:// or https:// or unset",
-                           lambda v: v is None or check_service_url(v)),
+    "generations": Setting(
+        "CRAWLDEDUP_GENERATIONS",
+        lambda text: int(text.strip()),
+        f"an integer in [1, {MAX_GENERATIONS}] (a page is won again at most W / generations late)",
+        lambda v: integer_in("generations", v, 1, MAX_GENERATIONS),
+    ),
+    "postgres_url": Setting(
+        "CRAWLDEDUP_POSTGRES_URL",
+        str.strip,
+        f"{POSTGRES_URL_RULE} or unset",
+        lambda v: v is None or check_postgres_url("postgres_url", v),
+    ),
+    "service_url": Setting(
+        "CRAWLDEDUP_SERVICE_URL",
+        str.strip,
+        "a URL starting with http:// or https:// or unset",
+        lambda v: v is None or check_service_url(v),
+    ),
     "durability": Setting("CRAWLDEDUP_DURABILITY", str.strip, f"one of {', '.join(LEVELS)}", check_level),
-    "durable_replicas": Setting("CRAWLDEDUP_DURABLE_REPLICAS", lambda text: int(text.strip()),
-                                f"an integer in [1, {MAX_REPLICAS}]",
-                                lambda v: integer_in("durable_replicas", v, 1, MAX_REPLICAS)),
-    "durable_timeout": Setting("CRAWLDEDUP_DURABLE_TIMEOUT", float, f"a number of seconds in (0, {MAX_WAIT_SECONDS:g}]",
-                               lambda v: number_in("durable_timeout", v, 0, MAX_WAIT_SECONDS, low_open=True)),
-    "policy": Setting("CRAWLDEDUP_POLICY", str.strip,
-                      f"one of {', '.join(POLICIES)} (the canonical policy; v1 continues a crawl begun before policy 2)",
-                      policy_named),
+    "durable_replicas": Setting(
+        "CRAWLDEDUP_DURABLE_REPLICAS",
+        lambda text: int(text.strip()),
+        f"an integer in [1, {MAX_REPLICAS}]",
+        lambda v: integer_in("durable_replicas", v, 1, MAX_REPLICAS),
+    ),
+    "durable_timeout": Setting(
+        "CRAWLDEDUP_DURABLE_TIMEOUT",
+        float,
+        f"a number of seconds in (0, {MAX_WAIT_SECONDS:g}]",
+        lambda v: number_in("durable_timeout", v, 0, MAX_WAIT_SECONDS, low_open=True),
+    ),
+    "policy": Setting(
+        "CRAWLDEDUP_POLICY",
+        str.strip,
+        f"one of {', '.join(POLICIES)} (the canonical policy; v1 continues a crawl begun before policy 2)",
+        policy_named,
+    ),
 }
 
 
@@ -151,8 +177,10 @@ class DedupConfig:
         object.__setattr__(self, "strategy", strategy_name(self.strategy))  # an alias becomes its name
         object.__setattr__(self, "policy", self.policy.strip().lower())
         if self.store_durability.waits and self.strategy not in REDIS_STRATEGIES:
-            raise ValueError(f"durability (CRAWLDEDUP_DURABILITY) {self.durability!r} needs a Redis strategy "
-                             f"({', '.join(REDIS_STRATEGIES)}), not {self.strategy}")
+            raise ValueError(
+                f"durability (CRAWLDEDUP_DURABILITY) {self.durability!r} needs a Redis strategy "
+                f"({', '.join(REDIS_STRATEGIES)}), not {self.strategy}"
+            )
 
     @property
     def store_durability(self) -> Durability:
@@ -176,7 +204,7 @@ class DedupConfig:
         return Window(float(seconds), self.generations) if seconds is not None else None
 
     @classmethod
-    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "DedupConfig":
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> DedupConfig:
         """Read every variable once from ``environ`` (default ``os.environ``); unset ones keep their default.
 
         :raises ValueError: for a value that cannot be parsed or is out of range, naming the variable.

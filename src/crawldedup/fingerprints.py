@@ -116,14 +116,16 @@ class Fingerprints:
 
     def __init__(self, hashes: np.ndarray) -> None:
         if not isinstance(hashes, np.ndarray) or hashes.dtype != np.uint64:
-            raise TypeError(f"fingerprints must be a uint64 array, got {getattr(hashes, 'dtype', type(hashes).__name__)}")
+            raise TypeError(
+                f"fingerprints must be a uint64 array, got {getattr(hashes, 'dtype', type(hashes).__name__)}"
+            )
         if hashes.ndim != 2 or hashes.shape[1] != 2:
             raise ValueError(f"fingerprints must be an (n, 2) array, got shape {hashes.shape}")
         #: The ``(h1, h2)`` rows.
         self.hashes = hashes
 
     @classmethod
-    def of(cls, fingerprints: Union["Fingerprints", Sequence[bytes]]) -> "Fingerprints":
+    def of(cls, fingerprints: Union[Fingerprints, Sequence[bytes]]) -> Fingerprints:
         """``fingerprints`` as is, or 16-byte strings (``h1`` then ``h2``, little-endian) joined into one.
 
         :raises TypeError: for an item that is not bytes.
@@ -142,10 +144,10 @@ class Fingerprints:
     def __len__(self) -> int:
         return len(self.hashes)
 
-    def __add__(self, other: "Fingerprints") -> "Fingerprints":
+    def __add__(self, other: Fingerprints) -> Fingerprints:
         return Fingerprints(np.concatenate([self.hashes, other.hashes]))
 
-    def take(self, rows: Union[np.ndarray, Sequence[int]]) -> "Fingerprints":
+    def take(self, rows: Union[np.ndarray, Sequence[int]]) -> Fingerprints:
         """The fingerprints of ``rows``, in their order."""
         return Fingerprints(take_rows(self.hashes, rows))
 
@@ -161,7 +163,7 @@ class Fingerprints:
     def as_bytes(self) -> List[bytes]:
         """Each fingerprint as 16 bytes (``h1`` then ``h2``, little-endian): the stores' wire form."""
         raw = self.tobytes()
-        return [raw[start:start + FINGERPRINT_BYTES] for start in range(0, len(raw), FINGERPRINT_BYTES)]
+        return [raw[start : start + FINGERPRINT_BYTES] for start in range(0, len(raw), FINGERPRINT_BYTES)]
 
     def __repr__(self) -> str:
         return f"<Fingerprints n={len(self)}>"

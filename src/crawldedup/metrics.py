@@ -32,7 +32,13 @@ from wsgiref.simple_server import WSGIServer
 
 try:
     from prometheus_client import (
-        CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server,
+        CONTENT_TYPE_LATEST,
+        CollectorRegistry,
+        Counter,
+        Gauge,
+        Histogram,
+        generate_latest,
+        start_http_server,
     )
     from prometheus_client.multiprocess import MultiProcessCollector
     from prometheus_client.registry import REGISTRY
@@ -60,8 +66,10 @@ def _counter_help() -> Dict[str, str]:
         name: " ".join(_ROLE.sub(lambda m: m.group(1) or m.group(2), text).split())
         for name, text in _IVAR.findall(DedupStats.__doc__ or "")
     }
-    return {field.name: described[field.name][:1].upper() + described[field.name][1:]
-            for field in dataclasses.fields(DedupStats)}
+    return {
+        field.name: described[field.name][:1].upper() + described[field.name][1:]
+        for field in dataclasses.fields(DedupStats)
+    }
 
 
 _COUNTER_HELP = _counter_help()
@@ -105,14 +113,15 @@ class DedupMetrics:
             field: Counter(name, _COUNTER_HELP[field], labels, registry=self.registry)
             for field, name in COUNTER_NAMES.items()
         }
-        self._latency = Histogram(LATENCY, _HELP[LATENCY], labels, buckets=LATENCY_BUCKETS_SECONDS,
-                                  registry=self.registry)
+        self._latency = Histogram(
+            LATENCY, _HELP[LATENCY], labels, buckets=LATENCY_BUCKETS_SECONDS, registry=self.registry
+        )
         self._fill = Gauge(FILL, _HELP[FILL], labels, multiprocess_mode="livemax", registry=self.registry)
-        self._error_rate = Gauge(ERROR_RATE, _HELP[ERROR_RATE], labels, multiprocess_mode="livemax",
-                                 registry=self.registry)
+        self._error_rate = Gauge(
+            ERROR_RATE, _HELP[ERROR_RATE], labels, multiprocess_mode="livemax", registry=self.registry
+        )
         #: One process (no PROMETHEUS_MULTIPROC_DIR): each namespace's filters, read when scraped.
-        self._filters: Optional[Dict[str, List[_Filter]]] = (
-            None if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else {})
+        self._filters: Optional[Dict[str, List[_Filter]]] = None if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else {}
 
     def attach(self, dedup: Watched) -> None:
         """Count ``dedup``'s statistics from now on, starting with its totals so far (the latency
@@ -129,10 +138,14 @@ class DedupMetrics:
                 fill.set_function(_fullest(filters, lambda f: f.fill))
                 error_rate.set_function(_fullest(filters, lambda f: f.error_rate))
             filters.append(local)
-        dedup.watch_stats(_Listener(
-            {field: counter.labels(namespace) for field, counter in self._counters.items()},
-            self._latency.labels(namespace), local, gauges,
-        ))
+        dedup.watch_stats(
+            _Listener(
+                {field: counter.labels(namespace) for field, counter in self._counters.items()},
+                self._latency.labels(namespace),
+                local,
+                gauges,
+            )
+        )
 
     def scrape_registry(self) -> CollectorRegistry:
         """What a scrape reads: :attr:`registry`, or in multiprocess mode (``PROMETHEUS_MULTIPROC_DIR``
@@ -162,7 +175,7 @@ class _Filter:
         self.fill = self.error_rate = 0.0
         self.read()
 
-    def read(self) -> "_Filter":
+    def read(self) -> _Filter:
         try:
             self.fill = self.local_filter.approx_items / self.local_filter.capacity
             self.error_rate = self.local_filter.expected_error_rate
@@ -185,8 +198,13 @@ class _Listener:
         2.4-3.9 ms of CPU of a 1,000-URL claim, docs/metrics.md).
     """
 
-    def __init__(self, counters: Mapping[str, Counter], latency: Histogram, local_filter: _Filter,
-                 gauges: Optional[Tuple[Gauge, Gauge]]) -> None:
+    def __init__(
+        self,
+        counters: Mapping[str, Counter],
+        latency: Histogram,
+        local_filter: _Filter,
+        gauges: Optional[Tuple[Gauge, Gauge]],
+    ) -> None:
         self.counters = counters
         self.latency = latency
         self.local_filter = local_filter

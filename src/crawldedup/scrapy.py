@@ -19,6 +19,14 @@ from .integrations.scrapy import (
 )
 
 __all__ = [
-    "CONTENT_META_KEY", "ContentMiddleware", "DupeFilter", "PAGES_FILE_NAME", "REDIRECT_MIDDLEWARE",
-    "RedirectMiddleware", "SETTINGS", "STATE_FILE_NAME", "STATS_SYNC_EVERY", "deduplicator_from_settings",
+    "CONTENT_META_KEY",
+    "ContentMiddleware",
+    "DupeFilter",
+    "PAGES_FILE_NAME",
+    "REDIRECT_MIDDLEWARE",
+    "RedirectMiddleware",
+    "SETTINGS",
+    "STATE_FILE_NAME",
+    "STATS_SYNC_EVERY",
+    "deduplicator_from_settings",
 ]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from crawldedup.bloom.format import HEADER_BYTES
 from crawldedup.bloom import PyBloomFilter
+from crawldedup.bloom.format import HEADER_BYTES
 
 HERE = Path(__file__).parent
 KEYS = [f"https://shop.example/item/{i}?ref=format-v1" for i in range(500)] + ["https://例え.jp/パス"]

@@ -35,7 +35,7 @@ async def claim_all(dedup: AsyncDeduplicator, task: int, pages: int) -> list:
     urls = [SPELLINGS[(i + task) % len(SPELLINGS)].format(i=i, w=task) for i in order]
     won = []
     for start in range(0, len(urls), BATCH):
-        batch = await dedup.claim_batch(urls[start:start + BATCH])
+        batch = await dedup.claim_batch(urls[start : start + BATCH])
         won.extend(c for c, w in zip(batch.canonical, batch.won) if w)
     return won
 

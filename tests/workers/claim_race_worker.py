@@ -29,14 +29,20 @@ BATCH = 1_000
 
 
 def main() -> int:
-    worker, pages, start_file, out_file, options = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+    worker, pages, start_file, out_file, options = (
+        int(sys.argv[1]),
+        int(sys.argv[2]),
+        sys.argv[3],
+        sys.argv[4],
+        sys.argv[5],
+    )
     order = list(range(pages))
     random.Random(worker).shuffle(order)
     urls = [SPELLINGS[(i + worker) % len(SPELLINGS)].format(i=i, w=worker) for i in order]
     options = json.loads(options)
     lease = options.pop("lease", None)
     services = options.pop("service_urls", None)
-    with (ServiceClient(services[worker % len(services)]) if services else Deduplicator(**options)) as dedup:
+    with ServiceClient(services[worker % len(services)]) if services else Deduplicator(**options) as dedup:
         open(out_file + ".ready", "w").close()
         deadline = time.monotonic() + 60
         while not os.path.exists(start_file):
@@ -45,7 +51,7 @@ def main() -> int:
             time.sleep(0.005)
         won = []
         for start in range(0, pages, BATCH):
-            batch = dedup.claim_batch(urls[start:start + BATCH], lease=lease)
+            batch = dedup.claim_batch(urls[start : start + BATCH], lease=lease)
             winners = [c for c, w in zip(batch.canonical, batch.won) if w]
             if lease is not None and not all(dedup.done(winners)):
                 return 3

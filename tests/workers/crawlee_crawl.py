@@ -57,7 +57,9 @@ async def main() -> int:
             body = await context.http_response.read()
             base = BASE.search(body)
             page = base.group(1).decode() if base else context.request.url
-            await context.add_requests([urljoin(page, href.decode().replace("&amp;", "&")) for href in HREF.findall(body)])
+            await context.add_requests(
+                [urljoin(page, href.decode().replace("&amp;", "&")) for href in HREF.findall(body)]
+            )
         else:
             await context.enqueue_links()
 

@@ -39,9 +39,15 @@ def main() -> int:
     order = list(range(pages))
     random.Random(worker).shuffle(order)
     urls = [SPELLINGS[(i + worker) % len(SPELLINGS)].format(i=i, w=worker) for i in order]
-    config = DedupConfig(strategy=options["strategy"], redis_url=options["redis_url"], namespace=options["namespace"],
-                         durability=options["durability"], capacity=pages * 2, ttl_days=0)
-    batches = [urls[start:start + BATCH] for start in range(0, pages, BATCH)]
+    config = DedupConfig(
+        strategy=options["strategy"],
+        redis_url=options["redis_url"],
+        namespace=options["namespace"],
+        durability=options["durability"],
+        capacity=pages * 2,
+        ttl_days=0,
+    )
+    batches = [urls[start : start + BATCH] for start in range(0, pages, BATCH)]
     run = claim_async if worker % 2 else claim_blocking
     won, repeated = run(config, batches, start_file, out_file)
     with open(out_file, "w", encoding="ascii") as out:
@@ -104,6 +110,7 @@ def claim_async(config, batches, start_file, out_file):
                     won.extend(answered(progress, batch, result))
                     await asyncio.sleep(PAUSE_SECONDS)
         return won, repeated
+
     return asyncio.run(run())
 
 

@@ -29,7 +29,7 @@ def main() -> int:
         metrics.attach(dedup)
         for _ in range(2):
             for start in range(0, pages, BATCH):
-                dedup.claim_many(urls[start:start + BATCH])
+                dedup.claim_many(urls[start : start + BATCH])
         fill = dedup.local_filter.approx_items / dedup.local_filter.capacity
         stats = dataclasses.asdict(dedup.stats)
     with open(out_file, "w", encoding="ascii") as out:

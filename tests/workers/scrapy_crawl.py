@@ -73,8 +73,12 @@ def main() -> int:
     process.crawl(crawler, start_urls=config["start_urls"], dont_filter=config.get("dont_filter", False))
     process.start()
     stats = crawler.stats.get_stats()
-    result = {"stats": stats, "finish_reason": stats.get("finish_reason"), "warnings": RECORDED,
-              "parsed": crawler.spider.parsed}
+    result = {
+        "stats": stats,
+        "finish_reason": stats.get("finish_reason"),
+        "warnings": RECORDED,
+        "parsed": crawler.spider.parsed,
+    }
     with open(config["result"], "w", encoding="utf-8") as out:
         json.dump(result, out, default=str)
     return 0

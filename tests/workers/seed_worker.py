@@ -20,7 +20,7 @@ BATCH = 1_000
 def batches(urls: list, seed: int) -> list:
     order = list(urls)
     random.Random(seed).shuffle(order)
-    return [order[start:start + BATCH] for start in range(0, len(order), BATCH)]
+    return [order[start : start + BATCH] for start in range(0, len(order), BATCH)]
 
 
 def won_of(batch) -> list:

@@ -24,9 +24,23 @@ from .format import FilterFileError, FilterKindError
 from .growing import GrowingFilter, Stage
 from .windowed import Generation, WindowedFilterBase
 
-__all__ = ["BloomFilter", "FilterFileError", "FilterKindError", "Generation", "GrowingFilter", "HAS_EXTENSION",
-           "FilterFile", "LocalFilter", "PyBloomFilter", "PyWindowedBloomFilter", "Stage", "WindowedBloomFilter", "hash_many",
-           "open_filter", "open_filter_file"]
+__all__ = [
+    "BloomFilter",
+    "FilterFileError",
+    "FilterKindError",
+    "Generation",
+    "GrowingFilter",
+    "HAS_EXTENSION",
+    "FilterFile",
+    "LocalFilter",
+    "PyBloomFilter",
+    "PyWindowedBloomFilter",
+    "Stage",
+    "WindowedBloomFilter",
+    "hash_many",
+    "open_filter",
+    "open_filter_file",
+]
 
 
 class PyWindowedBloomFilter(WindowedFilterBase):
@@ -51,6 +65,7 @@ else:
         _contains_kernel = staticmethod(_compiled.windowed_contains)
         _add_kernel = staticmethod(_compiled.windowed_add)
         _hash_keys = staticmethod(_compiled.hash_many)
+
 
 #: A filter file of either kind: plain (claims never expire) or windowed.
 FilterFile = Union[BloomFilter, WindowedBloomFilter]

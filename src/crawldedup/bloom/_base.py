@@ -16,11 +16,11 @@ from typing import Any, Iterable, Iterator, Optional, TypeVar
 import numpy as np
 
 from .._checks import PathArg
+from .._wording import counted
 from ..fingerprints import hash_many
-from .storage import BloomFile
 from .format import BLOCK_BITS, Header, check_parameters
 from .sizing import choose_shape
-from .._wording import counted
+from .storage import BloomFile
 
 #: ``update`` feeds ``add_many`` in chunks of this many keys: large enough to amortise the
 #: call, small enough (~5 MB of hashes and pointers) that an endless iterable is fine.

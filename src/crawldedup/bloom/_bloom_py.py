@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, cast
 
 import numpy as np
 
-from .storage import BloomFile
+from ..fingerprints import hash_one, multiply_shift
 from ._base import FilterBase, as_hash_array, closed_error, read_only_error
 from .format import BLOCK_BITS, BLOCK_BYTES, PROBE_MULTIPLIER, PROBE_SHIFT
-from ..fingerprints import hash_one, multiply_shift
+from .storage import BloomFile
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -103,8 +103,9 @@ def _slots_of(mask: int) -> list[int]:
     return [slot for slot in range(mask.bit_length()) if mask >> slot & 1]
 
 
-def _contains_in_slots(bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, live: int,
-                       hashes: np.ndarray) -> np.ndarray:
+def _contains_in_slots(
+    bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, live: int, hashes: np.ndarray
+) -> np.ndarray:
     found = np.zeros(len(hashes), dtype=bool)
     for slot in _slots_of(live):
         rest = np.flatnonzero(~found)
@@ -112,24 +113,27 @@ def _contains_in_slots(bits: np.ndarray, num_blocks: int, num_hashes: int, slots
     return found
 
 
-def windowed_contains(bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, live: int,
-                      hashes: np.ndarray) -> np.ndarray:
+def windowed_contains(
+    bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, live: int, hashes: np.ndarray
+) -> np.ndarray:
     """Per key of ``hashes`` (``(n, 2)`` uint64), whether one of the slots in the bit mask
     ``live`` holds it: the lookup of a windowed filter (:mod:`.windowed`)."""
     found = np.empty(len(hashes), dtype=bool)
     for start in range(0, len(hashes), _CHUNK):
-        found[start:start + _CHUNK] = _contains_in_slots(bits, num_blocks, num_hashes, slots, live,
-                                                         hashes[start:start + _CHUNK])
+        found[start : start + _CHUNK] = _contains_in_slots(
+            bits, num_blocks, num_hashes, slots, live, hashes[start : start + _CHUNK]
+        )
     return found
 
 
-def windowed_add(bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, older: int, current: int,
-                 hashes: np.ndarray) -> np.ndarray:
+def windowed_add(
+    bits: np.ndarray, num_blocks: int, num_hashes: int, slots: int, older: int, current: int, hashes: np.ndarray
+) -> np.ndarray:
     """Add, in order, the keys of ``hashes`` that none of the slots in the mask ``older`` holds
     to slot ``current``; True where the key was new (in none of them before)."""
     new = np.zeros(len(hashes), dtype=bool)
     for start in range(0, len(hashes), _CHUNK):
-        chunk = hashes[start:start + _CHUNK]
+        chunk = hashes[start : start + _CHUNK]
         rows = np.flatnonzero(~_contains_in_slots(bits, num_blocks, num_hashes, slots, older, chunk))
         if len(rows):
             bit_numbers = probe_bits(chunk[rows], num_blocks, num_hashes, slots, current)
@@ -225,8 +229,10 @@ class PyBloomFilter(FilterBase):
         hashes = as_hash_array(hashes)
         with self._exclusive() as file, file.bulk(len(hashes)):
             bits = self._writable_array()
-            new = np.concatenate([self._add_chunk(bits, hashes[start:start + _CHUNK])
-                                  for start in range(0, len(hashes), _CHUNK)] or [np.zeros(0, bool)])
+            new = np.concatenate(
+                [self._add_chunk(bits, hashes[start : start + _CHUNK]) for start in range(0, len(hashes), _CHUNK)]
+                or [np.zeros(0, bool)]
+            )
             self._count += int(new.sum())
         return new
 
@@ -245,8 +251,8 @@ class PyBloomFilter(FilterBase):
         with self._exclusive():
             assert self._bits is not None
             for start in range(0, len(hashes), _CHUNK):
-                bit_numbers = probe_bits(hashes[start:start + _CHUNK], self._num_blocks, self._num_hashes)
-                found[start:start + _CHUNK] = _all_set(self._bits, bit_numbers)
+                bit_numbers = probe_bits(hashes[start : start + _CHUNK], self._num_blocks, self._num_hashes)
+                found[start : start + _CHUNK] = _all_set(self._bits, bit_numbers)
         return found
 
     def _writable_bytes(self) -> memoryview:
@@ -262,5 +268,3 @@ class PyBloomFilter(FilterBase):
         self._writable_bytes()
         assert self._bits is not None
         return self._bits
-
-

@@ -69,6 +69,7 @@ _WINDOW_FIELDS = struct.Struct("<dII")
 _SLOT_FIELDS = struct.Struct("<qQ")
 NO_GENERATION = -1
 
+
 class FilterFileError(ValueError):
     """A file that is not a readable crawldedup filter; the message names the path and the problem."""
 
@@ -124,15 +125,29 @@ class Header:
         """Return the 4096-byte header page, checksum included."""
         layout = LAYOUT_WINDOWED_512 if self.windowed else LAYOUT_BLOCKED_512
         fields = _FIELDS.pack(
-            MAGIC, self.version, HEADER_BYTES, layout, HASH_MURMUR3_X64_128,
-            HASH_SEED, BLOCK_BYTES, self.capacity, self.error_rate, self.num_blocks,
-            self.num_hashes, FLAG_CLEAN if self.clean else 0, min(self.approx_items, MAX_APPROX_ITEMS),
-            len(self.metadata), self.stages, self.metadata,
+            MAGIC,
+            self.version,
+            HEADER_BYTES,
+            layout,
+            HASH_MURMUR3_X64_128,
+            HASH_SEED,
+            BLOCK_BYTES,
+            self.capacity,
+            self.error_rate,
+            self.num_blocks,
+            self.num_hashes,
+            FLAG_CLEAN if self.clean else 0,
+            min(self.approx_items, MAX_APPROX_ITEMS),
+            len(self.metadata),
+            self.stages,
+            self.metadata,
         )
         if self.windowed:
             fields += _WINDOW_FIELDS.pack(self.window_seconds, self.generations, self.slots)
-            fields += b"".join(_SLOT_FIELDS.pack(generation, min(items, MAX_APPROX_ITEMS))
-                               for generation, items in zip(self.slot_generations, self.slot_items))
+            fields += b"".join(
+                _SLOT_FIELDS.pack(generation, min(items, MAX_APPROX_ITEMS))
+                for generation, items in zip(self.slot_generations, self.slot_items)
+            )
         page = fields + bytes(CHECKSUM_OFFSET - len(fields))
         return page + struct.pack("<I", zlib.crc32(page))
 
@@ -152,14 +167,31 @@ class Header:
             if not page.startswith(MAGIC[: len(page)]):
                 raise bad(f"not a crawldedup filter (bad magic {page[:8]!r})")
             raise bad(f"truncated header: {counted(len(page), 'byte')}, a header is {HEADER_BYTES}")
-        (magic, version, header_bytes, layout_id, hash_id, seed, block_bytes, capacity, error_rate,
-         num_blocks, num_hashes, flags, approx_items, metadata_len, stages, metadata
-         ) = _FIELDS.unpack_from(page)
+        (
+            magic,
+            version,
+            header_bytes,
+            layout_id,
+            hash_id,
+            seed,
+            block_bytes,
+            capacity,
+            error_rate,
+            num_blocks,
+            num_hashes,
+            flags,
+            approx_items,
+            metadata_len,
+            stages,
+            metadata,
+        ) = _FIELDS.unpack_from(page)
         if magic != MAGIC:
             raise bad(f"not a crawldedup filter (bad magic {magic!r}, expected {MAGIC!r})")
         if version > FORMAT_VERSION:
-            raise bad(f"format version {version} is newer than this crawldedup reads "
-                      f"(up to {FORMAT_VERSION}); upgrade crawldedup")
+            raise bad(
+                f"format version {version} is newer than this crawldedup reads "
+                f"(up to {FORMAT_VERSION}); upgrade crawldedup"
+            )
         if version < PLAIN_FORMAT_VERSION:
             raise bad(f"unsupported format version {version}, expected {PLAIN_FORMAT_VERSION} to {FORMAT_VERSION}")
         (stored_crc,) = struct.unpack_from("<I", page, CHECKSUM_OFFSET)
@@ -167,11 +199,14 @@ class Header:
         if stored_crc != actual_crc:
             raise bad(f"corrupted header: checksum {actual_crc:#010x} does not match the stored {stored_crc:#010x}")
         # v3 keeps the layout id of the kind that grew: 1 plain, 2 windowed.
-        windowed = version == WINDOWED_FORMAT_VERSION or (version == FORMAT_VERSION and layout_id == LAYOUT_WINDOWED_512)
+        windowed = version == WINDOWED_FORMAT_VERSION or (
+            version == FORMAT_VERSION and layout_id == LAYOUT_WINDOWED_512
+        )
         expected = {
             "header size": (header_bytes, HEADER_BYTES),
             "layout id": (layout_id, LAYOUT_WINDOWED_512 if windowed else LAYOUT_BLOCKED_512),
-            "hash id": (hash_id, HASH_MURMUR3_X64_128), "hash seed": (seed, HASH_SEED),
+            "hash id": (hash_id, HASH_MURMUR3_X64_128),
+            "hash seed": (seed, HASH_SEED),
             "block size": (block_bytes, BLOCK_BYTES),
         }
         if version < FORMAT_VERSION:
@@ -186,21 +221,40 @@ class Header:
             (1 <= num_hashes <= MAX_NUM_HASHES, f"num_hashes must be in [1, {MAX_NUM_HASHES}], got {num_hashes}"),
             (flags & ~_KNOWN_FLAGS == 0, f"unknown flags {flags:#x}"),
             (approx_items <= MAX_APPROX_ITEMS, f"approx_items must be <= {MAX_APPROX_ITEMS}, got {approx_items}"),
-            (metadata_len <= MAX_METADATA_BYTES, f"metadata length must be <= {MAX_METADATA_BYTES}, got {metadata_len}"),
-            (version < FORMAT_VERSION or 1 <= stages <= MAX_STAGES, f"stages must be in [1, {MAX_STAGES}], got {stages}"),
+            (
+                metadata_len <= MAX_METADATA_BYTES,
+                f"metadata length must be <= {MAX_METADATA_BYTES}, got {metadata_len}",
+            ),
+            (
+                version < FORMAT_VERSION or 1 <= stages <= MAX_STAGES,
+                f"stages must be in [1, {MAX_STAGES}], got {stages}",
+            ),
         ]
         window: dict = {}
         used = _FIELDS.size
         if windowed:
             window, used, window_checks = _unpack_window(page)
             checks += window_checks
-        checks.append((not any(metadata[metadata_len:]) and not any(page[used:CHECKSUM_OFFSET]),
-                       "reserved header bytes are not zero"))
+        checks.append(
+            (
+                not any(metadata[metadata_len:]) and not any(page[used:CHECKSUM_OFFSET]),
+                "reserved header bytes are not zero",
+            )
+        )
         for ok, problem in checks:
             if not ok:
                 raise bad(f"corrupted header: {problem}")
-        header = cls(capacity, error_rate, num_blocks, num_hashes, metadata[:metadata_len],
-                     approx_items, bool(flags & FLAG_CLEAN), stages=stages, **window)
+        header = cls(
+            capacity,
+            error_rate,
+            num_blocks,
+            num_hashes,
+            metadata[:metadata_len],
+            approx_items,
+            bool(flags & FLAG_CLEAN),
+            stages=stages,
+            **window,
+        )
         if file_bytes != header.file_bytes:
             kind = "truncated bits" if file_bytes < header.file_bytes else "trailing bytes"
             raise bad(f"{kind}: file is {counted(file_bytes, 'byte')}, the header says {header.file_bytes:,}")
@@ -223,8 +277,12 @@ def _unpack_window(page: bytes) -> Tuple[dict, int, list]:
         (all(generation >= NO_GENERATION for generation, _ in rows), "a slot's generation is below -1"),
         (all(items <= MAX_APPROX_ITEMS for _, items in rows), f"a slot's approx_items is above {MAX_APPROX_ITEMS}"),
     ]
-    fields = {"window_seconds": window_seconds, "generations": generations,
-              "slot_generations": tuple(g for g, _ in rows), "slot_items": tuple(n for _, n in rows)}
+    fields = {
+        "window_seconds": window_seconds,
+        "generations": generations,
+        "slot_generations": tuple(g for g, _ in rows),
+        "slot_items": tuple(n for _, n in rows),
+    }
     return fields, start + slots * _SLOT_FIELDS.size, checks
 
 

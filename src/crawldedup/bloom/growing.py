@@ -36,7 +36,6 @@ from typing import Any, Iterable, List, NamedTuple, Optional
 
 import numpy as np
 
-from .._checks import PathArg
 from ..fingerprints import hash_one, take_rows
 from ..windows import Window
 from ._base import FilterBase, as_hash_array
@@ -77,7 +76,7 @@ def stage_path(path: str, index: int) -> str:
 
 def stage_parameters(capacity: int, error_rate: float, index: int) -> tuple[int, float]:
     """``(capacity, error rate)`` stage ``index`` >= 1 is made with, from stage 0's."""
-    return capacity * GROWTH ** index, error_rate * (1.0 - TIGHTENING) * TIGHTENING ** index
+    return capacity * GROWTH**index, error_rate * (1.0 - TIGHTENING) * TIGHTENING**index
 
 
 class GrowingFilter:
@@ -125,16 +124,21 @@ class GrowingFilter:
             index = len(self._stages)
             path = stage_path(str(base.path), index)
             try:
-                stage = (type(base).open(path, mode, clock=base._clock) if isinstance(base, WindowedFilterBase)
-                         else type(base).open(path, mode))
+                stage = (
+                    type(base).open(path, mode, clock=base._clock)
+                    if isinstance(base, WindowedFilterBase)
+                    else type(base).open(path, mode)
+                )
             except FilterFileError as exc:
                 raise FilterFileError(f"{base.path}: stage {index} of {stages}: {exc}") from None
             wanted = (*stage_parameters(header.capacity, header.error_rate, index), STAGE_STAMP + b" stage=%d" % index)
             found = (stage.capacity, stage.error_rate, stage.metadata)
             if found != wanted:
                 stage.close()
-                raise FilterFileError(f"{path}: not stage {index} of {base.path} (capacity {found[0]}, "
-                                      f"error rate {found[1]!r}, metadata {found[2]!r})")
+                raise FilterFileError(
+                    f"{path}: not stage {index} of {base.path} (capacity {found[0]}, "
+                    f"error rate {found[1]!r}, metadata {found[2]!r})"
+                )
             self._add_stage(stage)
 
     def _add_stage(self, stage: FilterBase) -> None:
@@ -155,21 +159,32 @@ class GrowingFilter:
             path = None if base.path is None else stage_path(base.path, index)
             metadata = STAGE_STAMP + b" stage=%d" % index
             if isinstance(base, WindowedFilterBase):
-                stage: FilterBase = type(base)(capacity, error_rate, base.window, path, overwrite=True,
-                                               metadata=metadata, clock=base._clock)
+                stage: FilterBase = type(base)(
+                    capacity, error_rate, base.window, path, overwrite=True, metadata=metadata, clock=base._clock
+                )
             else:
                 stage = type(base)(capacity, error_rate, path, overwrite=True, metadata=metadata)
             file.write_header(dataclasses.replace(file.header, stages=index))  # the stage counts from here
         self._add_stage(stage)
         self._refused = False
-        LOG.info("filter %s grew: stage %d holds %d keys at error rate %g", base.path or "(memory)", index,
-                 capacity, error_rate)
+        LOG.info(
+            "filter %s grew: stage %d holds %d keys at error rate %g",
+            base.path or "(memory)",
+            index,
+            capacity,
+            error_rate,
+        )
         return True
 
     def _refuse(self, why: str) -> bool:
         if not self._refused:
-            LOG.warning("filter %s is full (~%d keys) and does not grow: %s; its false-positive rate now rises "
-                        "above %g", self._base.path or "(memory)", self.approx_items, why, self.error_rate)
+            LOG.warning(
+                "filter %s is full (~%d keys) and does not grow: %s; its false-positive rate now rises above %g",
+                self._base.path or "(memory)",
+                self.approx_items,
+                why,
+                self.error_rate,
+            )
             self._refused = True
         return False
 
@@ -228,7 +243,7 @@ class GrowingFilter:
                     continue
                 taken = waiting if room <= 0 else waiting[:room]
                 new[taken] = self._stages[-1].add_hashes(take_rows(hashes, taken))
-                waiting = waiting[len(taken):]
+                waiting = waiting[len(taken) :]
         return new
 
     def add_many(self, items: Iterable[Any]) -> np.ndarray:
@@ -251,9 +266,19 @@ class GrowingFilter:
 
     def stages(self) -> List[Stage]:
         """Every stage, the first (the filter as made) first."""
-        return [Stage(index, stage.path, stage.capacity, stage.error_rate, stage.num_blocks, stage.num_hashes,
-                      stage.approx_items, full_at)
-                for index, (stage, full_at) in enumerate(zip(self._current(), self._full_at))]
+        return [
+            Stage(
+                index,
+                stage.path,
+                stage.capacity,
+                stage.error_rate,
+                stage.num_blocks,
+                stage.num_hashes,
+                stage.approx_items,
+                full_at,
+            )
+            for index, (stage, full_at) in enumerate(zip(self._current(), self._full_at))
+        ]
 
     @property
     def grown(self) -> bool:
@@ -352,5 +377,7 @@ class GrowingFilter:
     def __repr__(self) -> str:
         if self.closed:
             return f"<{type(self).__name__} closed>"
-        return (f"<{type(self).__name__} path={self.path!r} stages={len(self._stages)} capacity={self.capacity} "
-                f"error_rate={self.error_rate!r} approx_items={self.approx_items}>")
+        return (
+            f"<{type(self).__name__} path={self.path!r} stages={len(self._stages)} capacity={self.capacity} "
+            f"error_rate={self.error_rate!r} approx_items={self.approx_items}>"
+        )

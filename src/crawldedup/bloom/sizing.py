@@ -30,8 +30,8 @@ MIN_BITS_PER_ITEM = 1.0
 def _block_false_positive_table(num_hashes: int, max_load: int) -> np.ndarray:
     """P(false positive | l keys in the block) for l = 0 .. max_load."""
     set_bits = np.arange(BLOCK_BITS + 1)
-    stay = set_bits / BLOCK_BITS          # a probe hits an already-set bit
-    hit_all = stay ** num_hashes          # all k query probes hit set bits
+    stay = set_bits / BLOCK_BITS  # a probe hits an already-set bit
+    hit_all = stay**num_hashes  # all k query probes hit set bits
     occupancy = np.zeros(BLOCK_BITS + 1)
     occupancy[0] = 1.0
     table = np.zeros(max_load + 1)

@@ -19,10 +19,18 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from . import writer_lock
 from .._checks import PathArg
-from .format import BLOCK_BITS, BLOCK_BYTES, HEADER_BYTES, MAX_STAGES, STAGES_FIELD, FilterFileError, FilterKindError, Header
-
+from . import writer_lock
+from .format import (
+    BLOCK_BITS,
+    BLOCK_BYTES,
+    HEADER_BYTES,
+    MAX_STAGES,
+    STAGES_FIELD,
+    FilterFileError,
+    FilterKindError,
+    Header,
+)
 
 #: Statistics scan the blocks in 64 MiB slices, so a 1.2 GB filter needs no 1.2 GB temporary.
 _SCAN_BLOCKS = 1 << 20
@@ -121,8 +129,15 @@ class BloomFile:
     on ``flush`` and ``close``.
     """
 
-    def __init__(self, mm: mmap.mmap, header: Header, path: Optional[str], read_only: bool,
-                 atomic_or: bool, writers: Optional[writer_lock.WriterLock] = None) -> None:
+    def __init__(
+        self,
+        mm: mmap.mmap,
+        header: Header,
+        path: Optional[str],
+        read_only: bool,
+        atomic_or: bool,
+        writers: Optional[writer_lock.WriterLock] = None,
+    ) -> None:
         self.mm = mm
         self.header = header
         self.path = path
@@ -181,9 +196,12 @@ class BloomFile:
             with writer_lock.header_access(file.fileno(), write=False):
                 header = Header.unpack(file.read(HEADER_BYTES), path, status.st_size)
             if header.windowed != windowed:
-                raise FilterKindError(f"{path}: a windowed filter (format v2): open it with "
-                                      "crawldedup.bloom.open_filter or WindowedBloomFilter.open" if header.windowed
-                                      else f"{path}: a plain filter without a recrawl window (format v1)")
+                raise FilterKindError(
+                    f"{path}: a windowed filter (format v2): open it with "
+                    "crawldedup.bloom.open_filter or WindowedBloomFilter.open"
+                    if header.windowed
+                    else f"{path}: a plain filter without a recrawl window (format v1)"
+                )
             if mode == "r+":  # a sparse file (copied with cp --sparse, say) gets its blocks now
                 _reserve_space(file.fileno(), header.file_bytes, path)
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
@@ -203,8 +221,9 @@ class BloomFile:
         if not header.clean:
             # A writer did not close it (crash, kill, or still open): recount from the bits.
             counts = tuple(self.estimate_items(slot) for slot in range(header.slots))
-            self.header = dataclasses.replace(header, approx_items=sum(counts),
-                                              slot_items=counts if header.windowed else ())
+            self.header = dataclasses.replace(
+                header, approx_items=sum(counts), slot_items=counts if header.windowed else ()
+            )
         self.write_state(self.header.approx_items, clean=False)
         return self
 
@@ -218,8 +237,9 @@ class BloomFile:
 
     def blocks(self) -> np.ndarray:
         """Return a uint8 view of the blocks (read-only when the file is); drop it before ``close``."""
-        return np.frombuffer(self.mm, dtype=np.uint8, count=self.header.num_blocks * self.header.slots * BLOCK_BYTES,
-                             offset=HEADER_BYTES)
+        return np.frombuffer(
+            self.mm, dtype=np.uint8, count=self.header.num_blocks * self.header.slots * BLOCK_BYTES, offset=HEADER_BYTES
+        )
 
     def slot_blocks(self, slot: int) -> np.ndarray:
         """Return a ``(num_blocks, 64)`` view of one slot's blocks (all of them in a plain filter)."""
@@ -229,13 +249,13 @@ class BloomFile:
         """Yield the number of set bits of every block of ``slot``, in slices of ``_SCAN_BLOCKS`` blocks."""
         rows = self.slot_blocks(slot)
         for start in range(0, len(rows), _SCAN_BLOCKS):
-            yield _popcount_rows(rows[start:start + _SCAN_BLOCKS])
+            yield _popcount_rows(rows[start : start + _SCAN_BLOCKS])
 
     def clear_slot(self, slot: int) -> None:
         """Zero every block of ``slot`` (a windowed filter reusing it for a new generation)."""
         rows = self.slot_blocks(slot)
         for start in range(0, len(rows), _SCAN_BLOCKS):
-            rows[start:start + _SCAN_BLOCKS] = 0
+            rows[start : start + _SCAN_BLOCKS] = 0
 
     def estimate_items(self, slot: int = 0) -> int:
         """Estimate how many keys were added to ``slot``, from the set bits of each block.

@@ -113,9 +113,17 @@ class WindowedFilterBase(FilterBase):
         if not isinstance(window, Window):
             raise TypeError(f"window must be a Window, got {type(window).__name__}")
         num_blocks, num_hashes = slot_shape(capacity, float(error_rate), window)
-        header = Header(capacity, float(error_rate), num_blocks, num_hashes, metadata,
-                        window_seconds=window.seconds, generations=window.generations,
-                        slot_generations=(NO_GENERATION,) * window.live_count, slot_items=(0,) * window.live_count)
+        header = Header(
+            capacity,
+            float(error_rate),
+            num_blocks,
+            num_hashes,
+            metadata,
+            window_seconds=window.seconds,
+            generations=window.generations,
+            slot_generations=(NO_GENERATION,) * window.live_count,
+            slot_items=(0,) * window.live_count,
+        )
         self._clock = clock
         self._attach(BloomFile.create(header, path, overwrite, self._ATOMIC_OR))
 
@@ -168,17 +176,22 @@ class WindowedFilterBase(FilterBase):
         if header.slot_generations[current] != generation:
             held = [g if live >> slot & 1 else NO_GENERATION for slot, g in enumerate(header.slot_generations)]
             self._slot_items = [n if live >> slot & 1 else 0 for slot, n in enumerate(self._slot_items)]
-            file.write_header(self._with_slots(header, held))          # 1. forget the expired slots
-            file.clear_slot(current)                                   # 2. zero the one taken over
+            file.write_header(self._with_slots(header, held))  # 1. forget the expired slots
+            file.clear_slot(current)  # 2. zero the one taken over
             held[current] = generation
-            file.write_header(self._with_slots(file.header, held))     # 3. give it the generation
+            file.write_header(self._with_slots(file.header, held))  # 3. give it the generation
             live |= 1 << current
         return current, live & ~(1 << current)
 
     def _with_slots(self, header: Header, held: List[int]) -> Header:
         self._count = sum(self._slot_items)
-        return dataclasses.replace(header, slot_generations=tuple(held), slot_items=tuple(self._slot_items),
-                                   approx_items=self._count, clean=False)
+        return dataclasses.replace(
+            header,
+            slot_generations=tuple(held),
+            slot_items=tuple(self._slot_items),
+            approx_items=self._count,
+            clean=False,
+        )
 
     def generations(self) -> List[Generation]:
         """The live generations, oldest first: which slot holds each, when it started, when its
@@ -188,8 +201,11 @@ class WindowedFilterBase(FilterBase):
             generation = self._current_generation(header)
             live = self._live_mask(header, generation)
             window = self.window
-            found = [Generation(g, slot, g * window.span, window.forgotten_at(g), self._slot_items[slot])
-                     for slot, g in enumerate(header.slot_generations) if live >> slot & 1]
+            found = [
+                Generation(g, slot, g * window.span, window.forgotten_at(g), self._slot_items[slot])
+                for slot, g in enumerate(header.slot_generations)
+                if live >> slot & 1
+            ]
         return sorted(found)
 
     # -- keys ------------------------------------------------------------------------------
@@ -211,8 +227,9 @@ class WindowedFilterBase(FilterBase):
             current, older = self._rotate(file)
             assert self._blocks is not None
             header = file.header
-            new = type(self)._add_kernel(self._blocks, header.num_blocks, header.num_hashes, header.slots, older,
-                                         current, hashes)
+            new = type(self)._add_kernel(
+                self._blocks, header.num_blocks, header.num_hashes, header.slots, older, current, hashes
+            )
             added = int(new.sum())
             self._slot_items[current] += added
             self._count += added
@@ -229,8 +246,9 @@ class WindowedFilterBase(FilterBase):
             header = file.header
             live = self._live_mask(header, self._current_generation(header))
             assert self._blocks is not None
-            return type(self)._contains_kernel(self._blocks, header.num_blocks, header.num_hashes, header.slots,
-                                               live, hashes)
+            return type(self)._contains_kernel(
+                self._blocks, header.num_blocks, header.num_hashes, header.slots, live, hashes
+            )
 
     def add(self, item: Any) -> bool:
         """Add one key; True when it was new (the polarity of ``BF.ADD`` and ``SET NX``).
@@ -301,8 +319,10 @@ class WindowedFilterBase(FilterBase):
         super().close()
 
     def _shape_fields(self, header: Header) -> str:
-        return (f"window={self.window.describe()!r} blocks={header.num_blocks} slots={header.slots} "
-                f"num_hashes={header.num_hashes}")
+        return (
+            f"window={self.window.describe()!r} blocks={header.num_blocks} slots={header.slots} "
+            f"num_hashes={header.num_hashes}"
+        )
 
     # -- whole-filter operations -----------------------------------------------------------
 
@@ -327,11 +347,14 @@ class WindowedFilterBase(FilterBase):
                 raise read_only_error()
             mine, yours = file.header, theirs.header
             if (mine.window_seconds, mine.generations) != (yours.window_seconds, yours.generations):
-                raise ValueError(f"cannot union filters of different windows: {self.window.describe()} vs "
-                                 f"{other.window.describe()}")
+                raise ValueError(
+                    f"cannot union filters of different windows: {self.window.describe()} vs {other.window.describe()}"
+                )
             if (mine.num_blocks, mine.num_hashes) != (yours.num_blocks, yours.num_hashes):
-                raise ValueError(f"cannot union filters of different shapes: {mine.num_blocks} x {mine.num_hashes} "
-                                 f"vs {yours.num_blocks} x {yours.num_hashes} per slot")
+                raise ValueError(
+                    f"cannot union filters of different shapes: {mine.num_blocks} x {mine.num_hashes} "
+                    f"vs {yours.num_blocks} x {yours.num_hashes} per slot"
+                )
             held = list(mine.slot_generations)
             for generation in their_generations:
                 slot = generation.slot

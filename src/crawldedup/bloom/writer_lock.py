@@ -153,8 +153,9 @@ class WriterLock:
         try:
             if not self.atomic_or:
                 if not _lock(fd, fcntl.F_WRLCK, 0, 2):
-                    raise _busy_error(self.path, "a pure-Python filter needs the file to itself; "
-                                                 "the compiled extension shares it")
+                    raise _busy_error(
+                        self.path, "a pure-Python filter needs the file to itself; the compiled extension shares it"
+                    )
                 return fd
             deadline = time.monotonic() + JOIN_TIMEOUT
             while not _lock(fd, fcntl.F_RDLCK, 0, 1):
@@ -180,7 +181,7 @@ class WriterLock:
                 if alone:
                     _lock(self._fd, fcntl.F_RDLCK, 0, 1)  # a downgrade never conflicts
 
-    def header_written(self) -> "contextlib.AbstractContextManager[None]":
+    def header_written(self) -> contextlib.AbstractContextManager[None]:
         """Hold the header lock (``header_access``) while this writer stores the header page."""
         return header_access(self._fd, write=True)
 
@@ -213,7 +214,7 @@ class WriterLock:
         self._fd = fd
 
 
-_LOCKS: "weakref.WeakSet[WriterLock]" = weakref.WeakSet()
+_LOCKS: weakref.WeakSet[WriterLock] = weakref.WeakSet()
 _forking: list[WriterLock] = []
 
 
@@ -239,5 +240,4 @@ def _after_fork_in_child() -> None:
 
 
 if SUPPORTED:
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                        after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)

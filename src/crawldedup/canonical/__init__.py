@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
 
+from .._checks import check_batch
+from .._env import compiled
 from ._canonical_py import canonicalize, canonicalize_many
 from .policy import (
     DEFAULT_DROP_PARAMS,
@@ -20,15 +22,13 @@ from .policy import (
     POLICY_FORMAT_VERSION,
     POLICY_V1,
     POLICY_V2,
-    CanonicalPolicy,
     Canonicalized,
+    CanonicalPolicy,
     InvalidURL,
     describe_policy,
     policy_conflict,
     policy_named,
 )
-from .._checks import check_batch
-from .._env import compiled
 
 __all__ = [
     "DEFAULT_DROP_PARAMS",

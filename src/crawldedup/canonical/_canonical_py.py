@@ -24,7 +24,7 @@ import idna
 
 from .._checks import check_batch
 from . import _whatwg
-from .policy import DEFAULT_POLICY, CanonicalPolicy, Canonicalized, InvalidURL
+from .policy import DEFAULT_POLICY, Canonicalized, CanonicalPolicy, InvalidURL
 
 __all__ = ["canonicalize", "canonicalize_many"]
 
@@ -91,7 +91,7 @@ _CLEAN_QUERY_RE = re.compile(r"[A-Za-z0-9\-._~=&]*\Z")
 _QUERY_SEPARATORS_RE = re.compile(r"[&;]")
 # Form re-encoding of one byte (held as a latin-1 character): unreserved raw, space "+",
 # every other byte "%XX" with uppercase hex.
-_FORM_ENCODE = {b: "%{:02X}".format(b) for b in range(256) if chr(b) not in UNRESERVED}
+_FORM_ENCODE = {b: f"%{b:02X}" for b in range(256) if chr(b) not in UNRESERVED}
 _FORM_ENCODE[0x20] = "+"
 
 
@@ -149,11 +149,11 @@ def _check_text(text: str, policy: CanonicalPolicy, what: str) -> str:
     return text
 
 
-def _percent_encode_run(match: "re.Match[str]") -> str:
-    return "".join(["%{:02X}".format(b) for b in match.group().encode("utf-8")])
+def _percent_encode_run(match: re.Match[str]) -> str:
+    return "".join([f"%{b:02X}" for b in match.group().encode("utf-8")])
 
 
-def _normalize_escapes(text: str, unsafe_re: "re.Pattern[str]") -> str:
+def _normalize_escapes(text: str, unsafe_re: re.Pattern[str]) -> str:
     """Normalizes escapes (RFC 3986 §6.2.2; a stray "%" becomes %25), then encodes what may not be raw."""
     if "%" in text:
         parts = text.split("%")
@@ -207,7 +207,7 @@ def _canonical_path(path: str, policy: CanonicalPolicy) -> str:
     return path
 
 
-def _upper_match(match: "re.Match[str]") -> str:
+def _upper_match(match: re.Match[str]) -> str:
     return match.group().upper()
 
 
@@ -344,8 +344,10 @@ def _canonical_name(host: str, strip_www: bool, whatwg: bool) -> str:
     if whatwg and name and _whatwg.ends_in_a_number(name):
         address = _whatwg.ipv4(name)
         if address is None:
-            raise InvalidURL(f"host {_show(host)} ends in a number but is no IPv4 address (WHATWG: at most four "
-                             "parts, each decimal, 0x hexadecimal or 0 octal, within range)")
+            raise InvalidURL(
+                f"host {_show(host)} ends in a number but is no IPv4 address (WHATWG: at most four "
+                "parts, each decimal, 0x hexadecimal or 0 octal, within range)"
+            )
         return address
     if name.endswith("."):
         name = name[:-1]
@@ -414,9 +416,12 @@ def _canonicalize(url: object, base: Optional[_BaseParts], policy: CanonicalPoli
         raise InvalidURL(f"no host in {_show(text)} (expected {scheme}://host)")
     out_scheme = "https" if policy.merge_schemes and scheme == "http" else scheme
     whatwg = policy.version >= 2 and scheme in _whatwg.SPECIAL_SCHEMES
-    result = out_scheme + "://" + canonical_authority(
-        authority, scheme, out_scheme, policy.strip_www, policy.keep_userinfo, whatwg
-    ) + _canonical_path(path, policy)
+    result = (
+        out_scheme
+        + "://"
+        + canonical_authority(authority, scheme, out_scheme, policy.strip_www, policy.keep_userinfo, whatwg)
+        + _canonical_path(path, policy)
+    )
     if query:
         query = _canonical_query(query, policy)
         if query:

@@ -37,9 +37,26 @@ POLICY_FORMAT_VERSION = 2
 #: Query keys that identify a visit, a campaign or a session rather than content (docs/canonical-policy.md, rule 8).
 DEFAULT_DROP_PARAMS: FrozenSet[str] = frozenset(
     {
-        "gclid", "fbclid", "msclkid", "dclid", "yclid", "gbraid", "wbraid", "igshid",
-        "mc_cid", "mc_eid", "_ga", "_gl", "spm", "from", "ref", "share_token",
-        "sessionid", "phpsessid", "jsessionid", "sid",
+        "gclid",
+        "fbclid",
+        "msclkid",
+        "dclid",
+        "yclid",
+        "gbraid",
+        "wbraid",
+        "igshid",
+        "mc_cid",
+        "mc_eid",
+        "_ga",
+        "_gl",
+        "spm",
+        "from",
+        "ref",
+        "share_token",
+        "sessionid",
+        "phpsessid",
+        "jsessionid",
+        "sid",
     }
 )
 
@@ -132,8 +149,15 @@ class CanonicalPolicy:
         self.query_keep_keys: FrozenSet[str]
         self.filters_query: bool
         set_ = object.__setattr__
-        for flag in ("merge_schemes", "strip_www", "keep_userinfo", "lowercase_path",
-                     "strip_trailing_slash", "semicolon_separator", "keep_fragment"):
+        for flag in (
+            "merge_schemes",
+            "strip_www",
+            "keep_userinfo",
+            "lowercase_path",
+            "strip_trailing_slash",
+            "semicolon_separator",
+            "keep_fragment",
+        ):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {type(getattr(self, flag)).__name__}")
         if not is_integer(self.max_length):
@@ -149,7 +173,9 @@ class CanonicalPolicy:
             raise ValueError("schemes must name at least one scheme")
         for scheme in schemes:
             if not _SCHEME_RE.match(scheme):
-                raise ValueError(f"schemes: {scheme!r} is not a scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.')")
+                raise ValueError(
+                    f"schemes: {scheme!r} is not a scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.')"
+                )
         set_(self, "schemes", schemes)
         for name in ("drop_params", "drop_prefixes", "keep_params"):
             set_(self, name, _names(getattr(self, name), name))
@@ -231,8 +257,10 @@ def policy_conflict(stored: str, ours: str) -> str:
     to follow "made with": both policies, and the setting that continues the old crawl."""
     name = _NAME_OF_DIGEST.get(stored)
     if name is not None:
-        how = (f"to continue the crawl that made it, pass --policy {name} (CRAWLDEDUP_POLICY={name}; "
-               f"in Python policy=POLICY_{name.upper()})")
+        how = (
+            f"to continue the crawl that made it, pass --policy {name} (CRAWLDEDUP_POLICY={name}; "
+            f"in Python policy=POLICY_{name.upper()})"
+        )
     else:
         how = "to continue the crawl that made it, use the CanonicalPolicy it was made with"
     return f"{describe_policy(stored)}, this crawl uses {describe_policy(ours)}: {how}"

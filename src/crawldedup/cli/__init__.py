@@ -43,6 +43,24 @@ from typing import IO, Any, List, NamedTuple, NoReturn, Optional, Sequence, Supp
 import numpy as np
 
 from .. import __version__
+from .._checks import check_error_rate, check_name, check_postgres_url, redis_url_refusal
+from .._wording import counted
+from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
+from ..canonical import (
+    Canonicalized,
+    CanonicalPolicy,
+    InvalidURL,
+    canonicalize,
+    canonicalize_each,
+    canonicalize_many,
+    describe_policy,
+)
+from ..config import SETTINGS, DedupConfig
+from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_canonical
+from ..dedup.state import state_policy
+from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
+from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
+from . import content
 from ._io import (
     EXIT_CODES,
     EXIT_INVALID,
@@ -63,23 +81,13 @@ from ._io import (
     decode_lines,
     line_batches,
 )
-from .._checks import check_error_rate, check_name, check_postgres_url, redis_url_refusal
-from ..config import SETTINGS, DedupConfig
-from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
-from ..canonical import CanonicalPolicy, Canonicalized, InvalidURL, canonicalize, canonicalize_each, canonicalize_many, describe_policy
-from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_canonical
-from ..dedup.state import state_policy
-from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
-from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
-from .._wording import counted
+from ._jobs import OrderedWork, available_cores
+from ._store_options import DEFAULT_SQLITE, add_policy_option, chosen_policy
 from .audit import Audit, render
-from . import content
-from .serve import add_command as add_serve_command
 from .doctor import add_command as add_doctor_command
 from .migrate import add_command as add_migrate_command
+from .serve import add_command as add_serve_command
 from .stats import add_command as add_stats_command
-from ._store_options import DEFAULT_SQLITE, add_policy_option, chosen_policy
-from ._jobs import OrderedWork, available_cores
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
 #: store round trip) small against the per-line work, and a batch of output is one write.
@@ -99,8 +107,9 @@ DEFAULT_UNWRITTEN = "crawldedup.unwritten"
 # --------------------------------------------------------------------------- lines to URLs
 
 
-def _canonicalize_lines(lines: List[str], base: Optional[str], policy: CanonicalPolicy,
-                        undecodable: bool = False) -> Canonicalized:
+def _canonicalize_lines(
+    lines: List[str], base: Optional[str], policy: CanonicalPolicy, undecodable: bool = False
+) -> Canonicalized:
     """Canonicalize lines as read: a ``BASE<TAB>LINK`` line against its own base, any other
     line against ``base``.
 
@@ -191,8 +200,15 @@ class FilterRun:
     store cannot take them back (``redisbloom``), kept in the unwritten-pages file.
     """
 
-    def __init__(self, args: argparse.Namespace, dedup: Deduplicator, reader: InputReader,
-                 rejects: Optional[Output], interruptions: Interruptions, unwritten: UnwrittenPages) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        dedup: Deduplicator,
+        reader: InputReader,
+        rejects: Optional[Output],
+        interruptions: Interruptions,
+        unwritten: UnwrittenPages,
+    ) -> None:
         self.args = args
         self.dedup = dedup
         self.reader = reader
@@ -213,8 +229,10 @@ class FilterRun:
         """Claim every line of the inputs, a batch at a time, in input order; with ``--jobs``
         above 1, worker processes prepare batches ahead beside this one (:mod:`._jobs`)."""
         keep_lines = self.args.output == "raw"
-        batches = (LineBatch(data, self.args.base, keep_lines)
-                   for data in line_batches(self.reader.raw_blocks(), self.args.batch_size))
+        batches = (
+            LineBatch(data, self.args.base, keep_lines)
+            for data in line_batches(self.reader.raw_blocks(), self.args.batch_size)
+        )
         with OrderedWork(partial(prepare_lines, policy=self.dedup.policy), self.args.jobs) as work:
             for _, prepared in work.map(batches, self.reader.may_wait):
                 self._claim(prepared)
@@ -279,13 +297,17 @@ class FilterRun:
         ]
         if bloom.grown:
             stages = bloom.stages()
-            rows.append(f"  filter grew         {counted(len(stages) - 1, 'stage'):>12}   past its capacity of "
-                        f"{stages[0].capacity:,}: {bloom.capacity:,} items in all, in {bloom.path}.stage1"
-                        f"{f' .. .stage{len(stages) - 1}' if len(stages) > 2 else ''}")
+            rows.append(
+                f"  filter grew         {counted(len(stages) - 1, 'stage'):>12}   past its capacity of "
+                f"{stages[0].capacity:,}: {bloom.capacity:,} items in all, in {bloom.path}.stage1"
+                f"{f' .. .stage{len(stages) - 1}' if len(stages) > 2 else ''}"
+            )
         if self.dedup.store is not None:
             stats = self.dedup.stats
-            rows.append(f"  store               {self.dedup.config.strategy:>12}   {self.dedup.store.description}, "
-                        f"{counted(stats.round_trips, 'round trip')}, {stats.answered_locally:,} answered locally")
+            rows.append(
+                f"  store               {self.dedup.config.strategy:>12}   {self.dedup.store.description}, "
+                f"{counted(stats.round_trips, 'round trip')}, {stats.answered_locally:,} answered locally"
+            )
         return "\n".join(rows)
 
 
@@ -299,14 +321,21 @@ def _loss(new: int, error_now: float, dedup: Deduplicator) -> Tuple[str, str]:
     """
     stats = dedup.stats
     if dedup.verify_hits:
-        return "0", f"pages (every local hit verified in the store; {counted(stats.false_hits, 'false positive')} caught)"
+        return (
+            "0",
+            f"pages (every local hit verified in the store; {counted(stats.false_hits, 'false positive')} caught)",
+        )
     if stats.false_hit_rate is not None:
-        return (f"~{stats.false_hit_rate * stats.local_hits:,.1f}",
-                f"pages (measured: {stats.false_hits:,} of {counted(stats.sampled_hits, 'sampled local hit')} "
-                f"{'was' if stats.false_hits == 1 else 'were'} new)")
+        return (
+            f"~{stats.false_hit_rate * stats.local_hits:,.1f}",
+            f"pages (measured: {stats.false_hits:,} of {counted(stats.sampled_hits, 'sampled local hit')} "
+            f"{'was' if stats.false_hits == 1 else 'were'} new)",
+        )
     bound = new * error_now / (1 - error_now) if error_now < 1 else float(new)
-    return ("< 0.1" if bound < 0.1 else f"<= {bound:,.1f}",
-            f"pages (estimate; filter false-positive rate now {error_now:.2g})")
+    return (
+        "< 0.1" if bound < 0.1 else f"<= {bound:,.1f}",
+        f"pages (estimate; filter false-positive rate now {error_now:.2g})",
+    )
 
 
 def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
@@ -322,9 +351,17 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
     state = args.state or config.state_path or DEFAULT_STATE
     try:
         return Deduplicator(
-            strategy, config=config, state=state, redis_url=args.redis_url, namespace=args.namespace,
-            capacity=args.capacity, error_rate=args.error_rate, verify_hits=args.verify_hits, crawl_round=args.round,
-            ttl_days=args.ttl_days, generations=args.generations,
+            strategy,
+            config=config,
+            state=state,
+            redis_url=args.redis_url,
+            namespace=args.namespace,
+            capacity=args.capacity,
+            error_rate=args.error_rate,
+            verify_hits=args.verify_hits,
+            crawl_round=args.round,
+            ttl_days=args.ttl_days,
+            generations=args.generations,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
             policy=args.policy,
             postgres_url=args.postgres_url,
@@ -477,8 +514,11 @@ def run_info(args: argparse.Namespace) -> int:
             ("size", f"{size:,} bytes ({size / 2**20:,.1f} MiB)"),
             ("capacity", f"{first.capacity:,}{' per window' if windowed else ''}"),
             ("error rate", f"{first.error_rate:g}"),
-            ("bits", f"{first.num_bits:,} ({counted(first.num_blocks, 'block')}{slots}, "
-                     f"{counted(first.num_hashes, 'hash', 'hashes')} per key)"),
+            (
+                "bits",
+                f"{first.num_bits:,} ({counted(first.num_blocks, 'block')}{slots}, "
+                f"{counted(first.num_hashes, 'hash', 'hashes')} per key)",
+            ),
             ("bits per item", f"{first.num_bits / first.capacity:.2f} at capacity"),
             ("fill", f"{bloom.fill_ratio:.4%}"),
             ("estimated items", f"{bloom.approx_items:,}"),
@@ -491,16 +531,27 @@ def run_info(args: argparse.Namespace) -> int:
             pass
         if isinstance(first, WindowedBloomFilter):
             rows[5:5] = [("window", f"{first.window.describe()} (claims forgotten after it)")] + [
-                (f"generation {g.generation}", f"slot {g.slot}, from {_utc(g.starts_at)}, forgotten at "
-                                              f"{_utc(g.forgotten_at)}, ~{g.approx_items:,} items")
+                (
+                    f"generation {g.generation}",
+                    f"slot {g.slot}, from {_utc(g.starts_at)}, forgotten at "
+                    f"{_utc(g.forgotten_at)}, ~{g.approx_items:,} items",
+                )
                 for g in first.generations()
             ]
         if grown is not None:
             stages = grown.stages()
-            rows[4:4] = [("grown", f"{counted(len(stages) - 1, 'stage')} past its capacity: holds "
-                                   f"{grown.capacity:,} keys in all, {grown.num_bits / 8 / 2**20:,.1f} MiB")] + [
-                (f"stage {stage.number}", f"{stage.path}: capacity {stage.capacity:,} at error rate "
-                                          f"{stage.error_rate:g}, ~{stage.approx_items:,} items, full at {stage.full_at:,}")
+            rows[4:4] = [
+                (
+                    "grown",
+                    f"{counted(len(stages) - 1, 'stage')} past its capacity: holds "
+                    f"{grown.capacity:,} keys in all, {grown.num_bits / 8 / 2**20:,.1f} MiB",
+                )
+            ] + [
+                (
+                    f"stage {stage.number}",
+                    f"{stage.path}: capacity {stage.capacity:,} at error rate "
+                    f"{stage.error_rate:g}, ~{stage.approx_items:,} items, full at {stage.full_at:,}",
+                )
                 for stage in stages
             ]
     width = max(len(name) for name, _ in rows) + 2
@@ -520,9 +571,12 @@ def run_merge(args: argparse.Namespace) -> int:
     try:
         for path, bloom in zip(args.files, filters):
             if isinstance(bloom, GrowingFilter):
-                raise CLIError(EXIT_STATE, f"cannot merge {path}: it grew past its capacity into "
-                                           f"{counted(len(bloom.stages()) - 1, 'stage file')} ({path}.stage1 ...), "
-                                           "and merge takes only filters that never grew")
+                raise CLIError(
+                    EXIT_STATE,
+                    f"cannot merge {path}: it grew past its capacity into "
+                    f"{counted(len(bloom.stages()) - 1, 'stage file')} ({path}.stage1 ...), "
+                    "and merge takes only filters that never grew",
+                )
         plain = cast(List[FilterFile], filters)
         first = plain[0]
         for path, other in zip(args.files[1:], plain[1:]):
@@ -559,15 +613,20 @@ def _check_compatible(first_path: str, first: FilterFile, path: str, other: Filt
     :raises CLIError: (``EXIT_STATE``) naming both files and what differs.
     """
     if _window_of(first) != _window_of(other):
-        raise CLIError(EXIT_STATE, f"cannot merge {path} into {first_path}: different recrawl windows "
-                                   f"({_window_of(first)} vs {_window_of(other)})")
+        raise CLIError(
+            EXIT_STATE,
+            f"cannot merge {path} into {first_path}: different recrawl windows "
+            f"({_window_of(first)} vs {_window_of(other)})",
+        )
     differences = [
         f"{name} {getattr(first, name)!r} vs {getattr(other, name)!r}"
         for name in ("capacity", "error_rate", "num_blocks", "num_hashes", "metadata")
         if getattr(first, name) != getattr(other, name)
     ]
     if differences:
-        raise CLIError(EXIT_STATE, f"cannot merge {path} into {first_path}: incompatible filters ({'; '.join(differences)})")
+        raise CLIError(
+            EXIT_STATE, f"cannot merge {path} into {first_path}: incompatible filters ({'; '.join(differences)})"
+        )
 
 
 # --------------------------------------------------------------------------- arguments
@@ -589,7 +648,9 @@ def _jobs(text: str) -> int:
     try:
         return _positive_int(text)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, or 0 for the cores available, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer, or 0 for the cores available, got {text!r}"
+        ) from None
 
 
 def _probability(text: str) -> float:
@@ -667,9 +728,12 @@ class _Formatter(argparse.HelpFormatter):
 
 
 def _exit_codes_epilog() -> str:
-    rows = [textwrap.fill(meaning, width=78, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7,
-                          break_on_hyphens=False)
-            for code, meaning in EXIT_CODES]
+    rows = [
+        textwrap.fill(
+            meaning, width=78, initial_indent=f"  {code:<5}", subsequent_indent=" " * 7, break_on_hyphens=False
+        )
+        for code, meaning in EXIT_CODES
+    ]
     return "exit codes:\n" + "\n".join(rows) + "\n\nSee docs/cli.md."
 
 
@@ -682,7 +746,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="crawldedup",
         description="Has this page already been claimed? Deduplicate crawl frontiers by canonical URL.",
-        epilog=epilog, formatter_class=_Formatter,
+        epilog=epilog,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"crawldedup {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -690,84 +755,167 @@ def build_parser() -> argparse.ArgumentParser:
     base_help = "resolve relative links against this URL (a line 'BASE<TAB>LINK' carries its own base)"
 
     filt = commands.add_parser(
-        "filter", help="print the first occurrence of each page",
+        "filter",
+        help="print the first occurrence of each page",
         description="Print the first occurrence of each page, remembering pages in a filter file "
-                    "so that the next run prints only what is new. A summary ends on stderr.",
-        epilog=epilog, formatter_class=_Formatter)
+        "so that the next run prints only what is new. A summary ends on stderr.",
+        epilog=epilog,
+        formatter_class=_Formatter,
+    )
     filt.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
-    filt.add_argument("--state", metavar="FILE",
-                      help=f"filter file, created when missing (default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})")
-    filt.add_argument("--capacity", type=_positive_int, metavar="N",
-                      help="URLs a new filter is sized for (default $BLOOM_CAPACITY or 10,000,000)")
-    filt.add_argument("--error-rate", type=_probability, metavar="P",
-                      help="false-positive rate of a new filter at capacity (default $BLOOM_ERROR_RATE or 0.01)")
-    filt.add_argument("--output", choices=("canonical", "raw"), default="canonical",
-                      help="print the canonical form (default) or the line as read")
+    filt.add_argument(
+        "--state",
+        metavar="FILE",
+        help=f"filter file, created when missing (default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})",
+    )
+    filt.add_argument(
+        "--capacity",
+        type=_positive_int,
+        metavar="N",
+        help="URLs a new filter is sized for (default $BLOOM_CAPACITY or 10,000,000)",
+    )
+    filt.add_argument(
+        "--error-rate",
+        type=_probability,
+        metavar="P",
+        help="false-positive rate of a new filter at capacity (default $BLOOM_ERROR_RATE or 0.01)",
+    )
+    filt.add_argument(
+        "--output",
+        choices=("canonical", "raw"),
+        default="canonical",
+        help="print the canonical form (default) or the line as read",
+    )
     filt.add_argument("--base", type=_base_url, help=base_help)
-    filt.add_argument("--strategy", type=_strategy, metavar="{" + ",".join(STRATEGIES) + "}",
-                      help="claim through the local filter alone (default) or a store ($DEDUP_STRATEGY; "
-                           + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items()) + ")")
-    filt.add_argument("--redis-url", type=_redis_url, metavar="URL",
-                      help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
-    filt.add_argument("--sqlite", metavar="FILE",
-                      help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
-    filt.add_argument("--postgres-url", type=_postgres_url, metavar="URL",
-                      help="database of the postgres strategy, postgresql://user:password@host/db "
-                           "($CRAWLDEDUP_POSTGRES_URL)")
-    filt.add_argument("--ttl-days", type=_days, metavar="DAYS",
-                      help="the recrawl window: a page is seen for DAYS, then won again; 0 = for ever "
-                           "($VISITED_TTL_DAYS, default 30)")
-    filt.add_argument("--generations", type=_positive_int, metavar="G",
-                      help="generations of the window: a page is won again at most DAYS / G late "
-                           "($CRAWLDEDUP_GENERATIONS, default 4)")
+    filt.add_argument(
+        "--strategy",
+        type=_strategy,
+        metavar="{" + ",".join(STRATEGIES) + "}",
+        help="claim through the local filter alone (default) or a store ($DEDUP_STRATEGY; "
+        + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items())
+        + ")",
+    )
+    filt.add_argument(
+        "--redis-url",
+        type=_redis_url,
+        metavar="URL",
+        help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)",
+    )
+    filt.add_argument(
+        "--sqlite",
+        metavar="FILE",
+        help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})",
+    )
+    filt.add_argument(
+        "--postgres-url",
+        type=_postgres_url,
+        metavar="URL",
+        help="database of the postgres strategy, postgresql://user:password@host/db ($CRAWLDEDUP_POSTGRES_URL)",
+    )
+    filt.add_argument(
+        "--ttl-days",
+        type=_days,
+        metavar="DAYS",
+        help="the recrawl window: a page is seen for DAYS, then won again; 0 = for ever "
+        "($VISITED_TTL_DAYS, default 30)",
+    )
+    filt.add_argument(
+        "--generations",
+        type=_positive_int,
+        metavar="G",
+        help="generations of the window: a page is won again at most DAYS / G late "
+        "($CRAWLDEDUP_GENERATIONS, default 4)",
+    )
     filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
     add_policy_option(filt)
-    filt.add_argument("--round", type=_round_name, metavar="NAME",
-                      help="a crawl round: a fresh dedup space <namespace>:<NAME> in the store and the state file")
-    filt.add_argument("--verify-hits", action="store_true",
-                      help="send the local filter's hits to the store too, so that a false positive loses no page")
+    filt.add_argument(
+        "--round",
+        type=_round_name,
+        metavar="NAME",
+        help="a crawl round: a fresh dedup space <namespace>:<NAME> in the store and the state file",
+    )
+    filt.add_argument(
+        "--verify-hits",
+        action="store_true",
+        help="send the local filter's hits to the store too, so that a false positive loses no page",
+    )
     filt.add_argument("--rejects", metavar="FILE", help="write each invalid line there as LINE<TAB>REASON")
-    filt.add_argument("--unwritten", metavar="FILE",
-                      help="append there the pages the store keeps although their lines could not be written "
-                           f"(redisbloom: it cannot take a claim back; default ./{DEFAULT_UNWRITTEN}, created when needed)")
-    filt.add_argument("--batch-size", type=_positive_int, default=BATCH_LINES, metavar="N",
-                      help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time")
-    filt.add_argument("--jobs", type=_jobs, default=0, metavar="N",
-                      help="processes that canonicalize and fingerprint batches, the main one among them, which "
-                           "also claims and writes them in input order (default 0: the cores available, here "
-                           f"{available_cores()}; 1: all in one process, for a machine other jobs keep busy)")
-    filt.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                      help="progress bar on stderr (default: when stderr is a terminal)")
+    filt.add_argument(
+        "--unwritten",
+        metavar="FILE",
+        help="append there the pages the store keeps although their lines could not be written "
+        f"(redisbloom: it cannot take a claim back; default ./{DEFAULT_UNWRITTEN}, created when needed)",
+    )
+    filt.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=BATCH_LINES,
+        metavar="N",
+        help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time",
+    )
+    filt.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=0,
+        metavar="N",
+        help="processes that canonicalize and fingerprint batches, the main one among them, which "
+        "also claims and writes them in input order (default 0: the cores available, here "
+        f"{available_cores()}; 1: all in one process, for a machine other jobs keep busy)",
+    )
+    filt.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
     filt.add_argument("-q", "--quiet", action="store_true", help="no summary")
     filt.set_defaults(run=run_filter)
 
     canon = commands.add_parser(
-        "canonicalize", help="print the canonical form of each URL",
+        "canonicalize",
+        help="print the canonical form of each URL",
         description="Print the canonical form of each line: an empty line for an invalid one, "
-                    "its reason on stderr, and exit code 1.",
-        epilog=epilog, formatter_class=_Formatter)
+        "its reason on stderr, and exit code 1.",
+        epilog=epilog,
+        formatter_class=_Formatter,
+    )
     canon.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
     canon.add_argument("--base", type=_base_url, help=base_help)
     add_policy_option(canon)
     canon.set_defaults(run=run_canonicalize)
 
-    info = commands.add_parser("info", help="describe a filter file",
-                               description="Print a filter file's parameters, size, fill, estimated items and error rate.",
-                               epilog=epilog, formatter_class=_Formatter)
+    info = commands.add_parser(
+        "info",
+        help="describe a filter file",
+        description="Print a filter file's parameters, size, fill, estimated items and error rate.",
+        epilog=epilog,
+        formatter_class=_Formatter,
+    )
     info.add_argument("file", metavar="FILE")
     info.set_defaults(run=run_info)
 
     audit = commands.add_parser(
-        "audit", help="find the pages a log of fetched URLs holds more than once",
+        "audit",
+        help="find the pages a log of fetched URLs holds more than once",
         description="Canonicalize a log of fetched URLs as filter does and report each page fetched more "
-                    "than once: its fetches, the spellings that merged into it, and the rule that merged each. "
-                    "Invalid lines are counted.",
-        epilog=epilog, formatter_class=_Formatter)
+        "than once: its fetches, the spellings that merged into it, and the rule that merged each. "
+        "Invalid lines are counted.",
+        epilog=epilog,
+        formatter_class=_Formatter,
+    )
     audit.add_argument("inputs", nargs="*", metavar="FILE", help=inputs_help)
-    audit.add_argument("--top", type=_positive_int, metavar="N",
-                       help=f"show the N most-fetched pages (default {AUDIT_TOP}; with --json: all)")
-    audit.add_argument("--spellings", type=_positive_int, metavar="N",
-                       help=f"show the N most-used spellings of each page (default {AUDIT_SPELLINGS}; with --json: all)")
+    audit.add_argument(
+        "--top",
+        type=_positive_int,
+        metavar="N",
+        help=f"show the N most-fetched pages (default {AUDIT_TOP}; with --json: all)",
+    )
+    audit.add_argument(
+        "--spellings",
+        type=_positive_int,
+        metavar="N",
+        help=f"show the N most-used spellings of each page (default {AUDIT_SPELLINGS}; with --json: all)",
+    )
     audit.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
     add_policy_option(audit)
     audit.set_defaults(run=run_audit)
@@ -775,9 +923,12 @@ def build_parser() -> argparse.ArgumentParser:
     content.add_parser(commands, epilog, _Formatter)
 
     merge = commands.add_parser(
-        "merge", help="union compatible filter files",
+        "merge",
+        help="union compatible filter files",
         description="Write the union of filters of the same capacity, error rate and canonical policy.",
-        epilog=epilog, formatter_class=_Formatter)
+        epilog=epilog,
+        formatter_class=_Formatter,
+    )
     merge.add_argument("files", nargs="+", metavar="FILE")
     merge.add_argument("-o", "--output", required=True, metavar="OUT", help="filter file to create")
     merge.add_argument("--force", action="store_true", help="replace OUT if it exists")

@@ -37,18 +37,27 @@ EXIT_STORE_REFUSED = 6
 #: ``crawldedup.cli`` docstring and of docs/cli.md (a test keeps the three the same).
 EXIT_CODES: Tuple[Tuple[int, str], ...] = (
     (EXIT_OK, "success"),
-    (EXIT_INVALID, "canonicalize: at least one line was not an accepted URL; content: at least one page "
-                   "could not be checked; doctor: at least one check failed"),
+    (
+        EXIT_INVALID,
+        "canonicalize: at least one line was not an accepted URL; content: at least one page "
+        "could not be checked; doctor: at least one check failed",
+    ),
     (EXIT_USAGE, "usage: an unknown option, a bad option value or a bad environment variable"),
-    (EXIT_STATE, "a state or filter file is missing, corrupt or incompatible, merge would overwrite a file, "
-                 "or the store's namespace was made by another store kind or canonical policy, does not exist "
-                 "(stats, migrate), is half way through a migration elsewhere, or holds a seed that is incomplete, of "
-                 "another file or of another window"),
+    (
+        EXIT_STATE,
+        "a state or filter file is missing, corrupt or incompatible, merge would overwrite a file, "
+        "or the store's namespace was made by another store kind or canonical policy, does not exist "
+        "(stats, migrate), is half way through a migration elsewhere, or holds a seed that is incomplete, of "
+        "another file or of another window",
+    ),
     (EXIT_IO, "an input could not be read, or an output could not be written"),
     (EXIT_STORE, "the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out, locked"),
-    (EXIT_STORE_REFUSED, "the claim store refused, not retried: a misconfiguration the message names (no "
-                         "RedisBloom module, a wrong or missing password, ACL, a read-only replica, maxmemory, "
-                         "not a SQLite database)"),
+    (
+        EXIT_STORE_REFUSED,
+        "the claim store refused, not retried: a misconfiguration the message names (no "
+        "RedisBloom module, a wrong or missing password, ACL, a read-only replica, maxmemory, "
+        "not a SQLite database)",
+    ),
     (130, "interrupted by SIGINT (Ctrl-C): the batch in flight was finished and the summary printed"),
     (141, "stdout was closed by its reader, such as head (SIGPIPE)"),
     (143, "terminated by SIGTERM: the batch in flight was finished and the summary printed"),
@@ -212,7 +221,7 @@ class InputReader:
                     yield rest
                     rest = b""
                 continue
-            rest = data[cut + 1:]
+            rest = data[cut + 1 :]
             yield data[:cut]
         if rest:
             yield rest
@@ -266,7 +275,7 @@ def _nth_newline(newlines: np.ndarray, start: int, n: int) -> Tuple[int, int]:
     and ``n``; or -1 and the number of newlines there are from ``start``, when fewer."""
     found = 0
     for piece in range(start, len(newlines), NEWLINE_PIECE):
-        marks = newlines[piece:piece + NEWLINE_PIECE]
+        marks = newlines[piece : piece + NEWLINE_PIECE]
         here = int(np.count_nonzero(marks))
         if found + here >= n:
             return piece + int(np.flatnonzero(marks)[n - found - 1]), n
@@ -302,7 +311,9 @@ def _gunzip(name: str, head: bytes, chunks: Iterator[bytes]) -> Iterator[bytes]:
                 continue
         pending = next(chunks, None)
     if in_member:
-        raise CLIError(EXIT_IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)")
+        raise CLIError(
+            EXIT_IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)"
+        )
 
 
 def _split(text: str) -> List[str]:
@@ -392,7 +403,7 @@ class Output:
         self.stream.flush()  # nothing buffered, so the bytes stay in order
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(self._fd, view) :]
 
     def _wait_until_read(self) -> None:
         """Return once the pipe is empty; raise BrokenPipeError once its reader is gone.
@@ -479,7 +490,7 @@ class UnwrittenPages:
             start = os.fstat(fd).st_size
             data = memoryview(_encode("".join(url + "\n" for url in urls)))
             while data:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
             os.fsync(fd)
         except OSError as exc:
             if start is not None:
@@ -500,9 +511,11 @@ class UnwrittenPages:
     def report(self) -> Optional[str]:
         """One line saying where the unwritten pages went, or None when there were none."""
         if self.lost:
-            return (f"{counted(self.lost, 'page')} claimed in the store, not written, could not be kept in "
-                    f"{self.path} ({self.error}): lost to this crawl"
-                    + (f"; {counted(self.kept, 'more page')} are in {self.path}" if self.kept else ""))
+            return (
+                f"{counted(self.lost, 'page')} claimed in the store, not written, could not be kept in "
+                f"{self.path} ({self.error}): lost to this crawl"
+                + (f"; {counted(self.kept, 'more page')} are in {self.path}" if self.kept else "")
+            )
         if self.kept:
             return f"{counted(self.kept, 'page')} claimed in the store, not written: their URLs are in {self.path}"
         return None
@@ -567,7 +580,7 @@ class Interruptions:
         if not self._settled and (not self._deferring or repeated):
             raise KeyboardInterrupt
 
-    def __enter__(self) -> "Interruptions":
+    def __enter__(self) -> Interruptions:
         for signum in (signal.SIGINT, signal.SIGTERM):
             try:
                 self._previous[signum] = signal.signal(signum, self._handle)

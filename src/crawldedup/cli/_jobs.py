@@ -81,8 +81,10 @@ def cpu_quota(cgroup_root: str = "/sys/fs/cgroup") -> Optional[float]:
             quota, _, period = limits.read().strip().partition(" ")
     except OSError:
         try:
-            with open(os.path.join(cgroup_root, "cpu", "cpu.cfs_quota_us")) as limit, \
-                    open(os.path.join(cgroup_root, "cpu", "cpu.cfs_period_us")) as every:
+            with (
+                open(os.path.join(cgroup_root, "cpu", "cpu.cfs_quota_us")) as limit,
+                open(os.path.join(cgroup_root, "cpu", "cpu.cfs_period_us")) as every,
+            ):
                 quota, period = limit.read().strip(), every.read().strip()
         except OSError:
             return None
@@ -134,7 +136,7 @@ class _Channel:
             return
         at = (self._sent % AHEAD_PER_JOB) * SLOT_BYTES
         for view, size in zip(views, sizes):
-            self.memory[at:at + size] = view
+            self.memory[at : at + size] = view
             at += size
         self.connection.send_bytes(pickle.dumps((head, sizes), protocol=5))
         self._sent += 1
@@ -147,7 +149,7 @@ class _Channel:
             return pickle.loads(head)
         at = (self._received % AHEAD_PER_JOB) * SLOT_BYTES
         self._received += 1
-        region = memoryview(cast(mmap.mmap, self.memory))[at:at + sum(sizes)]
+        region = memoryview(cast(mmap.mmap, self.memory))[at : at + sum(sizes)]
         if copy:
             region = memoryview(bytes(region))
         buffers = []
@@ -169,7 +171,7 @@ def _serve(function: Callable[[Any], Any], tasks: _Channel, results: _Channel, p
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process stops the run between two batches
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the main process's handler: stop() may terminate
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)  # a SIGTERM already sent ends it here
-    arrived: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+    arrived: queue.SimpleQueue[Any] = queue.SimpleQueue()
     threading.Thread(target=_take_tasks, args=(tasks, arrived, parent), daemon=True).start()
     while True:
         task = arrived.get()
@@ -191,7 +193,7 @@ _ORPHANED = object()
 PARENT_CHECK_SECONDS = 1.0
 
 
-def _take_tasks(tasks: _Channel, arrived: "queue.SimpleQueue[Any]", parent: int) -> None:
+def _take_tasks(tasks: _Channel, arrived: queue.SimpleQueue[Any], parent: int) -> None:
     # The pipe never reaches its end while the main process is killed: the workers forked
     # after this one hold its writing end too. So the parent is looked at while waiting.
     try:
@@ -215,7 +217,9 @@ class _Worker:
         self.process: BaseProcess = context.Process(
             target=_serve,
             args=(function, _Channel(task_reader, task_slots), _Channel(result_writer, result_slots), os.getpid()),
-            daemon=True, name="crawldedup-job")
+            daemon=True,
+            name="crawldedup-job",
+        )
         for connection in (task_writer, result_reader):
             _widen(connection)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
@@ -378,7 +382,7 @@ class OrderedWork(Generic[T, R]):
             worker.stop()
         self._workers, self._busy = [], []
 
-    def __enter__(self) -> "OrderedWork[T, R]":
+    def __enter__(self) -> OrderedWork[T, R]:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

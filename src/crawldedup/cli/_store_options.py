@@ -20,13 +20,21 @@ from ._io import EXIT_USAGE, CLIError
 DEFAULT_SQLITE = "crawldedup.sqlite"
 #: Option (as argparse names it) -> the DedupConfig field it sets.
 STORE_OPTIONS = {
-    "strategy": "strategy", "redis_url": "redis_url", "sqlite": "sqlite_path", "postgres_url": "postgres_url",
+    "strategy": "strategy",
+    "redis_url": "redis_url",
+    "sqlite": "sqlite_path",
+    "postgres_url": "postgres_url",
     "namespace": "namespace",
-    "capacity": "capacity", "error_rate": "error_rate", "ttl_days": "ttl_days",
+    "capacity": "capacity",
+    "error_rate": "error_rate",
+    "ttl_days": "ttl_days",
 }
 #: The options of :func:`add_durability_options` -> the DedupConfig fields they set.
-DURABILITY_OPTIONS = {"durability": "durability", "durable_replicas": "durable_replicas",
-                      "durable_timeout": "durable_timeout"}
+DURABILITY_OPTIONS = {
+    "durability": "durability",
+    "durable_replicas": "durable_replicas",
+    "durable_timeout": "durable_timeout",
+}
 
 
 def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -> None:
@@ -34,13 +42,21 @@ def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -
     is False), ``--capacity``, ``--error-rate`` and ``--ttl-days`` to ``parser``."""
     stores = [name for name, store in STRATEGIES.items() if store is not None]
     parser.add_argument("--strategy", metavar="{" + ",".join(stores) + "}", help="the claim store ($DEDUP_STRATEGY)")
-    parser.add_argument("--redis-url", metavar="URL", help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)")
-    parser.add_argument("--sqlite", metavar="FILE",
-                        help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
-    parser.add_argument("--postgres-url", metavar="URL",
-                        help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)")
+    parser.add_argument(
+        "--redis-url", metavar="URL", help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)"
+    )
+    parser.add_argument(
+        "--sqlite",
+        metavar="FILE",
+        help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})",
+    )
+    parser.add_argument(
+        "--postgres-url", metavar="URL", help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)"
+    )
     if namespace:
-        parser.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+        parser.add_argument(
+            "--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)"
+        )
     parser.add_argument("--capacity", metavar="N", help="URLs the store is sized for ($BLOOM_CAPACITY)")
     parser.add_argument("--error-rate", metavar="P", help="false-positive rate of RedisBloom ($BLOOM_ERROR_RATE)")
     parser.add_argument("--ttl-days", metavar="DAYS", help="lifetime of a claim in the set store ($VISITED_TTL_DAYS)")
@@ -48,13 +64,22 @@ def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -
 
 def add_durability_options(parser: argparse.ArgumentParser) -> None:
     """Add ``--durability``, ``--durable-replicas`` and ``--durable-timeout`` (the Redis stores')."""
-    parser.add_argument("--durability", metavar="{primary,replicated}",
-                        help="answer a claim once the Redis primary has it (primary, the default) or once WAIT "
-                             "confirmed it on replicas (replicated) ($CRAWLDEDUP_DURABILITY)")
-    parser.add_argument("--durable-replicas", metavar="N",
-                        help="replicated: replicas that must confirm a batch (default 1) ($CRAWLDEDUP_DURABLE_REPLICAS)")
-    parser.add_argument("--durable-timeout", metavar="SECONDS",
-                        help="replicated: how long WAIT waits for them (default 1) ($CRAWLDEDUP_DURABLE_TIMEOUT)")
+    parser.add_argument(
+        "--durability",
+        metavar="{primary,replicated}",
+        help="answer a claim once the Redis primary has it (primary, the default) or once WAIT "
+        "confirmed it on replicas (replicated) ($CRAWLDEDUP_DURABILITY)",
+    )
+    parser.add_argument(
+        "--durable-replicas",
+        metavar="N",
+        help="replicated: replicas that must confirm a batch (default 1) ($CRAWLDEDUP_DURABLE_REPLICAS)",
+    )
+    parser.add_argument(
+        "--durable-timeout",
+        metavar="SECONDS",
+        help="replicated: how long WAIT waits for them (default 1) ($CRAWLDEDUP_DURABLE_TIMEOUT)",
+    )
 
 
 def store_config(args: argparse.Namespace, command: str, options: Mapping[str, str] = STORE_OPTIONS) -> DedupConfig:
@@ -86,9 +111,13 @@ def _policy_name(text: str) -> str:
 
 def add_policy_option(parser: argparse.ArgumentParser) -> None:
     """Add ``--policy {v1,v2}``: the canonical policy (``$CRAWLDEDUP_POLICY``; default v2)."""
-    parser.add_argument("--policy", type=_policy_name, metavar="{" + ",".join(POLICIES) + "}",
-                        help="the canonical policy: v2 (the default: links read as browsers read them) or v1 "
-                             "(continues a crawl, state file or namespace begun before policy 2) ($CRAWLDEDUP_POLICY)")
+    parser.add_argument(
+        "--policy",
+        type=_policy_name,
+        metavar="{" + ",".join(POLICIES) + "}",
+        help="the canonical policy: v2 (the default: links read as browsers read them) or v1 "
+        "(continues a crawl, state file or namespace begun before policy 2) ($CRAWLDEDUP_POLICY)",
+    )
 
 
 def chosen_policy(name: Optional[str], command: str) -> CanonicalPolicy:
@@ -102,4 +131,6 @@ def chosen_policy(name: Optional[str], command: str) -> CanonicalPolicy:
     try:
         return policy_named(text)
     except ValueError:
-        raise CLIError(EXIT_USAGE, f"{SETTINGS['policy'].complaint('policy', text)}; see crawldedup {command} --help") from None
+        raise CLIError(
+            EXIT_USAGE, f"{SETTINGS['policy'].complaint('policy', text)}; see crawldedup {command} --help"
+        ) from None

@@ -13,8 +13,8 @@ from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import SplitResult, unquote, unquote_plus, urlsplit
 
-from ..canonical import CanonicalPolicy, canonicalize_many
 from .._wording import counted
+from ..canonical import CanonicalPolicy, canonicalize_many
 from ._io import InputReader, as_read
 
 WRAPPED = "wrapped URL"
@@ -31,8 +31,21 @@ ORDER = "parameter order"
 FRAGMENT = "fragment"
 OTHER = "other"
 #: Every rule :func:`merge_rules` names, in the order it lists them.
-RULES = (WRAPPED, CASE, UNICODE_HOST, HOST_DOT, PORT, DOT_SEGMENTS, TRAILING_SLASH, ENCODING, EMPTY_PARAMETER,
-         TRACKING, ORDER, FRAGMENT, OTHER)
+RULES = (
+    WRAPPED,
+    CASE,
+    UNICODE_HOST,
+    HOST_DOT,
+    PORT,
+    DOT_SEGMENTS,
+    TRAILING_SLASH,
+    ENCODING,
+    EMPTY_PARAMETER,
+    TRACKING,
+    ORDER,
+    FRAGMENT,
+    OTHER,
+)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -66,7 +79,7 @@ def _host(parts: SplitResult) -> str:
     """The host as written (urllib's ``hostname`` is lowercased)."""
     host_port = parts.netloc.rpartition("@")[2]
     if host_port.startswith("["):
-        return host_port[:host_port.find("]") + 1]
+        return host_port[: host_port.find("]") + 1]
     return host_port.partition(":")[0]
 
 
@@ -170,8 +183,10 @@ class Audit:
         :param top: at most this many pages in ``repeated`` (all when None), most-fetched first.
         :param spellings: at most this many spellings per page (all when None), most-used first.
         """
-        repeated = sorted(((sum(counts.values()), url) for url, counts in self.spellings.items()
-                           if sum(counts.values()) > 1), key=lambda item: (-item[0], item[1]))
+        repeated = sorted(
+            ((sum(counts.values()), url) for url, counts in self.spellings.items() if sum(counts.values()) > 1),
+            key=lambda item: (-item[0], item[1]),
+        )
         valid = self.lines - self.invalid
         return {
             "lines": self.lines,
@@ -184,8 +199,10 @@ class Audit:
 
     def _page(self, url: str, fetches: int, limit: Optional[int]) -> Dict[str, Any]:
         counts = sorted(self.spellings[url].items(), key=lambda item: (-item[1], item[0]))
-        shown: List[Dict[str, Any]] = [{"spelling": spelling, "fetches": count, "rules": merge_rules(spelling, url)}
-                 for spelling, count in counts[:limit]]
+        shown: List[Dict[str, Any]] = [
+            {"spelling": spelling, "fetches": count, "rules": merge_rules(spelling, url)}
+            for spelling, count in counts[:limit]
+        ]
         return {
             "canonical": url,
             "fetches": fetches,

@@ -21,6 +21,7 @@ from pathlib import PurePath
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from urllib.parse import quote, urljoin
 
+from .._wording import counted
 from ..bloom import FilterFileError
 from ..config import DedupConfig
 from ..content import page_text, simhash_many
@@ -28,8 +29,18 @@ from ..content.index_format import MAX_DISTANCE
 from ..dedup import Deduplicator
 from ..pages import INVALID, PAGES_SUFFIX, VERDICTS, PageFileError
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
-from .._wording import counted
-from ._io import EXIT_INVALID, EXIT_IO, EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError, InputReader, Output
+from ._io import (
+    EXIT_INVALID,
+    EXIT_IO,
+    EXIT_OK,
+    EXIT_STATE,
+    EXIT_STORE,
+    EXIT_STORE_REFUSED,
+    EXIT_USAGE,
+    CLIError,
+    InputReader,
+    Output,
+)
 
 __all__ = ["BASE", "BATCH_PAGES", "add_parser", "run_content"]
 
@@ -48,27 +59,52 @@ Page = Tuple[str, int, Optional[str], Union[bytes, str, None], Optional[str]]
 def add_parser(commands: Any, epilog: str, formatter_class: type) -> None:
     """Add the ``content`` subcommand to the ``crawldedup`` command's subparsers."""
     parser = commands.add_parser(
-        "content", help="say per page whether its content is new, unchanged, changed or a duplicate",
+        "content",
+        help="say per page whether its content is new, unchanged, changed or a duplicate",
         description="Fingerprint each page's text and compare it with the page's last fetch and with "
-                    "the other pages stored: print VERDICT<TAB>URL[<TAB>DISTANCE[<TAB>DUPLICATE-OF]] per page.",
-        epilog=epilog, formatter_class=formatter_class)
-    parser.add_argument("inputs", nargs="*", metavar="FILE",
-                        help="HTML files, or JSON lines of {\"url\", \"html\"} (*.jsonl, *.ndjson, gzip or not; "
-                             "'-' or none: stdin)")
-    parser.add_argument("--base", default=BASE, metavar="URL",
-                        help=f"an HTML file is the page at its path under this URL (default {BASE})")
-    parser.add_argument("--max-distance", type=_distance, default=3, metavar="K",
-                        help="a page within K bits (1 to 7) of a fingerprint is near it (default 3)")
-    parser.add_argument("--state", metavar="FILE",
-                        help=f"local strategy: the state file, pages in FILE{PAGES_SUFFIX} "
-                             f"(default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})")
+        "the other pages stored: print VERDICT<TAB>URL[<TAB>DISTANCE[<TAB>DUPLICATE-OF]] per page.",
+        epilog=epilog,
+        formatter_class=formatter_class,
+    )
+    parser.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="FILE",
+        help='HTML files, or JSON lines of {"url", "html"} (*.jsonl, *.ndjson, gzip or not; \'-\' or none: stdin)',
+    )
+    parser.add_argument(
+        "--base",
+        default=BASE,
+        metavar="URL",
+        help=f"an HTML file is the page at its path under this URL (default {BASE})",
+    )
+    parser.add_argument(
+        "--max-distance",
+        type=_distance,
+        default=3,
+        metavar="K",
+        help="a page within K bits (1 to 7) of a fingerprint is near it (default 3)",
+    )
+    parser.add_argument(
+        "--state",
+        metavar="FILE",
+        help=f"local strategy: the state file, pages in FILE{PAGES_SUFFIX} "
+        f"(default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})",
+    )
     parser.add_argument("--strategy", metavar="S", help="keep pages beside a store's claims ($DEDUP_STRATEGY)")
     parser.add_argument("--redis-url", metavar="URL", help="Redis of the Redis strategies ($REDIS_URL)")
     parser.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
-    parser.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    parser.add_argument(
+        "--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)"
+    )
     parser.add_argument("--round", metavar="NAME", help="a crawl round: pages of <namespace>:<NAME>")
-    parser.add_argument("--batch-size", type=_batch_size, default=BATCH_PAGES, metavar="N",
-                        help=f"pages per check (default {BATCH_PAGES})")
+    parser.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=BATCH_PAGES,
+        metavar="N",
+        help=f"pages per check (default {BATCH_PAGES})",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no summary")
     parser.set_defaults(run=run_content)
 
@@ -101,9 +137,14 @@ def _open(args: argparse.Namespace) -> Deduplicator:
         config = DedupConfig.from_env()
         strategy = args.strategy or config.strategy
         return Deduplicator(
-            strategy, config=config, redis_url=args.redis_url, namespace=args.namespace, crawl_round=args.round,
+            strategy,
+            config=config,
+            redis_url=args.redis_url,
+            namespace=args.namespace,
+            crawl_round=args.round,
             state=args.state or config.state_path or (DEFAULT_STATE if strategy == "local" else None),
-            sqlite_path=args.sqlite, content_distance=args.max_distance,
+            sqlite_path=args.sqlite,
+            content_distance=args.max_distance,
         )
     except (NamespaceConflict, FilterFileError) as exc:
         raise CLIError(EXIT_STATE, str(exc)) from None
@@ -132,7 +173,11 @@ def _record(line: str) -> Tuple[Optional[str], Optional[str], Optional[str]]:
         record = json.loads(line)
     except ValueError as exc:
         return None, None, f"not JSON ({exc})"
-    if not isinstance(record, dict) or not isinstance(record.get("url"), str) or not isinstance(record.get("html"), str):
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("url"), str)
+        or not isinstance(record.get("html"), str)
+    ):
         return None, None, 'not a JSON object with "url" and "html" strings'
     return record["url"], record["html"], None
 
@@ -165,7 +210,7 @@ class ContentRun:
         self.dedup = dedup
         self.batch_size = batch_size
         self.out = Output(sys.stdout.buffer, "stdout")
-        self.counts: Dict[str, int] = {verdict: 0 for verdict in VERDICTS}
+        self.counts: Dict[str, int] = dict.fromkeys(VERDICTS, 0)
 
     def run(self, inputs: Iterator[Page]) -> None:
         batch: List[Page] = []

@@ -22,13 +22,13 @@ import threading
 import time
 from typing import Any, Callable, List, Optional
 
+from .._wording import counted, sized
 from ..canonical import CanonicalPolicy, canonicalize
 from ..config import DedupConfig
 from ..stores.admin import ServerFacts, delete_namespace, server_facts
 from ..stores.base import ClaimStore, StoreUnavailable
 from ..stores.factory import open_store
 from ..stores.redisbloom import RedisBloomStore
-from .._wording import counted, sized
 from ._io import EXIT_INVALID, EXIT_OK, EXIT_USAGE, CLIError
 from ._store_options import (
     DEFAULT_SQLITE,
@@ -60,18 +60,31 @@ PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     """Add ``doctor`` to the ``crawldedup`` command's subcommands."""
     doctor = commands.add_parser(
-        "doctor", help="check a claim store after a deploy: PASS/FAIL lines",
+        "doctor",
+        help="check a claim store after a deploy: PASS/FAIL lines",
         description="Check a claim store as a crawl will use it: canonical forms, the store and its server, "
-                    "a 20-thread claim race, the round-trip time, bytes per URL and whether the capacity fits. "
-                    "It writes only under a throwaway namespace, deleted at the end. Exit code 1 when a check fails.",
-        epilog=epilog, formatter_class=formatter)
+        "a 20-thread claim race, the round-trip time, bytes per URL and whether the capacity fits. "
+        "It writes only under a throwaway namespace, deleted at the end. Exit code 1 when a check fails.",
+        epilog=epilog,
+        formatter_class=formatter,
+    )
     add_store_options(doctor, namespace=False)
     add_durability_options(doctor)
     add_policy_option(doctor)
-    doctor.add_argument("--samples", type=int, default=SAMPLE_CLAIMS, metavar="N",
-                        help=f"claims the memory check makes (default {SAMPLE_CLAIMS:,})")
-    doctor.add_argument("--max-round-trip-ms", type=float, default=MAX_ROUND_TRIP_MS, metavar="MS",
-                        help=f"fail when the median round trip is slower (default {MAX_ROUND_TRIP_MS:g} ms)")
+    doctor.add_argument(
+        "--samples",
+        type=int,
+        default=SAMPLE_CLAIMS,
+        metavar="N",
+        help=f"claims the memory check makes (default {SAMPLE_CLAIMS:,})",
+    )
+    doctor.add_argument(
+        "--max-round-trip-ms",
+        type=float,
+        default=MAX_ROUND_TRIP_MS,
+        metavar="MS",
+        help=f"fail when the median round trip is slower (default {MAX_ROUND_TRIP_MS:g} ms)",
+    )
     doctor.set_defaults(run=run_doctor)
 
 
@@ -91,10 +104,15 @@ def run_doctor(args: argparse.Namespace) -> int:
     """Run the checks; see :func:`add_command` for the options."""
     config = store_config(args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS, "policy": "policy"})
     if config.strategy == "local":
-        raise CLIError(EXIT_USAGE, "doctor checks a claim store: give --strategy (or $DEDUP_STRATEGY) other than "
-                                   "local; see crawldedup doctor --help")
+        raise CLIError(
+            EXIT_USAGE,
+            "doctor checks a claim store: give --strategy (or $DEDUP_STRATEGY) other than "
+            "local; see crawldedup doctor --help",
+        )
     if args.samples < 1:
-        raise CLIError(EXIT_USAGE, f"--samples must be a positive integer, got {args.samples}; see crawldedup doctor --help")
+        raise CLIError(
+            EXIT_USAGE, f"--samples must be a positive integer, got {args.samples}; see crawldedup doctor --help"
+        )
     report = Report()
     _check_canonical(report, config.canonical_policy)
     namespace = f"crawldedup-doctor-{secrets.token_hex(6)}"
@@ -135,11 +153,18 @@ def _opener(config: DedupConfig, namespace: str, samples: int) -> Callable[[], C
 
     def open_one() -> ClaimStore:
         return open_store(
-            config.strategy, namespace=namespace, policy_digest=config.canonical_policy.digest, redis_url=config.redis_url,
+            config.strategy,
+            namespace=namespace,
+            policy_digest=config.canonical_policy.digest,
+            redis_url=config.redis_url,
             sqlite_path=config.sqlite_path or (DEFAULT_SQLITE if config.strategy == "sqlite" else None),
-            postgres_url=config.postgres_url, capacity=capacity, error_rate=config.error_rate, ttl_seconds=config.ttl_seconds,
+            postgres_url=config.postgres_url,
+            capacity=capacity,
+            error_rate=config.error_rate,
+            ttl_seconds=config.ttl_seconds,
             durability=config.store_durability,
         )
+
     return open_one
 
 
@@ -148,7 +173,9 @@ def _check_canonical(report: Report, policy: CanonicalPolicy) -> None:
     if len(forms) == 1:
         report.line(PASS, "canonical", f"{len(SPELLINGS)} spellings, one page: {forms.pop()}")
     else:
-        report.line(FAIL, "canonical", f"{len(SPELLINGS)} spellings of one page gave {len(forms)} forms: {sorted(forms)}")
+        report.line(
+            FAIL, "canonical", f"{len(SPELLINGS)} spellings of one page gave {len(forms)} forms: {sorted(forms)}"
+        )
 
 
 def _check_server(report: Report, store: ClaimStore) -> Optional[ServerFacts]:
@@ -204,8 +231,12 @@ def _check_round_trip(report: Report, store: ClaimStore, max_ms: float) -> None:
         return
     median = statistics.median(times_ms)
     verdict = PASS if median <= max_ms else FAIL
-    report.line(verdict, "round trip", f"median {median:.2f} ms over {ROUND_TRIPS} one-URL claims "
-                                       f"(max {max(times_ms):.2f} ms; fails above {max_ms:g} ms)")
+    report.line(
+        verdict,
+        "round trip",
+        f"median {median:.2f} ms over {ROUND_TRIPS} one-URL claims "
+        f"(max {max(times_ms):.2f} ms; fails above {max_ms:g} ms)",
+    )
 
 
 def _check_memory(report: Report, store: ClaimStore, samples: int) -> Optional[float]:
@@ -225,19 +256,27 @@ def _check_memory(report: Report, store: ClaimStore, samples: int) -> Optional[f
     if per_url is None:
         report.line(FAIL, "memory", f"the store holds none of the {samples:,} URLs it claimed")
         return None
-    report.line(PASS, "memory", f"{per_url:.1f} bytes per URL over {measured}: {sized(per_url * 1e6)} "
-                                f"per million URLs, {sized(per_url * 1e9)} per billion")
+    report.line(
+        PASS,
+        "memory",
+        f"{per_url:.1f} bytes per URL over {measured}: {sized(per_url * 1e6)} "
+        f"per million URLs, {sized(per_url * 1e9)} per billion",
+    )
     return per_url
 
 
-def _check_capacity(report: Report, config: DedupConfig, facts: Optional[ServerFacts], per_url: Optional[float]) -> None:
+def _check_capacity(
+    report: Report, config: DedupConfig, facts: Optional[ServerFacts], per_url: Optional[float]
+) -> None:
     if facts is None or per_url is None or facts.limit_bytes is None:
         report.line(SKIP, "capacity", f"needs the bytes per URL and {facts.limit if facts else 'the server'}")
         return
     needed = config.capacity * per_url
     room = facts.limit_bytes - facts.used_bytes
-    text = (f"capacity {config.capacity:,} URLs needs {sized(needed)}; {facts.limit} is {sized(facts.limit_bytes)}, "
-            f"{sized(facts.used_bytes)} in use")
+    text = (
+        f"capacity {config.capacity:,} URLs needs {sized(needed)}; {facts.limit} is {sized(facts.limit_bytes)}, "
+        f"{sized(facts.used_bytes)} in use"
+    )
     if needed <= room:
         report.line(PASS, "capacity", text)
     else:
@@ -250,8 +289,11 @@ def _clean_up(report: Report, store: ClaimStore, namespace: str) -> None:
     except StoreUnavailable as exc:
         report.line(FAIL, "cleanup", f"throwaway namespace {namespace} not deleted: {exc}")
     else:
-        report.line(PASS, "cleanup", f"throwaway namespace {namespace} deleted "
-                                     f"({counted(deleted, 'key' if store.strategy not in ('sqlite', 'postgres') else 'row')})")
+        report.line(
+            PASS,
+            "cleanup",
+            f"throwaway namespace {namespace} deleted "
+            f"({counted(deleted, 'key' if store.strategy not in ('sqlite', 'postgres') else 'row')})",
+        )
     finally:
         store.close()
-

@@ -25,55 +25,98 @@ from ..stores.admin import namespace_record
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import REDIS_STRATEGIES, STRATEGIES, STRATEGY_OF_KIND, open_store
 from ..stores.migration import BATCH, Migration, MigrationConflict
-from ..stores.seed import SEED_CHUNK_BYTES, SeedConflict, upload_seed
 from ..stores.redis_keys import RedisKeyStore
+from ..stores.seed import SEED_CHUNK_BYTES, SeedConflict, upload_seed
 from ..windows import Window
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 from ._store_options import DEFAULT_SQLITE, store_config
 
 #: Option -> the DedupConfig field it sets (the source's Redis and namespace, the target's sizes).
-OPTIONS = {"redis_url": "redis_url", "namespace": "namespace", "sqlite": "sqlite_path", "capacity": "capacity",
-           "error_rate": "error_rate", "ttl_days": "ttl_days", "generations": "generations"}
+OPTIONS = {
+    "redis_url": "redis_url",
+    "namespace": "namespace",
+    "sqlite": "sqlite_path",
+    "capacity": "capacity",
+    "error_rate": "error_rate",
+    "ttl_days": "ttl_days",
+    "generations": "generations",
+}
 
 
 def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     """Add ``migrate`` to the ``crawldedup`` command's subcommands."""
     migrate = commands.add_parser(
-        "migrate", help="copy a set namespace's claims into another store (resumable)",
+        "migrate",
+        help="copy a set namespace's claims into another store (resumable)",
         description="Copy every claim of a set namespace into another store with SCAN in batches, recording "
-                    "the cursor so that a killed run resumes. Cutover: run it while the workers run, stop them, "
-                    "run it again, start them on the new strategy (docs/cli.md).",
-        epilog=epilog, formatter_class=formatter)
+        "the cursor so that a killed run resumes. Cutover: run it while the workers run, stop them, "
+        "run it again, start them on the new strategy (docs/cli.md).",
+        epilog=epilog,
+        formatter_class=formatter,
+    )
     source = migrate.add_mutually_exclusive_group(required=True)
     source.add_argument("--from", dest="source", choices=[RedisKeyStore.strategy], help="the store the claims are in")
-    source.add_argument("--from-state", metavar="FILE",
-                        help="a local state file (crawldedup filter --state) to seed the target namespace with: "
-                             "every Deduplicator on it treats the file's pages as seen")
-    migrate.add_argument("--to", dest="target", required=True,
-                         choices=[name for name, store in STRATEGIES.items() if store is not None],
-                         help="the store to copy them into")
+    source.add_argument(
+        "--from-state",
+        metavar="FILE",
+        help="a local state file (crawldedup filter --state) to seed the target namespace with: "
+        "every Deduplicator on it treats the file's pages as seen",
+    )
+    migrate.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        choices=[name for name, store in STRATEGIES.items() if store is not None],
+        help="the store to copy them into",
+    )
     migrate.add_argument("--redis-url", metavar="URL", help="the source's Redis ($REDIS_URL)")
     migrate.add_argument("--namespace", metavar="NAME", help="the source namespace ($CRAWLDEDUP_NAMESPACE)")
     migrate.add_argument("--to-redis-url", metavar="URL", help="the target's Redis (default: the source's)")
-    migrate.add_argument("--to-namespace", metavar="NAME",
-                         help="the target namespace (default: the source's; on the source's Redis it must differ)")
-    migrate.add_argument("--sqlite", metavar="FILE",
-                         help=f"the target database of --to sqlite (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})")
+    migrate.add_argument(
+        "--to-namespace",
+        metavar="NAME",
+        help="the target namespace (default: the source's; on the source's Redis it must differ)",
+    )
+    migrate.add_argument(
+        "--sqlite",
+        metavar="FILE",
+        help=f"the target database of --to sqlite (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})",
+    )
     migrate.add_argument("--capacity", metavar="N", help="URLs a new target namespace is sized for ($BLOOM_CAPACITY)")
-    migrate.add_argument("--error-rate", metavar="P", help="false-positive rate of a RedisBloom target ($BLOOM_ERROR_RATE)")
-    migrate.add_argument("--ttl-days", metavar="DAYS",
-                         help="lifetime of the copies in a set target; with --from-state, the workers' recrawl "
-                              "window, which must be the file's ($VISITED_TTL_DAYS)")
-    migrate.add_argument("--generations", metavar="G",
-                         help="with --from-state: the workers' generations, which must be the file's "
-                              "($CRAWLDEDUP_GENERATIONS)")
-    migrate.add_argument("--chunk-kib", type=int, default=SEED_CHUNK_BYTES >> 10, metavar="KIB",
-                         help=f"with --from-state: KiB per stored chunk of the file (default {SEED_CHUNK_BYTES >> 10:,})")
-    migrate.add_argument("--batch-size", type=int, default=BATCH, metavar="N",
-                         help=f"keys per SCAN step and per claim of the target (default {BATCH:,})")
-    migrate.add_argument("--restart", action="store_true",
-                         help="start over when a pass to another target was left half way (an abandoned migration); "
-                              "with --from-state, replace the namespace's seed of another file")
+    migrate.add_argument(
+        "--error-rate", metavar="P", help="false-positive rate of a RedisBloom target ($BLOOM_ERROR_RATE)"
+    )
+    migrate.add_argument(
+        "--ttl-days",
+        metavar="DAYS",
+        help="lifetime of the copies in a set target; with --from-state, the workers' recrawl "
+        "window, which must be the file's ($VISITED_TTL_DAYS)",
+    )
+    migrate.add_argument(
+        "--generations",
+        metavar="G",
+        help="with --from-state: the workers' generations, which must be the file's ($CRAWLDEDUP_GENERATIONS)",
+    )
+    migrate.add_argument(
+        "--chunk-kib",
+        type=int,
+        default=SEED_CHUNK_BYTES >> 10,
+        metavar="KIB",
+        help=f"with --from-state: KiB per stored chunk of the file (default {SEED_CHUNK_BYTES >> 10:,})",
+    )
+    migrate.add_argument(
+        "--batch-size",
+        type=int,
+        default=BATCH,
+        metavar="N",
+        help=f"keys per SCAN step and per claim of the target (default {BATCH:,})",
+    )
+    migrate.add_argument(
+        "--restart",
+        action="store_true",
+        help="start over when a pass to another target was left half way (an abandoned migration); "
+        "with --from-state, replace the namespace's seed of another file",
+    )
     migrate.set_defaults(run=run_migrate)
 
 
@@ -98,18 +141,22 @@ def run_migrate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _usage(str(exc)) from None
     if args.target != "sqlite" and target_url == config.redis_url and target_namespace == config.namespace:
-        raise _usage(f"the target namespace must differ from the source's on the same Redis: give --to-namespace "
-                     f"(the namespace {config.namespace!r} stays stamped with the set strategy)")
+        raise _usage(
+            f"the target namespace must differ from the source's on the same Redis: give --to-namespace "
+            f"(the namespace {config.namespace!r} stays stamped with the set strategy)"
+        )
     try:
         record = namespace_record(RedisKeyStore.strategy, config.namespace, redis_url=config.redis_url)
         if record is None:
             raise CLIError(EXIT_STATE, f"namespace {config.namespace!r} does not exist: nothing to migrate")
         kind = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
         if kind != RedisKeyStore.strategy:
-            raise CLIError(EXIT_STATE, f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
-                                       f"not set: only set namespaces can be migrated")
-        return _run(args, config, record["policy"], window_of_stamp(record.get("window")), target_url,
-                    target_namespace)
+            raise CLIError(
+                EXIT_STATE,
+                f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
+                f"not set: only set namespaces can be migrated",
+            )
+        return _run(args, config, record["policy"], window_of_stamp(record.get("window")), target_url, target_namespace)
     except StoreRefused as exc:
         raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
@@ -118,25 +165,45 @@ def run_migrate(args: argparse.Namespace) -> int:
         raise CLIError(EXIT_STATE, str(exc)) from None
 
 
-def _run(args: argparse.Namespace, config: DedupConfig, policy: str, window: Optional[Window],
-         target_url: Optional[str], target_namespace: str) -> int:
-    with RedisKeyStore(config.redis_url, namespace=config.namespace, policy_digest=policy, window=window) as source, \
-            open_store(args.target, namespace=target_namespace, policy_digest=policy, redis_url=target_url,
-                       sqlite_path=config.sqlite_path or DEFAULT_SQLITE, capacity=config.capacity,
-                       error_rate=config.error_rate, ttl_seconds=config.ttl_seconds) as target:
+def _run(
+    args: argparse.Namespace,
+    config: DedupConfig,
+    policy: str,
+    window: Optional[Window],
+    target_url: Optional[str],
+    target_namespace: str,
+) -> int:
+    with (
+        RedisKeyStore(config.redis_url, namespace=config.namespace, policy_digest=policy, window=window) as source,
+        open_store(
+            args.target,
+            namespace=target_namespace,
+            policy_digest=policy,
+            redis_url=target_url,
+            sqlite_path=config.sqlite_path or DEFAULT_SQLITE,
+            capacity=config.capacity,
+            error_rate=config.error_rate,
+            ttl_seconds=config.ttl_seconds,
+        ) as target,
+    ):
         try:
             done = Migration(source, target, args.batch_size).run_pass(restart=args.restart)
         except MigrationConflict:
             raise
         except ValueError as exc:  # a Redis Cluster source cannot be scanned
             raise CLIError(EXIT_USAGE, str(exc)) from None
-        print(f"crawldedup migrate: pass {done.passes} done: {counted(done.copied, 'claim')} copied to "
-              f"{target.description}, {done.present:,} already there, {done.leased:,} leased and left out "
-              f"(copied once their lease is done)", file=sys.stderr)
+        print(
+            f"crawldedup migrate: pass {done.passes} done: {counted(done.copied, 'claim')} copied to "
+            f"{target.description}, {done.present:,} already there, {done.leased:,} leased and left out "
+            f"(copied once their lease is done)",
+            file=sys.stderr,
+        )
         if done.passes == 1:
-            print(f"crawldedup migrate: next, stop the workers, run the same command again (a last pass), then "
-                  f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}",
-                  file=sys.stderr)
+            print(
+                f"crawldedup migrate: next, stop the workers, run the same command again (a last pass), then "
+                f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}",
+                file=sys.stderr,
+            )
     return EXIT_OK
 
 
@@ -162,15 +229,32 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
     except FilterFileError as exc:
         raise CLIError(EXIT_STATE, str(exc)) from None
     if window != config.window:
-        raise CLIError(EXIT_STATE, f"{path}: made for a recrawl window of {window_text(window)}, the workers would "
-                                   f"use {window_text(config.window)}: give the file's --ttl-days and --generations "
-                                   f"(and start the workers with them)")
+        raise CLIError(
+            EXIT_STATE,
+            f"{path}: made for a recrawl window of {window_text(window)}, the workers would "
+            f"use {window_text(config.window)}: give the file's --ttl-days and --generations "
+            f"(and start the workers with them)",
+        )
     try:
-        with open_store(args.target, namespace=namespace, policy_digest=policy, redis_url=target_url,
-                        sqlite_path=config.sqlite_path or DEFAULT_SQLITE, capacity=config.capacity,
-                        error_rate=config.error_rate, ttl_seconds=config.ttl_seconds, window=config.window) as target:
-            done = upload_seed(target, files, policy=policy, window=window_text(window), chunk_bytes=args.chunk_kib << 10,
-                               restart=args.restart)
+        with open_store(
+            args.target,
+            namespace=namespace,
+            policy_digest=policy,
+            redis_url=target_url,
+            sqlite_path=config.sqlite_path or DEFAULT_SQLITE,
+            capacity=config.capacity,
+            error_rate=config.error_rate,
+            ttl_seconds=config.ttl_seconds,
+            window=config.window,
+        ) as target:
+            done = upload_seed(
+                target,
+                files,
+                policy=policy,
+                window=window_text(window),
+                chunk_bytes=args.chunk_kib << 10,
+                restart=args.restart,
+            )
             where = target.description
     except StoreRefused as exc:
         raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
@@ -182,7 +266,10 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
         sent = "already there"
     else:
         sent = f"{done.sent:,} sent" + (f", resumed at chunk {done.resumed_at + 1}" if done.resumed_at else "")
-    print(f"crawldedup migrate: seeded {where} with {path} ({done.record.size:,} bytes, about {pages:,} pages, "
-          f"{counted(done.record.chunks, 'chunk')}, {sent}): start the workers with "
-          f"DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={namespace}", file=sys.stderr)
+    print(
+        f"crawldedup migrate: seeded {where} with {path} ({done.record.size:,} bytes, about {pages:,} pages, "
+        f"{counted(done.record.chunks, 'chunk')}, {sent}): start the workers with "
+        f"DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={namespace}",
+        file=sys.stderr,
+    )
     return EXIT_OK

@@ -15,61 +15,97 @@ import sys
 from dataclasses import replace
 from typing import Any, Dict, Optional
 
+from ..bloom import FilterFileError
 from ..config import SETTINGS, DedupConfig
+from ..dedup.aio import AsyncDeduplicator
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import STRATEGIES
-from ..bloom import FilterFileError
-from ..dedup.aio import AsyncDeduplicator
-from ._store_options import DURABILITY_OPTIONS, add_durability_options, add_policy_option
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
+from ._store_options import DURABILITY_OPTIONS, add_durability_options, add_policy_option
 
 #: The port ``serve`` listens on without --port.
 DEFAULT_PORT = 8707
 #: Option -> the DedupConfig field it sets (read and checked as that field's variable is).
 CONFIG_OPTIONS = {
-    "strategy": "strategy", "redis_url": "redis_url", "namespace": "namespace", "state": "state_path",
-    "capacity": "capacity", "error_rate": "error_rate", "sqlite": "sqlite_path", "ttl_days": "ttl_days",
-    "generations": "generations", "postgres_url": "postgres_url", "policy": "policy", **DURABILITY_OPTIONS,
+    "strategy": "strategy",
+    "redis_url": "redis_url",
+    "namespace": "namespace",
+    "state": "state_path",
+    "capacity": "capacity",
+    "error_rate": "error_rate",
+    "sqlite": "sqlite_path",
+    "ttl_days": "ttl_days",
+    "generations": "generations",
+    "postgres_url": "postgres_url",
+    "policy": "policy",
+    **DURABILITY_OPTIONS,
 }
 
 
 def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     """Add ``serve`` to the ``crawldedup`` command's subcommands."""
     serve = commands.add_parser(
-        "serve", help="answer is_seen / mark_seen and claims over HTTP (the fingerprint service)",
+        "serve",
+        help="answer is_seen / mark_seen and claims over HTTP (the fingerprint service)",
         description="Serve one Deduplicator over HTTP/JSON to crawlers in any language: POST /is_seen, "
-                    "/mark_seen, /v1/claim, /v1/seen, /v1/done, /v1/release, /v1/renew, /v1/expired; "
-                    "GET /healthz and /metrics (docs/service.md). Needs the service extra: "
-                    "pip install 'crawldedup[service]'.",
-        epilog=epilog, formatter_class=formatter)
-    serve.add_argument("--host", default="127.0.0.1",
-                       help="address to listen on (default 127.0.0.1; any other needs --token-file)")
+        "/mark_seen, /v1/claim, /v1/seen, /v1/done, /v1/release, /v1/renew, /v1/expired; "
+        "GET /healthz and /metrics (docs/service.md). Needs the service extra: "
+        "pip install 'crawldedup[service]'.",
+        epilog=epilog,
+        formatter_class=formatter,
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token-file)"
+    )
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: a free one)")
-    serve.add_argument("--token-file", metavar="FILE",
-                       help="a file whose first line is the bearer token every request must carry")
-    serve.add_argument("--strategy", metavar="{" + ",".join(STRATEGIES) + "}",
-                       help="the claim store ($DEDUP_STRATEGY; default local)")
+    serve.add_argument(
+        "--token-file", metavar="FILE", help="a file whose first line is the bearer token every request must carry"
+    )
+    serve.add_argument(
+        "--strategy", metavar="{" + ",".join(STRATEGIES) + "}", help="the claim store ($DEDUP_STRATEGY; default local)"
+    )
     serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($REDIS_URL)")
     serve.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
-    serve.add_argument("--postgres-url", metavar="URL", help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)")
-    serve.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    serve.add_argument(
+        "--postgres-url", metavar="URL", help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)"
+    )
+    serve.add_argument(
+        "--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)"
+    )
     add_policy_option(serve)
-    serve.add_argument("--state", metavar="FILE",
-                       help="the local filter's file ($CRAWLDEDUP_STATE; default: in memory)")
-    serve.add_argument("--capacity", metavar="N", help="URLs the local filter and store are sized for ($BLOOM_CAPACITY)")
+    serve.add_argument(
+        "--state", metavar="FILE", help="the local filter's file ($CRAWLDEDUP_STATE; default: in memory)"
+    )
+    serve.add_argument(
+        "--capacity", metavar="N", help="URLs the local filter and store are sized for ($BLOOM_CAPACITY)"
+    )
     serve.add_argument("--error-rate", metavar="P", help="false-positive rate of the local filter ($BLOOM_ERROR_RATE)")
-    serve.add_argument("--ttl-days", metavar="DAYS",
-                       help="the recrawl window: lifetime of a claim in the store and the local filter ($VISITED_TTL_DAYS)")
-    serve.add_argument("--generations", metavar="G",
-                       help="generations the local filter's window is cut into ($CRAWLDEDUP_GENERATIONS)")
+    serve.add_argument(
+        "--ttl-days",
+        metavar="DAYS",
+        help="the recrawl window: lifetime of a claim in the store and the local filter ($VISITED_TTL_DAYS)",
+    )
+    serve.add_argument(
+        "--generations", metavar="G", help="generations the local filter's window is cut into ($CRAWLDEDUP_GENERATIONS)"
+    )
     add_durability_options(serve)
-    serve.add_argument("--verify-hits", action="store_true",
-                       help="send the local filter's hits to the store too, so that a false positive loses no page")
-    serve.add_argument("--worker-id", metavar="ID",
-                       help="owner of the leases taken through this server (default: random); servers given "
-                            "the same id settle each other's leases")
-    serve.add_argument("--max-body-bytes", type=int, metavar="N", help="largest request body (default 16 MiB; more: 413)")
-    serve.add_argument("--max-batch", type=int, metavar="N", help="most URLs or keys in one call (default 100,000; more: 413)")
+    serve.add_argument(
+        "--verify-hits",
+        action="store_true",
+        help="send the local filter's hits to the store too, so that a false positive loses no page",
+    )
+    serve.add_argument(
+        "--worker-id",
+        metavar="ID",
+        help="owner of the leases taken through this server (default: random); servers given "
+        "the same id settle each other's leases",
+    )
+    serve.add_argument(
+        "--max-body-bytes", type=int, metavar="N", help="largest request body (default 16 MiB; more: 413)"
+    )
+    serve.add_argument(
+        "--max-batch", type=int, metavar="N", help="most URLs or keys in one call (default 100,000; more: 413)"
+    )
     serve.set_defaults(run=run_serve)
 
 
@@ -100,11 +136,16 @@ def run_serve(args: argparse.Namespace) -> int:
         from ..metrics import DedupMetrics
         from ..service import app, server
     except ImportError as exc:
-        raise CLIError(EXIT_USAGE, f"crawldedup serve needs the service extra ({exc.name} is missing): "
-                                   f"pip install 'crawldedup[service]'") from None
+        raise CLIError(
+            EXIT_USAGE,
+            f"crawldedup serve needs the service extra ({exc.name} is missing): pip install 'crawldedup[service]'",
+        ) from None
     config = service_config(args)
-    limits = {name: value for name, value in (("max_body_bytes", args.max_body_bytes),
-                                               ("max_batch", args.max_batch)) if value is not None}
+    limits = {
+        name: value
+        for name, value in (("max_body_bytes", args.max_body_bytes), ("max_batch", args.max_batch))
+        if value is not None
+    }
     for name, value in limits.items():
         if value < 1:
             raise _usage(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
@@ -118,7 +159,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _usage(str(exc)) from None
 
-    async def main(stop: "server.Stop") -> None:
+    async def main(stop: server.Stop) -> None:
         dedup = await _open(config, args)
         try:
             try:
@@ -129,9 +170,16 @@ def run_serve(args: argparse.Namespace) -> int:
             metrics.attach(dedup)
             service = app.ServiceApp(dedup, metrics, token=token, **limits)
             where = server.address(sock)
-            await server.serve(service, sock, stop, lambda: print(
-                f"crawldedup serve: listening on {where} (strategy {config.strategy}, namespace {dedup.namespace})",
-                file=sys.stderr, flush=True))
+            await server.serve(
+                service,
+                sock,
+                stop,
+                lambda: print(
+                    f"crawldedup serve: listening on {where} (strategy {config.strategy}, namespace {dedup.namespace})",
+                    file=sys.stderr,
+                    flush=True,
+                ),
+            )
         finally:
             await dedup.aclose()
 

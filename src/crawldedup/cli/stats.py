@@ -20,15 +20,15 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..config import DedupConfig
+from .._checks import redact_url
+from .._wording import sized
 from ..bloom import GrowingFilter, Stage, WindowedBloomFilter, open_filter
 from ..bloom.sizing import expected_false_positive_rate
+from ..config import DedupConfig
 from ..stores.admin import count_claims, lease_counts, namespace_record
 from ..stores.base import ClaimStore, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import STRATEGY_OF_KIND, open_store
 from ..stores.redisbloom import RedisBloomStore
-from .._checks import redact_url
-from .._wording import sized
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError, Output
 from ._store_options import DEFAULT_SQLITE, add_store_options, store_config
 
@@ -39,12 +39,15 @@ INTEGRAL_POINTS = 64
 def add_command(commands: Any, epilog: str, formatter: Any, round_type: Callable[[str], str]) -> None:
     """Add ``stats`` to the ``crawldedup`` command's subcommands."""
     stats = commands.add_parser(
-        "stats", help="what a store namespace or a state file holds",
+        "stats",
+        help="what a store namespace or a state file holds",
         description="Report a store namespace (claims held, bytes per URL measured on the server, memory, "
-                    "open leases, RedisBloom's fill and error rate) and a state file (the local filter's fill "
-                    "and error rate), with the pages their false positives skipped so far (an estimate). "
-                    "Nothing is changed.",
-        epilog=epilog, formatter_class=formatter)
+        "open leases, RedisBloom's fill and error rate) and a state file (the local filter's fill "
+        "and error rate), with the pages their false positives skipped so far (an estimate). "
+        "Nothing is changed.",
+        epilog=epilog,
+        formatter_class=formatter,
+    )
     add_store_options(stats)
     stats.add_argument("--round", type=round_type, metavar="NAME", help="a crawl round: namespace <namespace>:<NAME>")
     stats.add_argument("--state", metavar="FILE", help="a state file (the local filter) to describe too")
@@ -57,8 +60,9 @@ def run_stats(args: argparse.Namespace) -> int:
     config = store_config(args, "stats")
     state = args.state or config.state_path
     if config.strategy == "local" and state is None:
-        raise CLIError(EXIT_USAGE, "stats describes a store (--strategy) or a state file (--state); "
-                                   "see crawldedup stats --help")
+        raise CLIError(
+            EXIT_USAGE, "stats describes a store (--strategy) or a state file (--state); see crawldedup stats --help"
+        )
     report: Dict[str, Any] = {}
     if config.strategy != "local":
         namespace = config.namespace if args.round is None else f"{config.namespace}:{args.round}"
@@ -74,20 +78,33 @@ def run_stats(args: argparse.Namespace) -> int:
 def _store_report(config: DedupConfig, namespace: str, sqlite_path: Optional[str]) -> Dict[str, Any]:
     strategy, redis_url, postgres_url = config.strategy, config.redis_url, config.postgres_url
     try:
-        record = namespace_record(strategy, namespace, redis_url=redis_url, sqlite_path=sqlite_path,
-                                  postgres_url=postgres_url)
+        record = namespace_record(
+            strategy, namespace, redis_url=redis_url, sqlite_path=sqlite_path, postgres_url=postgres_url
+        )
         if record is None:
             where = {"sqlite": sqlite_path, "postgres": postgres_url}.get(strategy, redis_url)
-            raise CLIError(EXIT_STATE, f"namespace {namespace!r} does not exist in {_redacted(where)}: nothing to report")
+            raise CLIError(
+                EXIT_STATE, f"namespace {namespace!r} does not exist in {_redacted(where)}: nothing to report"
+            )
         theirs = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
         if theirs != strategy:
-            raise CLIError(EXIT_STATE, f"namespace {namespace!r} holds the claims of the {theirs} strategy, "
-                                       f"not {strategy}: give --strategy {theirs}")
+            raise CLIError(
+                EXIT_STATE,
+                f"namespace {namespace!r} holds the claims of the {theirs} strategy, "
+                f"not {strategy}: give --strategy {theirs}",
+            )
         # The record's own layout (capacity, error rate) is adopted: these only fill the constructor.
-        with open_store(strategy, namespace=namespace, policy_digest=record["policy"], redis_url=redis_url,
-                        sqlite_path=sqlite_path, postgres_url=postgres_url, capacity=int(record.get("capacity", 1)),
-                        error_rate=float(record.get("error_rate", 0.01)),
-                        window=window_of_stamp(record.get("window"))) as store:
+        with open_store(
+            strategy,
+            namespace=namespace,
+            policy_digest=record["policy"],
+            redis_url=redis_url,
+            sqlite_path=sqlite_path,
+            postgres_url=postgres_url,
+            capacity=int(record.get("capacity", 1)),
+            error_rate=float(record.get("error_rate", 0.01)),
+            window=window_of_stamp(record.get("window")),
+        ) as store:
             return _measure(store)
     except StoreRefused as exc:
         raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
@@ -103,8 +120,11 @@ def _measure(store: ClaimStore) -> Dict[str, Any]:
     claims = count_claims(store)
     per_url = store.bytes_per_url()
     report: Dict[str, Any] = {
-        "store": store.description, "strategy": store.strategy, "namespace": store.namespace,
-        "claims": claims, "bytes_per_url": per_url,
+        "store": store.description,
+        "strategy": store.strategy,
+        "namespace": store.namespace,
+        "claims": claims,
+        "bytes_per_url": per_url,
         "memory_bytes": round(per_url * claims) if per_url is not None else None,
     }
     leases = lease_counts(store)
@@ -115,8 +135,13 @@ def _measure(store: ClaimStore) -> Dict[str, Any]:
         size, capacity, items = int(info["Size"]), int(info["Capacity"]), int(info["Number of items inserted"])
         rate = _redisbloom_rate(size, capacity)
         report["redisbloom"] = {
-            "capacity": capacity, "size_bytes": size, "items": items, "filters": int(info["Number of filters"]),
-            "fill": items / capacity, "error_rate_now": rate(items), "skipped_estimate": _skipped(rate, items),
+            "capacity": capacity,
+            "size_bytes": size,
+            "items": items,
+            "filters": int(info["Number of filters"]),
+            "fill": items / capacity,
+            "error_rate_now": rate(items),
+            "skipped_estimate": _skipped(rate, items),
         }
     return report
 
@@ -147,6 +172,7 @@ def _later_stages_skipped(bloom: GrowingFilter) -> float:
     skipped = 0.0
     older_miss = 1.0 - expected_false_positive_rate(stages[0].approx_items, stages[0].num_blocks, stages[0].num_hashes)
     for stage in stages[1:]:
+
         def stage_rate(n: float, stage: Stage = stage, frozen: float = older_miss) -> float:
             return 1.0 - frozen * (1.0 - expected_false_positive_rate(round(n), stage.num_blocks, stage.num_hashes))
 
@@ -174,8 +200,12 @@ def _filter_report(path: str) -> Dict[str, Any]:
             generations = base.generations()
             if generations:
                 first = generations[0]
-                oldest = {"generation": first.generation, "starts_at": first.starts_at,
-                          "forgotten_at": first.forgotten_at, "items": first.approx_items}
+                oldest = {
+                    "generation": first.generation,
+                    "starts_at": first.starts_at,
+                    "forgotten_at": first.forgotten_at,
+                    "items": first.approx_items,
+                }
             # Each generation filled its own slot while the older live ones answered too: a new
             # page was skipped when any of them took it for seen.
             skipped, older_miss = 0.0, 1.0
@@ -188,10 +218,16 @@ def _filter_report(path: str) -> Dict[str, Any]:
         if isinstance(bloom, GrowingFilter):
             skipped += _later_stages_skipped(bloom)
         return {
-            "path": path, "size_bytes": os.path.getsize(path), "capacity": bloom.capacity,
-            "error_rate": bloom.error_rate, "items": bloom.approx_items, "fill": bloom.fill_ratio,
-            "error_rate_now": bloom.estimated_error_rate, "skipped_estimate": skipped,
-            "oldest_generation": oldest, "metadata": bloom.metadata.decode("ascii", "backslashreplace"),
+            "path": path,
+            "size_bytes": os.path.getsize(path),
+            "capacity": bloom.capacity,
+            "error_rate": bloom.error_rate,
+            "items": bloom.approx_items,
+            "fill": bloom.fill_ratio,
+            "error_rate_now": bloom.estimated_error_rate,
+            "skipped_estimate": skipped,
+            "oldest_generation": oldest,
+            "metadata": bloom.metadata.decode("ascii", "backslashreplace"),
         }
 
 
@@ -207,28 +243,51 @@ def render(report: Dict[str, Any]) -> str:
         if store["memory_bytes"] is not None:
             rows.append(("  memory", sized(store["memory_bytes"])))
         if "leases_open" in store:
-            rows.append(("  leases", f"{store['leases_open']:,} open, {store['leases_expired']:,} past their deadline "
-                                     f"(not yet handed back)"))
+            rows.append(
+                (
+                    "  leases",
+                    f"{store['leases_open']:,} open, {store['leases_expired']:,} past their deadline "
+                    f"(not yet handed back)",
+                )
+            )
         bloom = store.get("redisbloom")
         if bloom is not None:
-            rows.append(("  redisbloom", f"{bloom['items']:,} of {bloom['capacity']:,} items ({bloom['fill']:.1%}), "
-                                         f"{sized(bloom['size_bytes'])}, {bloom['filters']} filter(s)"))
+            rows.append(
+                (
+                    "  redisbloom",
+                    f"{bloom['items']:,} of {bloom['capacity']:,} items ({bloom['fill']:.1%}), "
+                    f"{sized(bloom['size_bytes'])}, {bloom['filters']} filter(s)",
+                )
+            )
             rows.append(("  error rate now", f"{bloom['error_rate_now']:.3g}"))
             rows.append(("  skipped so far", f"~{bloom['skipped_estimate']:,.0f} new pages taken for seen (estimate)"))
     local = report.get("local_filter")
     if local is not None:
         rows.append(("local filter", local["path"]))
-        rows.append(("  capacity", f"{local['capacity']:,} at error rate {local['error_rate']:g} "
-                                   f"({sized(local['size_bytes'])})"))
+        rows.append(
+            (
+                "  capacity",
+                f"{local['capacity']:,} at error rate {local['error_rate']:g} ({sized(local['size_bytes'])})",
+            )
+        )
         rows.append(("  items", f"{local['items']:,} (estimate)"))
         rows.append(("  fill", f"{local['fill']:.2%} of bits set"))
         rows.append(("  error rate now", f"{local['error_rate_now']:.3g}"))
-        rows.append(("  skipped so far", f"~{local['skipped_estimate']:,.0f} new pages taken for seen (estimate; "
-                                         f"none when hits are verified)"))
+        rows.append(
+            (
+                "  skipped so far",
+                f"~{local['skipped_estimate']:,.0f} new pages taken for seen (estimate; none when hits are verified)",
+            )
+        )
         oldest = local["oldest_generation"]
         if oldest is not None:
-            rows.append(("  oldest generation", f"{oldest['generation']}, from {_utc(oldest['starts_at'])}, "
-                                                f"forgotten at {_utc(oldest['forgotten_at'])}, ~{oldest['items']:,} items"))
+            rows.append(
+                (
+                    "  oldest generation",
+                    f"{oldest['generation']}, from {_utc(oldest['starts_at'])}, "
+                    f"forgotten at {_utc(oldest['forgotten_at'])}, ~{oldest['items']:,} items",
+                )
+            )
     width = max(len(name) for name, _ in rows) + 2
     return "crawldedup stats\n" + "".join(f"{name:<{width}}{value}\n" for name, value in rows)
 

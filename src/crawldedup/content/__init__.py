@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._env import compiled
 from ._simhash_py import simhash, simhash_many, words
 from .index import Matches, NearDuplicateIndex
 from .index_format import INDEX_FORMAT_VERSION, IndexFileError
 from .policy import CONTENT_FORMAT_VERSION, DEFAULT_CONTENT_POLICY, FINGERPRINT_BITS, ContentPolicy
 from .text import DROPPED_ELEMENTS, decode_html, page_text
-from .._env import compiled
 
 __all__ = [
     "CONTENT_FORMAT_VERSION",

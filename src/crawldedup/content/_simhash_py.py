@@ -20,7 +20,7 @@ import numpy as np
 from .policy import DEFAULT_CONTENT_POLICY, ContentPolicy
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mark_ranges() -> Tuple[Tuple[int, int], ...]:
     """The ``(first, last)`` code point ranges of Unicode category M (combining marks), which
     belong to the word around them: Devanagari vowel signs, the dot that ``"İ".casefold()``
@@ -35,7 +35,7 @@ def mark_ranges() -> Tuple[Tuple[int, int], ...]:
     return tuple(ranges)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _word_pattern() -> Pattern[str]:
     # [^\W_] is exactly str.isalnum() (\w is isalnum() or "_"); marks are added as ranges.
     marks = "".join(f"\\U{first:08x}-\\U{last:08x}" for first, last in mark_ranges())
@@ -62,7 +62,7 @@ def simhash(text: str, policy: Optional[ContentPolicy] = None) -> int:
     if not found:
         return 0
     count = max(len(found) - size + 1, 1)
-    digests = b"".join([mmh3.hash_bytes(" ".join(found[i:i + size]).encode("utf-8")) for i in range(count)])
+    digests = b"".join([mmh3.hash_bytes(" ".join(found[i : i + size]).encode("utf-8")) for i in range(count)])
     halves = np.ascontiguousarray(np.frombuffer(digests, dtype="<u8")[0::2])  # h1 of each MurmurHash3 x64-128
     # Little-endian bytes, each unpacked low bit first: column j is bit j of the 64-bit hash.
     bits = np.unpackbits(halves.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")

@@ -23,12 +23,17 @@ from typing import Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .index_format import (
-    ENTRY_BYTES, INDEX_HEADER_BYTES, MAX_DISTANCE, MAX_FINGERPRINTS, IndexFileError, IndexHeader,
-)
-from .policy import DEFAULT_CONTENT_POLICY, ContentPolicy
 from .._checks import is_integer
 from .._files import replace_file
+from .index_format import (
+    ENTRY_BYTES,
+    INDEX_HEADER_BYTES,
+    MAX_DISTANCE,
+    MAX_FINGERPRINTS,
+    IndexFileError,
+    IndexHeader,
+)
+from .policy import DEFAULT_CONTENT_POLICY, ContentPolicy
 
 __all__ = ["Matches", "NearDuplicateIndex"]
 
@@ -71,6 +76,7 @@ def _rotate_left(values: np.ndarray, shift: int) -> np.ndarray:
 
 
 if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+
     def popcount(values: np.ndarray) -> np.ndarray:
         """The number of set bits of each uint64."""
         return np.bitwise_count(values)
@@ -122,7 +128,7 @@ class _Run:
         return len(self.ids[0])
 
     @classmethod
-    def build(cls, fingerprints: np.ndarray, first_id: int, layout: List[Tuple[int, int]]) -> "_Run":
+    def build(cls, fingerprints: np.ndarray, first_id: int, layout: List[Tuple[int, int]]) -> _Run:
         ids = np.arange(first_id, first_id + len(fingerprints), dtype=np.uint32)
         tables, id_columns = [], []
         for offset, _ in layout:
@@ -132,7 +138,7 @@ class _Run:
             id_columns.append(ids[order])
         return cls(tables, id_columns)
 
-    def merge(self, other: "_Run") -> "_Run":
+    def merge(self, other: _Run) -> _Run:
         tables, id_columns = [], []
         for t in range(len(self.tables)):
             rotated = np.concatenate([self.tables[t], other.tables[t]])
@@ -159,8 +165,9 @@ class NearDuplicateIndex:
         max_distance or policy.
     """
 
-    def __init__(self, max_distance: int = 3, path: Optional[PathLike] = None,
-                 policy: Optional[ContentPolicy] = None) -> None:
+    def __init__(
+        self, max_distance: int = 3, path: Optional[PathLike] = None, policy: Optional[ContentPolicy] = None
+    ) -> None:
         if not is_integer(max_distance):
             raise TypeError(f"max_distance must be an int, got {type(max_distance).__name__}")
         if not 0 <= max_distance <= MAX_DISTANCE:
@@ -183,14 +190,16 @@ class NearDuplicateIndex:
                 header_distance, header_digest = self._max_distance, self._policy_digest
                 if header_distance != max_distance or (policy is not None and header_digest != policy.digest):
                     self.close()
-                    raise ValueError(f"{self._path}: holds an index of max_distance {header_distance} and policy "
-                                     f"{header_digest}, not {max_distance} and {(policy or DEFAULT_CONTENT_POLICY).digest}")
+                    raise ValueError(
+                        f"{self._path}: holds an index of max_distance {header_distance} and policy "
+                        f"{header_digest}, not {max_distance} and {(policy or DEFAULT_CONTENT_POLICY).digest}"
+                    )
             else:
                 self._dirty = True
                 self.flush()
 
     @classmethod
-    def open(cls, path: PathLike, mode: str = "r") -> "NearDuplicateIndex":
+    def open(cls, path: PathLike, mode: str = "r") -> NearDuplicateIndex:
         """Open an existing index file, with its own max_distance and policy.
 
         :param mode: ``"r"`` to query only, ``"r+"`` to add as well.
@@ -219,8 +228,10 @@ class NearDuplicateIndex:
         if crc != header.data_crc:
             data.release()
             mapped.close()
-            raise IndexFileError(f"{self._path}: corrupted tables: checksum {crc:#010x} does not match "
-                                 f"the stored {header.data_crc:#010x}")
+            raise IndexFileError(
+                f"{self._path}: corrupted tables: checksum {crc:#010x} does not match "
+                f"the stored {header.data_crc:#010x}"
+            )
         data.release()
         self._max_distance = header.max_distance
         self._layout = blocks(header.max_distance)
@@ -230,10 +241,14 @@ class NearDuplicateIndex:
         self._runs = []
         if header.count:
             n, tables_bytes = header.count, header.num_tables * header.count * 8
-            tables = [np.frombuffer(mapped, dtype="<u8", count=n, offset=INDEX_HEADER_BYTES + t * n * 8)
-                      for t in range(header.num_tables)]
-            ids = [np.frombuffer(mapped, dtype="<u4", count=n, offset=INDEX_HEADER_BYTES + tables_bytes + t * n * 4)
-                   for t in range(header.num_tables)]
+            tables = [
+                np.frombuffer(mapped, dtype="<u8", count=n, offset=INDEX_HEADER_BYTES + t * n * 8)
+                for t in range(header.num_tables)
+            ]
+            ids = [
+                np.frombuffer(mapped, dtype="<u4", count=n, offset=INDEX_HEADER_BYTES + tables_bytes + t * n * 4)
+                for t in range(header.num_tables)
+            ]
             self._runs = [_Run(tables, ids)]
 
     # -- properties ---------------------------------------------------------------------------
@@ -280,8 +295,9 @@ class NearDuplicateIndex:
         values = as_fingerprints(fingerprints)
         first = self._count
         if first + len(values) > MAX_FINGERPRINTS:
-            raise ValueError(f"an index holds at most {MAX_FINGERPRINTS} fingerprints, "
-                             f"{first} + {len(values)} would exceed it")
+            raise ValueError(
+                f"an index holds at most {MAX_FINGERPRINTS} fingerprints, {first} + {len(values)} would exceed it"
+            )
         if len(values):
             self._runs.append(_Run.build(values, first, self._layout))
             self._count += len(values)
@@ -301,7 +317,7 @@ class NearDuplicateIndex:
         queries = as_fingerprints(fingerprints)
         parts: List[Tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for start in range(0, len(queries), _QUERY_CHUNK):
-            chunk = queries[start:start + _QUERY_CHUNK]
+            chunk = queries[start : start + _QUERY_CHUNK]
             for run in self._runs:
                 for t, (offset, width) in enumerate(self._layout):
                     found = self._probe(run.tables[t], run.ids[t], _rotate_left(chunk, offset), width)
@@ -319,8 +335,9 @@ class NearDuplicateIndex:
         order = np.lexsort((ids, distance, query))
         return Matches(query[order], ids[order], distance[order])
 
-    def _probe(self, table: np.ndarray, ids: np.ndarray, rotated: np.ndarray,
-               width: int) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _probe(
+        self, table: np.ndarray, ids: np.ndarray, rotated: np.ndarray, width: int
+    ) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """The (query, id, distance) of the entries of one table within the distance of each query."""
         if width == 64:
             low, high = rotated, rotated
@@ -360,8 +377,11 @@ class NearDuplicateIndex:
         while len(self._runs) >= 2:
             last = self._runs.pop()
             self._runs[-1] = self._runs[-1].merge(last)
-        arrays = [np.ascontiguousarray(c, dtype="<u8" if c.dtype.itemsize == 8 else "<u4")
-                  for run in self._runs[:1] for c in (*run.tables, *run.ids)]
+        arrays = [
+            np.ascontiguousarray(c, dtype="<u8" if c.dtype.itemsize == 8 else "<u4")
+            for run in self._runs[:1]
+            for c in (*run.tables, *run.ids)
+        ]
         crc = 0
         for array in arrays:
             crc = zlib.crc32(array.data.cast("B"), crc)
@@ -389,7 +409,7 @@ class NearDuplicateIndex:
             self._release_map()
             self._closed = True
 
-    def __enter__(self) -> "NearDuplicateIndex":
+    def __enter__(self) -> NearDuplicateIndex:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -398,4 +418,3 @@ class NearDuplicateIndex:
     def __repr__(self) -> str:
         where = "memory" if self._path is None else str(self._path)
         return f"NearDuplicateIndex(max_distance={self._max_distance}, {len(self)} fingerprints, {where})"
-

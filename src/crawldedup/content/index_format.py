@@ -53,13 +53,23 @@ class IndexHeader:
 
     def pack(self) -> bytes:
         """Return the 4096-byte header page, checksum included."""
-        fields = _FIELDS.pack(INDEX_MAGIC, INDEX_FORMAT_VERSION, INDEX_HEADER_BYTES, 64, self.max_distance,
-                              self.num_tables, 0, self.count, self.policy_digest.encode("ascii"), self.data_crc)
+        fields = _FIELDS.pack(
+            INDEX_MAGIC,
+            INDEX_FORMAT_VERSION,
+            INDEX_HEADER_BYTES,
+            64,
+            self.max_distance,
+            self.num_tables,
+            0,
+            self.count,
+            self.policy_digest.encode("ascii"),
+            self.data_crc,
+        )
         page = fields + bytes(_CHECKSUM_OFFSET - len(fields))
         return page + struct.pack("<I", zlib.crc32(page))
 
     @classmethod
-    def unpack(cls, page: bytes, path: str, file_bytes: int) -> "IndexHeader":
+    def unpack(cls, page: bytes, path: str, file_bytes: int) -> IndexHeader:
         """Parse and check a header page read from ``path`` (a file of ``file_bytes`` bytes).
 
         :raises IndexFileError: for every check that fails, naming ``path`` and the problem.
@@ -74,13 +84,16 @@ class IndexHeader:
             if not page.startswith(INDEX_MAGIC[: len(page)]):
                 raise bad(f"not a crawldedup near-duplicate index (bad magic {page[:8]!r})")
             raise bad(f"truncated header: {len(page)} bytes, a header is {INDEX_HEADER_BYTES}")
-        (magic, version, header_bytes, bits, max_distance, num_tables, reserved, count, digest,
-         data_crc) = _FIELDS.unpack_from(page)
+        (magic, version, header_bytes, bits, max_distance, num_tables, reserved, count, digest, data_crc) = (
+            _FIELDS.unpack_from(page)
+        )
         if magic != INDEX_MAGIC:
             raise bad(f"not a crawldedup near-duplicate index (bad magic {magic!r}, expected {INDEX_MAGIC!r})")
         if version > INDEX_FORMAT_VERSION:
-            raise bad(f"format version {version} is newer than this crawldedup reads "
-                      f"(up to {INDEX_FORMAT_VERSION}); upgrade crawldedup")
+            raise bad(
+                f"format version {version} is newer than this crawldedup reads "
+                f"(up to {INDEX_FORMAT_VERSION}); upgrade crawldedup"
+            )
         if version != INDEX_FORMAT_VERSION:
             raise bad(f"unsupported format version {version}, expected {INDEX_FORMAT_VERSION}")
         (stored_crc,) = struct.unpack_from("<I", page, _CHECKSUM_OFFSET)
@@ -91,9 +104,12 @@ class IndexHeader:
             (header_bytes == INDEX_HEADER_BYTES, f"header size {header_bytes}, expected {INDEX_HEADER_BYTES}"),
             (bits == 64, f"fingerprint bits {bits}, expected 64"),
             (0 <= max_distance <= MAX_DISTANCE, f"max_distance must be in [0, {MAX_DISTANCE}], got {max_distance}"),
-            (num_tables == max_distance + 1, f"{num_tables} tables, max_distance {max_distance} needs {max_distance + 1}"),
+            (
+                num_tables == max_distance + 1,
+                f"{num_tables} tables, max_distance {max_distance} needs {max_distance + 1}",
+            ),
             (count <= MAX_FINGERPRINTS, f"count must be <= {MAX_FINGERPRINTS}, got {count}"),
-            (reserved == 0 and not any(page[_FIELDS.size:_CHECKSUM_OFFSET]), "reserved header bytes are not zero"),
+            (reserved == 0 and not any(page[_FIELDS.size : _CHECKSUM_OFFSET]), "reserved header bytes are not zero"),
             (all(48 <= c <= 57 or 97 <= c <= 102 for c in digest), f"policy digest {digest!r} is not 16 hex digits"),
         ]
         for ok, problem in checks:

@@ -24,7 +24,7 @@ FINGERPRINT_BITS = 64
 #: everything a fingerprint depends on.
 _FIXED_RULES = {
     "text": "body text nodes outside script style template noscript svg iframe nav aside footer form button, "
-            "and outside links unless fewer than 50 words remain, joined by spaces",
+    "and outside links unless fewer than 50 words remain, joined by spaces",
     "fold": "str.casefold of the whole text, then the split",
     "words": "maximal runs of str.isalnum() or category M characters, except those all str.isdecimal()",
     "shingle": "shingle_words consecutive words joined by one space, UTF-8",
@@ -62,8 +62,11 @@ class ContentPolicy:
         The first 64 bits of SHA-256 over a canonical JSON form of every field, the fixed rules
         and :data:`CONTENT_FORMAT_VERSION`: fingerprints are comparable when digests are equal.
         """
-        document: Dict[str, object] = {"content_format": CONTENT_FORMAT_VERSION, "bits": FINGERPRINT_BITS,
-                                       "rules": _FIXED_RULES}
+        document: Dict[str, object] = {
+            "content_format": CONTENT_FORMAT_VERSION,
+            "bits": FINGERPRINT_BITS,
+            "rules": _FIXED_RULES,
+        }
         for f in fields(self):
             document[f.name] = getattr(self, f.name)
         blob = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)

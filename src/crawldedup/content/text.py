@@ -17,7 +17,19 @@ __all__ = ["DROPPED_ELEMENTS", "MIN_WORDS_OUTSIDE_LINKS", "decode_html", "page_t
 #: Elements whose content is never the page's own text: what a reader does not see, and the
 #: template's navigation, side boxes, footers and controls. Part of the content format:
 #: changing it bumps CONTENT_FORMAT_VERSION. Comments are never text nodes.
-DROPPED_ELEMENTS = ("script", "style", "template", "noscript", "svg", "iframe", "nav", "aside", "footer", "form", "button")
+DROPPED_ELEMENTS = (
+    "script",
+    "style",
+    "template",
+    "noscript",
+    "svg",
+    "iframe",
+    "nav",
+    "aside",
+    "footer",
+    "form",
+    "button",
+)
 #: Link text (menus, "read next" lists, ads) is left out too, unless fewer than this many words
 #: remain without it: a listing page is mostly links, and without them every listing of a site
 #: would have one fingerprint.
@@ -29,8 +41,14 @@ _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs
 # Labels the HTML standard reads as another encoding than Python's codec of that name would:
 # a page that says latin-1 means windows-1252, and a declared UTF-16 in bytes that were read
 # as ASCII to find it cannot be UTF-16.
-_HTML_ALIASES = {"latin1": "cp1252", "iso8859-1": "cp1252", "ascii": "cp1252",
-                 "utf-16": "utf-8", "utf-16-le": "utf-8", "utf-16-be": "utf-8"}
+_HTML_ALIASES = {
+    "latin1": "cp1252",
+    "iso8859-1": "cp1252",
+    "ascii": "cp1252",
+    "utf-16": "utf-8",
+    "utf-16-le": "utf-8",
+    "utf-16-be": "utf-8",
+}
 
 HTML = Union[str, bytes, bytearray, memoryview]
 
@@ -58,7 +76,7 @@ def decode_html(html: Union[bytes, bytearray, memoryview], encoding: Optional[st
     data = bytes(html)
     for bom, bom_codec in _BOMS:
         if data.startswith(bom):
-            return data[len(bom):].decode(bom_codec, "replace")
+            return data[len(bom) :].decode(bom_codec, "replace")
     codec = _codec(encoding)
     if codec is None:
         declared = _META_CHARSET.search(data, 0, PRESCAN_BYTES)

@@ -45,8 +45,19 @@ from .state import open_state
 from .stats import DedupStats, StatsListener
 
 __all__ = [
-    "DEFAULT_SAMPLE_RATE", "KEY_DOMAIN", "AsyncDeduplicator", "ClaimBatch", "DedupStats", "Deduplicator", "HeldBatch",
-    "HoldState", "Prepared", "StatsListener", "open_state", "prepare_batch", "prepare_canonical",
+    "DEFAULT_SAMPLE_RATE",
+    "KEY_DOMAIN",
+    "AsyncDeduplicator",
+    "ClaimBatch",
+    "DedupStats",
+    "Deduplicator",
+    "HeldBatch",
+    "HoldState",
+    "Prepared",
+    "StatsListener",
+    "open_state",
+    "prepare_batch",
+    "prepare_canonical",
 ]
 
 
@@ -141,7 +152,11 @@ class Deduplicator(DedupCore[ClaimStore]):
         return self.claim_batch(urls, lease=lease).won
 
     def claim_batch(
-        self, urls: Sequence[URL], base: Optional[URL] = None, lease: Optional[float] = None, *,
+        self,
+        urls: Sequence[URL],
+        base: Optional[URL] = None,
+        lease: Optional[float] = None,
+        *,
         bases: Optional[Sequence[Optional[URL]]] = None,
     ) -> ClaimBatch:
         """Claim a batch and say, per URL, whether it was won, its canonical form and why it was refused.
@@ -168,7 +183,11 @@ class Deduplicator(DedupCore[ClaimStore]):
         return drive(self._claim_plan(urls, base, lease, bases), self._ask)
 
     def hold_batch(
-        self, urls: Sequence[URL], base: Optional[URL] = None, *, bases: Optional[Sequence[Optional[URL]]] = None,
+        self,
+        urls: Sequence[URL],
+        base: Optional[URL] = None,
+        *,
+        bases: Optional[Sequence[Optional[URL]]] = None,
         hold_seconds: float = HOLD_SECONDS,
     ) -> HeldBatch:
         """Claim a batch in two steps: hold it now, then :meth:`HeldBatch.commit` once its won
@@ -208,8 +227,16 @@ class Deduplicator(DedupCore[ClaimStore]):
         won[batch.positions[claimed.won]] = True
         self._counter.add(won=len(claimed.won), lost=len(batch.valid) - len(claimed.won))
         return HeldBatch(
-            won.tolist(), batch.canonical, batch.errors, hashes=batch.hashes, valid=batch.valid, claimed=claimed,
-            local_filter=self.local_filter, store=self.store, leased=leased, owner=self.worker_id,
+            won.tolist(),
+            batch.canonical,
+            batch.errors,
+            hashes=batch.hashes,
+            valid=batch.valid,
+            claimed=claimed,
+            local_filter=self.local_filter,
+            store=self.store,
+            leased=leased,
+            owner=self.worker_id,
             counter=self._counter,
         )
 
@@ -247,8 +274,9 @@ class Deduplicator(DedupCore[ClaimStore]):
         """
         return drive(self._seen_plan(urls), self._ask)
 
-    def claim_final(self, final_urls: Sequence[URL], requested: Sequence[URL],
-                    lease: Optional[float] = None) -> List[bool]:
+    def claim_final(
+        self, final_urls: Sequence[URL], requested: Sequence[URL], lease: Optional[float] = None
+    ) -> List[bool]:
         """After fetches that were redirected: per fetch, True when this caller won its final page
         (new: process it), False when the page was claimed already (drop it) or is invalid.
 
@@ -399,7 +427,7 @@ class Deduplicator(DedupCore[ClaimStore]):
                 if self._local_aliases is not None:
                     self._local_aliases.close()
 
-    def __enter__(self) -> "Deduplicator":
+    def __enter__(self) -> Deduplicator:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

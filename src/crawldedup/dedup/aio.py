@@ -23,10 +23,10 @@ import numpy as np
 
 from .._plans import Plan, Worker, adrive, inline
 from ..canonical import HAS_EXTENSION as COMPILED_CANONICAL
+from ..pages import PageCheck
 from ..stores.aio import AsyncClaimStore
 from ..stores.factory import open_async_store
 from .core import ClaimBatch, DedupCore
-from ..pages import PageCheck
 from .leases import URL
 from .pipeline import StoreAsk
 
@@ -61,7 +61,7 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
     def _make_store(self, strategy: str, **arguments: Any) -> AsyncClaimStore:
         return open_async_store(strategy, **arguments)
 
-    async def open(self) -> "AsyncDeduplicator":
+    async def open(self) -> AsyncDeduplicator:
         """Reach the store (its namespace checked), then open the state file; once.
 
         :raises FilterFileError: for a state file of another policy or namespace.
@@ -79,7 +79,9 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
                 await self.store.open()
             try:
                 await adrive(self._seed_plan(), self._ask, self._worker)  # a seed is written to a file
-                await asyncio.get_running_loop().run_in_executor(None, self._open_state)  # a new file reserves its blocks
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self._open_state
+                )  # a new file reserves its blocks
             except BaseException:
                 self._close_seed()
                 if self._owns_store and self.store is not None:
@@ -111,7 +113,11 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         return (await self.claim_batch(urls, lease=lease)).won
 
     async def claim_batch(
-        self, urls: Sequence[URL], base: Optional[URL] = None, lease: Optional[float] = None, *,
+        self,
+        urls: Sequence[URL],
+        base: Optional[URL] = None,
+        lease: Optional[float] = None,
+        *,
         bases: Optional[Sequence[Optional[URL]]] = None,
     ) -> ClaimBatch:
         """See :meth:`Deduplicator.claim_batch`; a cancelled call counts in ``stats.cancelled_batches``."""
@@ -125,8 +131,9 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         """See :meth:`Deduplicator.seen`."""
         return await self._run(self._seen_plan(urls), len(urls))
 
-    async def claim_final(self, final_urls: Sequence[URL], requested: Sequence[URL],
-                          lease: Optional[float] = None) -> List[bool]:
+    async def claim_final(
+        self, final_urls: Sequence[URL], requested: Sequence[URL], lease: Optional[float] = None
+    ) -> List[bool]:
         """See :meth:`Deduplicator.claim_final`; a cancelled call counts in ``stats.cancelled_batches``."""
         return await self._run(self._final_plan(final_urls, requested, lease), len(final_urls), claim=True)
 
@@ -158,7 +165,9 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         await self.open()
         return await self._run(self._leases.expired(limit, lease), 0)
 
-    async def check_content(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> List[PageCheck]:
+    async def check_content(
+        self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]
+    ) -> List[PageCheck]:
         """See :meth:`Deduplicator.check_content`. A call cancelled while its exchange is in
         flight leaves the pages as the store left them: a batch applied whole or not at all
         (one script, one transaction, one lock). On Redis its token is kept, so the same batch
@@ -196,7 +205,7 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
                 self._worker.close()
                 self._opened = False
 
-    async def __aenter__(self) -> "AsyncDeduplicator":
+    async def __aenter__(self) -> AsyncDeduplicator:
         return await self.open()
 
     async def __aexit__(self, *exc_info: object) -> None:

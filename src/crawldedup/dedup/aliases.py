@@ -55,7 +55,7 @@ class LocalAliases:
         self._window = window
         self._clock = clock
         self._lock = threading.Lock()
-        self._map: "OrderedDict[bytes, Tuple[bytes, int]]" = OrderedDict()
+        self._map: OrderedDict[bytes, Tuple[bytes, int]] = OrderedDict()
         self._records = 0
         self._path = Path(path) if path is not None else None
         self._file: Optional[BinaryIO] = self._open(self._path) if self._path is not None else None
@@ -72,7 +72,7 @@ class LocalAliases:
             if not data.startswith(ALIASES_MAGIC):
                 raise AliasFileError(f"{path}: not an alias journal of crawldedup (magic {data[:8]!r})")
             whole = (len(data) - len(ALIASES_MAGIC)) // RECORD.size
-            for requested, final, generation in RECORD.iter_unpack(data[len(ALIASES_MAGIC):][:whole * RECORD.size]):
+            for requested, final, generation in RECORD.iter_unpack(data[len(ALIASES_MAGIC) :][: whole * RECORD.size]):
                 self._map.pop(requested, None)
                 self._map[requested] = (final, generation)
             self._records = whole

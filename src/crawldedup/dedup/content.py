@@ -13,15 +13,15 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, 
 
 import numpy as np
 
+from .._checks import check_batch
+from .._plans import Plan
 from ..bloom import hash_many
 from ..canonical import InvalidURL
 from ..content.index import as_fingerprints
-from .._checks import check_batch
-from .._plans import Plan
 from ..pages import INVALID, PageBatch, PageCheck, PageStore, Seen
 from ..pages.base import Step
-from ..stores.base import StoreCall
 from ..pages.plan import judge_batch, page_ids
+from ..stores.base import StoreCall
 from .leases import URL
 from .pipeline import StoreAsk
 

@@ -12,39 +12,60 @@ from __future__ import annotations
 import operator
 import os
 import pickle
-import time
 import secrets
+import time
 from dataclasses import replace
-from typing import Any, Dict, Generic, List, NamedTuple, Optional, Sequence, SupportsIndex, Tuple, Type, TypeVar, Union, cast
+from typing import (
+    Any,
+    Dict,
+    Generic,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    SupportsIndex,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+    cast,
+)
 
 import numpy as np
 
 from .._checks import PathArg, check_batch, check_name, check_path, integer_in, number_in
-from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
-from ..content.index_format import MAX_DISTANCE
-from ..pages import PAGES_SUFFIX, open_pages
 from .._plans import Plan
 from ..bloom import GrowingFilter, hash_many
 from ..canonical import (
-    DEFAULT_POLICY, HAS_EXTENSION, CanonicalPolicy, Canonicalized, InvalidURL, canonicalize_each, canonicalize_many,
-    policy_conflict, policy_named,
+    DEFAULT_POLICY,
+    HAS_EXTENSION,
+    Canonicalized,
+    CanonicalPolicy,
+    InvalidURL,
+    canonicalize_each,
+    canonicalize_many,
+    policy_conflict,
+    policy_named,
 )
 from ..config import DedupConfig
+from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
+from ..content.index_format import MAX_DISTANCE
 from ..fingerprints import Fingerprints, take_rows
+from ..pages import PAGES_SUFFIX, open_pages
 from ..stores.aio import AsyncClaimStore
 from ..stores.aliases import DEFAULT_MAX_ALIASES, Aliases, check_max_aliases, unsupported
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
-from ..stores.seed import seed_layout
 from ..stores.factory import LOCAL
+from ..stores.seed import seed_layout
+from ..windows import Clock, system_clock
 from .aliases import LocalAliases, aliases_path
 from .content import ContentChecks
-from .seed import Seed, load_seed
 from .leases import URL, Leases, lease_store
 from .packed import PackedCanonical, PackedURLs, packed_bytes
 from .pipeline import ClaimPipeline, StoreAsk
+from .seed import Seed, load_seed
 from .state import open_state
 from .stats import DedupStats, StatsCounter, StatsListener
-from ..windows import Clock, system_clock
 
 #: Default share of local hits checked against the store to measure the local filter's loss.
 DEFAULT_SAMPLE_RATE = 0.01
@@ -83,8 +104,13 @@ class Prepared(NamedTuple):
         return _unpack_prepared, (len(self.canonical), self.errors, self.positions, valid, self.hashes)
 
 
-def _unpack_prepared(count: int, errors: Dict[int, InvalidURL], positions: np.ndarray, valid: Union[bytes, memoryview],
-                     hashes: np.ndarray) -> Prepared:
+def _unpack_prepared(
+    count: int,
+    errors: Dict[int, InvalidURL],
+    positions: np.ndarray,
+    valid: Union[bytes, memoryview],
+    hashes: np.ndarray,
+) -> Prepared:
     urls = PackedURLs(bytes(valid), len(positions))
     return Prepared(PackedCanonical(urls, positions, count), errors, positions, urls, hashes)
 
@@ -137,11 +163,17 @@ class DedupCore(Generic[S]):
         self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
         # Mixed field types; DedupConfig checks each value it receives.
         overrides: Dict[str, Any] = {
-            "strategy": strategy, "redis_url": redis_url, "namespace": namespace, "capacity": capacity,
-            "error_rate": error_rate, "ttl_days": ttl_days, "generations": generations,
+            "strategy": strategy,
+            "redis_url": redis_url,
+            "namespace": namespace,
+            "capacity": capacity,
+            "error_rate": error_rate,
+            "ttl_days": ttl_days,
+            "generations": generations,
             "state_path": os.fspath(state) if state is not None else None,
             "sqlite_path": os.fspath(sqlite_path) if sqlite_path is not None else None,
-            "service_url": service_url, "postgres_url": postgres_url,
+            "service_url": service_url,
+            "postgres_url": postgres_url,
         }
         self.config = replace(config or DedupConfig(), **{k: v for k, v in overrides.items() if v is not None})
         number_in("sample_rate", sample_rate, 0, 1)
@@ -167,11 +199,19 @@ class DedupCore(Generic[S]):
         self._owns_store = store is None and self.config.strategy != LOCAL
         if self._owns_store:
             store = self._make_store(
-                self.config.strategy, namespace=self.namespace, policy_digest=self.policy.digest,
-                redis_url=self.config.redis_url, sqlite_path=self.config.sqlite_path,
-                service_url=self.config.service_url, postgres_url=self.config.postgres_url,
-                capacity=self.config.capacity, error_rate=self.config.error_rate,
-                ttl_seconds=self.config.ttl_seconds, retry=retry, window=self.config.window, clock=clock,
+                self.config.strategy,
+                namespace=self.namespace,
+                policy_digest=self.policy.digest,
+                redis_url=self.config.redis_url,
+                sqlite_path=self.config.sqlite_path,
+                service_url=self.config.service_url,
+                postgres_url=self.config.postgres_url,
+                capacity=self.config.capacity,
+                error_rate=self.config.error_rate,
+                ttl_seconds=self.config.ttl_seconds,
+                retry=retry,
+                window=self.config.window,
+                clock=clock,
                 durability=self.config.store_durability,
             )
         #: The shared store; None for the ``local`` strategy.
@@ -185,10 +225,17 @@ class DedupCore(Generic[S]):
         content_digest = (content_policy or DEFAULT_CONTENT_POLICY).digest
         #: check_content's steps, and its page store (opened on first use).
         self._content = ContentChecks(
-            lambda: open_pages(self._claims(), pages_path, namespace=self.config.namespace,
-                               max_distance=content_distance, content_digest=content_digest,
-                               canonical_digest=self.policy.digest, capacity=self.config.capacity),
-            content_distance, lambda urls: canonicalize_many(urls, policy=self.policy),
+            lambda: open_pages(
+                self._claims(),
+                pages_path,
+                namespace=self.config.namespace,
+                max_distance=content_distance,
+                content_digest=content_digest,
+                canonical_digest=self.policy.digest,
+                capacity=self.config.capacity,
+            ),
+            content_distance,
+            lambda urls: canonicalize_many(urls, policy=self.policy),
         )
         #: The namespace's seed filter (``crawldedup migrate --from-state``), once the store is open.
         self._seed: Optional[Seed] = None
@@ -211,8 +258,9 @@ class DedupCore(Generic[S]):
         claims = self._claims()
         layout = seed_layout(claims) if claims is not None else None
         if layout is not None:
-            self._seed = yield from load_seed(layout, policy_digest=self.policy.digest, window=self.config.window,
-                                              clock=self._clock)
+            self._seed = yield from load_seed(
+                layout, policy_digest=self.policy.digest, window=self.config.window, clock=self._clock
+            )
 
     def _close_seed(self) -> None:
         if self._seed is not None:
@@ -223,17 +271,32 @@ class DedupCore(Generic[S]):
         """Open the local filter (after the store was reached: an unreachable store leaves no
         state file behind) and the steps that use it."""
         self.local_filter = open_state(
-            self.config.state_path, self.config.capacity, self.config.error_rate, self.policy,
-            namespace=self.namespace, window=self.config.window, clock=self._clock,
+            self.config.state_path,
+            self.config.capacity,
+            self.config.error_rate,
+            self.policy,
+            namespace=self.namespace,
+            window=self.config.window,
+            clock=self._clock,
         )
-        self._pipeline = ClaimPipeline(self.local_filter, self.store is not None, verify_hits=self.verify_hits,
-                                       sample_rate=self.sample_rate, owner=self.worker_id, counter=self._counter,
-                                       seed=self._seed.filter if self._seed is not None else None)
-        self._leases = Leases(self.store, self.config.strategy, self.local_filter, self.worker_id, self.policy,
-                              self._counter)
+        self._pipeline = ClaimPipeline(
+            self.local_filter,
+            self.store is not None,
+            verify_hits=self.verify_hits,
+            sample_rate=self.sample_rate,
+            owner=self.worker_id,
+            counter=self._counter,
+            seed=self._seed.filter if self._seed is not None else None,
+        )
+        self._leases = Leases(
+            self.store, self.config.strategy, self.local_filter, self.worker_id, self.policy, self._counter
+        )
         #: The alias map of the ``local`` strategy (a store keeps its own).
-        self._local_aliases = (LocalAliases(aliases_path(self.config.state_path), self.config.window, self._clock)
-                               if self.store is None else None)
+        self._local_aliases = (
+            LocalAliases(aliases_path(self.config.state_path), self.config.window, self._clock)
+            if self.store is None
+            else None
+        )
 
     @classmethod
     def from_env(cls: Type[D], environ: Optional[Any] = None, **overrides: Any) -> D:
@@ -260,7 +323,10 @@ class DedupCore(Generic[S]):
     # -- the plans --------------------------------------------------------------------------
 
     def _claim_plan(
-        self, urls: Sequence[URL], base: Optional[URL], lease: Optional[float],
+        self,
+        urls: Sequence[URL],
+        base: Optional[URL],
+        lease: Optional[float],
         bases: Optional[Sequence[Optional[URL]]],
     ) -> Plan[ClaimBatch]:
         """:meth:`Deduplicator.claim_batch`, as a plan."""
@@ -307,14 +373,21 @@ class DedupCore(Generic[S]):
             check_lease_seconds(lease)
         batch = self._prepare(finals, None, None)
         wanted, _ = _canonicalize_in_pieces(requested, None, self.policy)
-        pairs = [row for row, i in enumerate(batch.positions.tolist())
-                 if wanted[i] is not None and wanted[i] != batch.canonical[i]]
-        aliases = Aliases(Fingerprints(hash_many([wanted[batch.positions[row]] for row in pairs])),
-                          Fingerprints(take_rows(batch.hashes, pairs)), self.max_aliases)
+        pairs = [
+            row
+            for row, i in enumerate(batch.positions.tolist())
+            if wanted[i] is not None and wanted[i] != batch.canonical[i]
+        ]
+        aliases = Aliases(
+            Fingerprints(hash_many([wanted[batch.positions[row]] for row in pairs])),
+            Fingerprints(take_rows(batch.hashes, pairs)),
+            self.max_aliases,
+        )
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
-            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease,
-                                                    aliases if self.store is not None and pairs else None)
+            rows = yield from self._claim_and_learn(
+                batch.hashes, batch.valid, lease, aliases if self.store is not None and pairs else None
+            )
             won[batch.positions[rows]] = True
             if self._local_aliases is not None and pairs:
                 self._local_aliases.record(aliases)
@@ -368,8 +441,9 @@ class DedupCore(Generic[S]):
         self._counter.add(urls=len(batch.canonical), invalid=len(batch.errors))
         return batch
 
-    def _claim_and_learn(self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float],
-                         aliases: Optional[Aliases] = None) -> Plan[np.ndarray]:
+    def _claim_and_learn(
+        self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float], aliases: Optional[Aliases] = None
+    ) -> Plan[np.ndarray]:
         """Claim one batch in one step (recording ``aliases`` in the same round trip); the local
         filter learns its lasting claims at once (only once the store answered: a batch that
         fails or is cancelled teaches it nothing).
@@ -396,9 +470,12 @@ class DedupCore(Generic[S]):
         return f"<{type(self).__name__} strategy={self.config.strategy!r} namespace={self.namespace!r} {where}>"
 
 
-def prepare_batch(urls: Sequence[URL], base: Optional[URL] = None,
-                  bases: Optional[Sequence[Optional[URL]]] = None,
-                  policy: CanonicalPolicy = DEFAULT_POLICY) -> Prepared:
+def prepare_batch(
+    urls: Sequence[URL],
+    base: Optional[URL] = None,
+    bases: Optional[Sequence[Optional[URL]]] = None,
+    policy: CanonicalPolicy = DEFAULT_POLICY,
+) -> Prepared:
     """Canonicalize and fingerprint a batch, as :meth:`Deduplicator.claim_batch` does first.
 
     It needs no Deduplicator: another thread or process may prepare the batches that one
@@ -455,7 +532,7 @@ def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: Ca
     canonical: List[Optional[str]] = []
     errors: Dict[int, InvalidURL] = {}
     for start in range(0, len(urls), CANONICAL_PIECE):
-        found, refused = canonicalize_many(urls[start:start + CANONICAL_PIECE], base=base, policy=policy)
+        found, refused = canonicalize_many(urls[start : start + CANONICAL_PIECE], base=base, policy=policy)
         canonical.extend(found)
         errors.update((start + i, error) for i, error in refused.items())
         time.sleep(0)

@@ -54,9 +54,21 @@ class HeldBatch:
     :ivar errors: why the invalid ones were refused (``errors[i]``).
     """
 
-    def __init__(self, won: List[bool], canonical: Sequence[Optional[str]], errors: Dict[int, InvalidURL], *,
-                 hashes: np.ndarray, valid: Sequence[str], claimed: Claimed, local_filter: LocalFilter,
-                 store: Optional[ClaimStore], leased: bool, owner: str, counter: StatsCounter) -> None:
+    def __init__(
+        self,
+        won: List[bool],
+        canonical: Sequence[Optional[str]],
+        errors: Dict[int, InvalidURL],
+        *,
+        hashes: np.ndarray,
+        valid: Sequence[str],
+        claimed: Claimed,
+        local_filter: LocalFilter,
+        store: Optional[ClaimStore],
+        leased: bool,
+        owner: str,
+        counter: StatsCounter,
+    ) -> None:
         self.won = won
         self.canonical = canonical
         self.errors = errors
@@ -99,7 +111,9 @@ class HeldBatch:
                 won_twice = int(len(new) - new.sum())
             else:
                 if self._leased and len(won):
-                    done = np.asarray(self._store.finish_leases(Fingerprints(take_rows(self._hashes, won)), self._owner), dtype=bool)
+                    done = np.asarray(
+                        self._store.finish_leases(Fingerprints(take_rows(self._hashes, won)), self._owner), dtype=bool
+                    )
                     won_twice = int(len(done) - done.sum())
                     # Written, so seen here even where the lease was taken over meanwhile.
                     learn = np.concatenate([learn, won])
@@ -144,7 +158,7 @@ class HeldBatch:
         if self._state is not HoldState.HELD:
             raise ValueError(f"cannot {step} a batch that was {self._state.value}")
 
-    def __enter__(self) -> "HeldBatch":
+    def __enter__(self) -> HeldBatch:
         return self
 
     def __exit__(self, exc_type: object, *exc_info: object) -> None:

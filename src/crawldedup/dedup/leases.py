@@ -38,8 +38,15 @@ def lease_store(store: Any, strategy: str) -> None:
 class Leases:
     """The lease steps of one Deduplicator (see :meth:`crawldedup.Deduplicator.done` and its siblings)."""
 
-    def __init__(self, store: Any, strategy: str, local_filter: LocalFilter, owner: str,
-                 policy: CanonicalPolicy, counter: StatsCounter) -> None:
+    def __init__(
+        self,
+        store: Any,
+        strategy: str,
+        local_filter: LocalFilter,
+        owner: str,
+        policy: CanonicalPolicy,
+        counter: StatsCounter,
+    ) -> None:
         self.store = store
         self.strategy = strategy
         self.local_filter = local_filter
@@ -74,7 +81,9 @@ class Leases:
         self.counter.add(expired=len(urls))
         return urls
 
-    def _settle(self, urls: Sequence[URL], method: str, *terms: float) -> Plan[Tuple[List[bool], Fingerprints, List[int]]]:
+    def _settle(
+        self, urls: Sequence[URL], method: str, *terms: float
+    ) -> Plan[Tuple[List[bool], Fingerprints, List[int]]]:
         """Canonicalize ``urls`` and settle the valid ones in one store call (``method``).
 
         :returns: per URL, whether it was settled (False when invalid or refused); the valid

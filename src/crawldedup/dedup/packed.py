@@ -52,7 +52,7 @@ class PackedURLs(Sequence[str]):
         if not 0 <= row < self._count:
             raise IndexError("PackedURLs index out of range")
         edges = self._row_edges()
-        return self._data[edges[row]:edges[row + 1] - 1].decode()
+        return self._data[edges[row] : edges[row + 1] - 1].decode()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.strings())
@@ -72,7 +72,7 @@ class PackedURLs(Sequence[str]):
             return [strings[row] for row in rows.tolist()]
         edges = self._row_edges()
         data = self._data
-        return [data[start:end - 1].decode() for start, end in zip(edges[rows].tolist(), edges[rows + 1].tolist())]
+        return [data[start : end - 1].decode() for start, end in zip(edges[rows].tolist(), edges[rows + 1].tolist())]
 
     def _row_edges(self) -> np.ndarray:
         """Where each string starts, and one past the end of the last plus one: string ``i`` is

@@ -74,8 +74,8 @@ def first_rows(hashes: np.ndarray, rows: np.ndarray) -> FirstRows:
     starts = np.ones(len(rows), dtype=bool)
     starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
     group_of_sorted = np.cumsum(starts) - 1
-    firsts = order[starts]                           # positions in ``rows``, one per fingerprint
-    by_row = np.argsort(firsts, kind="stable")       # fingerprints in the order they first appear
+    firsts = order[starts]  # positions in ``rows``, one per fingerprint
+    by_row = np.argsort(firsts, kind="stable")  # fingerprints in the order they first appear
     rank = np.empty(len(firsts), dtype=np.intp)
     rank[by_row] = np.arange(len(firsts))
     inverse = np.empty(len(rows), dtype=np.intp)
@@ -96,8 +96,17 @@ class ClaimPipeline:
     :param counter: where the batch's lookup and store counters go.
     """
 
-    def __init__(self, local_filter: LocalFilter, shared: bool, *, verify_hits: bool,
-                 sample_rate: float, owner: str, counter: StatsCounter, seed: Optional[LocalFilter] = None) -> None:
+    def __init__(
+        self,
+        local_filter: LocalFilter,
+        shared: bool,
+        *,
+        verify_hits: bool,
+        sample_rate: float,
+        owner: str,
+        counter: StatsCounter,
+        seed: Optional[LocalFilter] = None,
+    ) -> None:
         self.local_filter = local_filter
         self.seed = seed
         self.shared = shared
@@ -107,8 +116,9 @@ class ClaimPipeline:
         # A hit is sampled when the top 32 bits of its h2 fall under this threshold.
         self._sample_below = np.uint64(round(sample_rate * (1 << 32)))
 
-    def claim(self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float],
-              aliases: Optional[Aliases] = None) -> Plan[Claimed]:
+    def claim(
+        self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float], aliases: Optional[Aliases] = None
+    ) -> Plan[Claimed]:
         """Claim one batch: ``hashes`` has one row per valid URL, ``canonical[row]`` its canonical
         form (needed with a lease only). Yields at most one :class:`StoreAsk`, which also records
         ``aliases`` in the store's alias map.
@@ -138,11 +148,16 @@ class ClaimPipeline:
         else:
             checked, false_hits, local = len(reads), answers.present.count(False), hits
         self.counter.add(
-            local_hits=hits, seed_hits=seeded, answered_locally=local + seeded, store_claims=len(claims.rows),
+            local_hits=hits,
+            seed_hits=seeded,
+            answered_locally=local + seeded,
+            store_claims=len(claims.rows),
             store_reads=len(reads),
-            round_trips=1 if len(claims.rows) or len(reads) or aliases is not None else 0, sampled_hits=checked,
+            round_trips=1 if len(claims.rows) or len(reads) or aliases is not None else 0,
+            sampled_hits=checked,
             false_hits=false_hits,
-            leased=len(won) if lease is not None else 0, held=len(held),
+            leased=len(won) if lease is not None else 0,
+            held=len(held),
         )
         return Claimed(won, learn)
 
@@ -152,12 +167,23 @@ class ClaimPipeline:
             return _NO_ROWS
         return np.flatnonzero(hit & ((hashes[:, 1] >> _32) < self._sample_below))
 
-    def _ask_store(self, hashes: np.ndarray, claim_rows: np.ndarray, read_rows: np.ndarray,
-                   canonical: Sequence[str], lease: Optional[float], aliases: Optional[Aliases]) -> Plan[ClaimAnswers]:
+    def _ask_store(
+        self,
+        hashes: np.ndarray,
+        claim_rows: np.ndarray,
+        read_rows: np.ndarray,
+        canonical: Sequence[str],
+        lease: Optional[float],
+        aliases: Optional[Aliases],
+    ) -> Plan[ClaimAnswers]:
         """One round trip: claim ``claim_rows`` (leased when ``lease``), read ``read_rows``, record ``aliases``."""
         terms = Lease(self.owner, lease, [canonical[row] for row in claim_rows.tolist()]) if lease is not None else None
         options: Dict[str, Any] = {"lease": terms} if aliases is None else {"lease": terms, "aliases": aliases}
-        ask = StoreAsk("claim_and_read", (Fingerprints(take_rows(hashes, claim_rows)), Fingerprints(take_rows(hashes, read_rows))), options)
+        ask = StoreAsk(
+            "claim_and_read",
+            (Fingerprints(take_rows(hashes, claim_rows)), Fingerprints(take_rows(hashes, read_rows))),
+            options,
+        )
         started = time.perf_counter()
         try:
             answers: ClaimAnswers = yield ask
@@ -171,8 +197,9 @@ class ClaimPipeline:
         return answers
 
     @staticmethod
-    def _lasting_misses(hit: np.ndarray, candidates: np.ndarray, claims: FirstRows,
-                        leased: Optional[np.ndarray], held: np.ndarray) -> np.ndarray:
+    def _lasting_misses(
+        hit: np.ndarray, candidates: np.ndarray, claims: FirstRows, leased: Optional[np.ndarray], held: np.ndarray
+    ) -> np.ndarray:
         """The local misses whose claim is lasting: not leased by this caller (ours until done)
         nor lost to another worker's open lease (it may expire and the URL come back).
 

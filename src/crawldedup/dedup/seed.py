@@ -64,7 +64,9 @@ def _removed(paths: List[str]) -> List[str]:
     return kept
 
 
-def load_seed(layout: SeedLayout, *, policy_digest: str, window: Optional[Window], clock: Clock) -> Plan[Optional[Seed]]:
+def load_seed(
+    layout: SeedLayout, *, policy_digest: str, window: Optional[Window], clock: Clock
+) -> Plan[Optional[Seed]]:
     """Download the namespace's seed, as a plan of asks for the store's channel; None without one.
 
     :raises SeedIncomplete: while the seed is being uploaded.
@@ -76,11 +78,14 @@ def load_seed(layout: SeedLayout, *, policy_digest: str, window: Optional[Window
         return None
     where = f"the seed of namespace {layout.namespace!r} (from {record.source})"
     if not record.complete:
-        raise SeedIncomplete(f"{where} is being uploaded ({record.uploaded} of {record.chunks} chunks): let "
-                             f"crawldedup migrate --from-state finish (run it again if it was stopped), then start the workers")
+        raise SeedIncomplete(
+            f"{where} is being uploaded ({record.uploaded} of {record.chunks} chunks): let "
+            f"crawldedup migrate --from-state finish (run it again if it was stopped), then start the workers"
+        )
     if record.policy != policy_digest:
-        raise NamespaceConflict(f"{where} follows canonical policy {record.policy}, this Deduplicator uses "
-                                f"policy {policy_digest}")
+        raise NamespaceConflict(
+            f"{where} follows canonical policy {record.policy}, this Deduplicator uses policy {policy_digest}"
+        )
     digest = hashlib.blake2b(digest_size=32)
     descriptor, base = tempfile.mkstemp(prefix="crawldedup-seed-", suffix=".bloom")
     os.close(descriptor)
@@ -104,8 +109,10 @@ def load_seed(layout: SeedLayout, *, policy_digest: str, window: Optional[Window
         finally:
             out.close()
         if digest.hexdigest() != record.digest:
-            raise NamespaceConflict(f"{where} is damaged (its bytes do not match its digest): seed the namespace "
-                                    f"again with crawldedup migrate --from-state --restart")
+            raise NamespaceConflict(
+                f"{where} is damaged (its bytes do not match its digest): seed the namespace "
+                f"again with crawldedup migrate --from-state --restart"
+            )
         seed = Seed(GrowingFilter(open_filter_file(base, "r", clock=clock)), paths)
     except BaseException:
         _removed(paths)
@@ -113,6 +120,8 @@ def load_seed(layout: SeedLayout, *, policy_digest: str, window: Optional[Window
     has = seed.filter.window
     if has != window:
         seed.close()
-        raise NamespaceConflict(f"{where} was made for a recrawl window of {window_text(has)}, this Deduplicator "
-                                f"uses {window_text(window)}: use the settings the seed was made with")
+        raise NamespaceConflict(
+            f"{where} was made for a recrawl window of {window_text(has)}, this Deduplicator "
+            f"uses {window_text(window)}: use the settings the seed was made with"
+        )
     return seed

@@ -50,12 +50,16 @@ def _check_window(bloom: GrowingFilter, path: PathArg, window: Optional[Window])
     if has == window:
         return
     if has is None:
-        raise FilterFileError(f"{path}: made without a recrawl window (its claims never expire), this crawl "
-                              f"forgets claims after {window and window.describe()}: set ttl_days to 0 to keep "
-                              "using the file, or start a new state file")
+        raise FilterFileError(
+            f"{path}: made without a recrawl window (its claims never expire), this crawl "
+            f"forgets claims after {window and window.describe()}: set ttl_days to 0 to keep "
+            "using the file, or start a new state file"
+        )
     wanted = f"forgets claims after {window.describe()}" if window else "keeps claims for ever (ttl_days 0)"
-    raise FilterFileError(f"{path}: made for a recrawl window of {has.describe()}, this crawl {wanted}: "
-                          "start a new state file, or use the settings it was made with")
+    raise FilterFileError(
+        f"{path}: made for a recrawl window of {has.describe()}, this crawl {wanted}: "
+        "start a new state file, or use the settings it was made with"
+    )
 
 
 def open_state(
@@ -90,8 +94,9 @@ def open_state(
     stamp = _stamp(digest, namespace)
     try:
         if window is not None:
-            return GrowingFilter(WindowedBloomFilter(capacity, error_rate, window, path=path, metadata=stamp,
-                                                     clock=clock))
+            return GrowingFilter(
+                WindowedBloomFilter(capacity, error_rate, window, path=path, metadata=stamp, clock=clock)
+            )
         return GrowingFilter(BloomFilter(capacity, error_rate, path=path, metadata=stamp))
     except FileExistsError:
         assert path is not None

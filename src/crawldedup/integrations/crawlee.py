@@ -32,6 +32,7 @@ from typing import Dict, List, Optional
 from crawlee import Request
 from crawlee.configuration import Configuration
 from crawlee.storage_clients import FileSystemStorageClient, StorageClient
+
 # The base classes of storage clients, as crawlee's guide to writing one imports them.
 from crawlee.storage_clients._base import DatasetClient, KeyValueStoreClient, RequestQueueClient
 from crawlee.storage_clients.models import AddRequestsResponse, ProcessedRequest, RequestQueueMetadata
@@ -61,7 +62,9 @@ class DedupRequestQueueClient(RequestQueueClient):
         #: unique_key of requests won here that the inner client did not take yet.
         self._owed: Dict[str, None] = {}
 
-    async def add_batch_of_requests(self, requests: Sequence[Request], *, forefront: bool = False) -> AddRequestsResponse:
+    async def add_batch_of_requests(
+        self, requests: Sequence[Request], *, forefront: bool = False
+    ) -> AddRequestsResponse:
         """Claim ``requests``, then queue the ones won here (and those owed) in the inner client.
 
         :raises StoreUnavailable: when the store stayed unreachable (nothing was queued: crawlee
@@ -69,8 +72,11 @@ class DedupRequestQueueClient(RequestQueueClient):
         """
         won = await self._claim(requests)
         fresh = [request for request, ok in zip(requests, won) if ok]
-        seen = [ProcessedRequest(unique_key=request.unique_key, was_already_present=True, was_already_handled=True)
-                for request, ok in zip(requests, won) if not ok]
+        seen = [
+            ProcessedRequest(unique_key=request.unique_key, was_already_present=True, was_already_handled=True)
+            for request, ok in zip(requests, won)
+            if not ok
+        ]
         if not fresh:
             return AddRequestsResponse(processed_requests=seen, unprocessed_requests=[])
         response = await self.inner.add_batch_of_requests(fresh, forefront=forefront)
@@ -78,8 +84,9 @@ class DedupRequestQueueClient(RequestQueueClient):
             self._owed.pop(request.unique_key, None)
         for unprocessed in response.unprocessed_requests:
             self._owed[unprocessed.unique_key] = None
-        return AddRequestsResponse(processed_requests=[*response.processed_requests, *seen],
-                                   unprocessed_requests=response.unprocessed_requests)
+        return AddRequestsResponse(
+            processed_requests=[*response.processed_requests, *seen], unprocessed_requests=response.unprocessed_requests
+        )
 
     async def _claim(self, requests: Sequence[Request]) -> List[bool]:
         """Per request: won here (or owed), in at most two store round trips."""
@@ -93,7 +100,9 @@ class DedupRequestQueueClient(RequestQueueClient):
                 won[i] = batch.won[position]
             by_key += [by_url[position] for position in batch.errors]  # refused by the policy
         if by_key:
-            for i, ok in zip(by_key, await self.dedup.claim_keys([KEY_PREFIX + requests[i].unique_key for i in by_key])):
+            for i, ok in zip(
+                by_key, await self.dedup.claim_keys([KEY_PREFIX + requests[i].unique_key for i in by_key])
+            ):
                 won[i] = ok
         return won
 
@@ -143,19 +152,34 @@ class DedupStorageClient(StorageClient):
         # Queues opened through this client differ from the inner client's own: another key.
         return (type(self).__name__, self.inner.get_storage_client_cache_key(configuration), id(self.dedup))
 
-    async def create_dataset_client(self, *, id: Optional[str] = None, name: Optional[str] = None,  # noqa: A002
-                                    alias: Optional[str] = None, configuration: Optional[Configuration] = None,
-                                    ) -> DatasetClient:
+    async def create_dataset_client(
+        self,
+        *,
+        id: Optional[str] = None,
+        name: Optional[str] = None,  # noqa: A002
+        alias: Optional[str] = None,
+        configuration: Optional[Configuration] = None,
+    ) -> DatasetClient:
         return await self.inner.create_dataset_client(id=id, name=name, alias=alias, configuration=configuration)
 
-    async def create_kvs_client(self, *, id: Optional[str] = None, name: Optional[str] = None,  # noqa: A002
-                                alias: Optional[str] = None, configuration: Optional[Configuration] = None,
-                                ) -> KeyValueStoreClient:
+    async def create_kvs_client(
+        self,
+        *,
+        id: Optional[str] = None,
+        name: Optional[str] = None,  # noqa: A002
+        alias: Optional[str] = None,
+        configuration: Optional[Configuration] = None,
+    ) -> KeyValueStoreClient:
         return await self.inner.create_kvs_client(id=id, name=name, alias=alias, configuration=configuration)
 
-    async def create_rq_client(self, *, id: Optional[str] = None, name: Optional[str] = None,  # noqa: A002
-                               alias: Optional[str] = None, configuration: Optional[Configuration] = None,
-                               ) -> DedupRequestQueueClient:
+    async def create_rq_client(
+        self,
+        *,
+        id: Optional[str] = None,
+        name: Optional[str] = None,  # noqa: A002
+        alias: Optional[str] = None,
+        configuration: Optional[Configuration] = None,
+    ) -> DedupRequestQueueClient:
         inner = await self.inner.create_rq_client(id=id, name=name, alias=alias, configuration=configuration)
         return DedupRequestQueueClient(inner, self.dedup)
 

@@ -45,28 +45,36 @@ from scrapy.utils.job import job_dir
 from scrapy.utils.misc import load_object
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
+from .._checks import integer_in
+from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, InvalidURL, canonicalize, policy_named
 from ..config import SETTINGS as CONFIG_SETTINGS
 from ..config import DedupConfig
-from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, InvalidURL, canonicalize, policy_named
 from ..content import page_text, simhash
-from ..dedup import Deduplicator
 from ..content.index_format import MAX_DISTANCE
+from ..dedup import Deduplicator
 from ..pages import DUPLICATE, VERDICTS
-from .._checks import integer_in
 from ..stores.aliases import DEFAULT_MAX_ALIASES, check_max_aliases
 from ..stores.base import StoreUnavailable
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
-    from scrapy.http import Response
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.request import RequestFingerprinterProtocol
 
 __all__ = [
-    "CONTENT_META_KEY", "ContentMiddleware", "DupeFilter", "PAGES_FILE_NAME", "REDIRECT_MIDDLEWARE",
-    "RedirectMiddleware", "SETTINGS", "STATE_FILE_NAME", "STATS_SYNC_EVERY", "deduplicator_from_settings",
+    "CONTENT_META_KEY",
+    "ContentMiddleware",
+    "DupeFilter",
+    "PAGES_FILE_NAME",
+    "REDIRECT_MIDDLEWARE",
+    "RedirectMiddleware",
+    "SETTINGS",
+    "STATE_FILE_NAME",
+    "STATS_SYNC_EVERY",
+    "deduplicator_from_settings",
 ]
 
 # The documented logger name: the adapter moved into integrations/, its log did not.
@@ -100,7 +108,7 @@ STATS_SYNC_EVERY = 1024
 _MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hits", "false_hits")
 
 
-def _policy_from_setting(value: Any, settings: "BaseSettings") -> CanonicalPolicy:
+def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
     """``CRAWLDEDUP_POLICY``: a CanonicalPolicy, a policy's name (``v1``, ``v2``), or a dict (or its
     JSON text) of fields to change in the default policy (``{"version": 1, ...}`` for policy 1's)."""
     if value is None or value == "":
@@ -112,19 +120,23 @@ def _policy_from_setting(value: Any, settings: "BaseSettings") -> CanonicalPolic
     try:
         overrides = settings.getdict("CRAWLDEDUP_POLICY")
     except ValueError as exc:
-        raise ValueError(f"CRAWLDEDUP_POLICY must be a CanonicalPolicy, one of {', '.join(POLICIES)} or a dict of its "
-                         f"fields, got {value!r} ({exc})") from None
+        raise ValueError(
+            f"CRAWLDEDUP_POLICY must be a CanonicalPolicy, one of {', '.join(POLICIES)} or a dict of its "
+            f"fields, got {value!r} ({exc})"
+        ) from None
     names = {f.name for f in dataclasses.fields(CanonicalPolicy)}
     unknown = sorted(set(overrides) - names)
     if unknown:
-        raise ValueError(f"CRAWLDEDUP_POLICY: unknown field(s) {', '.join(unknown)}; the fields are {', '.join(sorted(names))}")
+        raise ValueError(
+            f"CRAWLDEDUP_POLICY: unknown field(s) {', '.join(unknown)}; the fields are {', '.join(sorted(names))}"
+        )
     try:
         return dataclasses.replace(DEFAULT_POLICY, **overrides)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"CRAWLDEDUP_POLICY: {exc}") from None
 
 
-def _config_from_settings(settings: "BaseSettings", spider_name: Optional[str]) -> DedupConfig:
+def _config_from_settings(settings: BaseSettings, spider_name: Optional[str]) -> DedupConfig:
     """The Deduplicator's settings from Scrapy's, each checked by DedupConfig and named if wrong."""
     values: Dict[str, Any] = {}
     for setting, field in SETTINGS.items():
@@ -150,7 +162,7 @@ def _config_from_settings(settings: "BaseSettings", spider_name: Optional[str]) 
         raise ValueError(f"{exc} (the default namespace is scrapy:<spider name>; set CRAWLDEDUP_NAMESPACE)") from None
 
 
-def deduplicator_from_settings(settings: "BaseSettings", spider_name: Optional[str] = None) -> Deduplicator:
+def deduplicator_from_settings(settings: BaseSettings, spider_name: Optional[str] = None) -> Deduplicator:
     """A Deduplicator configured by Scrapy settings (the ``CRAWLDEDUP_*`` ones, and ``JOBDIR``).
 
     :param settings: the crawler's settings.
@@ -170,7 +182,7 @@ def deduplicator_from_settings(settings: "BaseSettings", spider_name: Optional[s
     return Deduplicator(config=config, policy=policy, verify_hits=verify_hits, max_aliases=_max_aliases(settings))
 
 
-def _max_aliases(settings: "BaseSettings") -> int:
+def _max_aliases(settings: BaseSettings) -> int:
     """``CRAWLDEDUP_MAX_ALIASES``: the bound of the alias map of redirects."""
     try:
         return check_max_aliases(settings.getint("CRAWLDEDUP_MAX_ALIASES", DEFAULT_MAX_ALIASES))
@@ -195,9 +207,9 @@ class DupeFilter(BaseDupeFilter):
         self,
         deduplicator: Deduplicator,
         *,
-        stats: Optional["StatsCollector"] = None,
+        stats: Optional[StatsCollector] = None,
         debug: bool = False,
-        fingerprinter: Optional["RequestFingerprinterProtocol"] = None,
+        fingerprinter: Optional[RequestFingerprinterProtocol] = None,
     ) -> None:
         self.deduplicator = deduplicator
         self.stats = stats
@@ -210,7 +222,7 @@ class DupeFilter(BaseDupeFilter):
         self.reads_redirects = False
 
     @classmethod
-    def from_crawler(cls, crawler: "Crawler") -> "DupeFilter":
+    def from_crawler(cls, crawler: Crawler) -> DupeFilter:
         """Build the filter from the crawler's settings (see :func:`deduplicator_from_settings`)."""
         spider_name = getattr(crawler.spidercls, "name", None)
         dupefilter = cls(
@@ -226,7 +238,7 @@ class DupeFilter(BaseDupeFilter):
     def open(self) -> None:
         logger.info("crawldedup: filtering duplicate requests with %r", self.deduplicator)
 
-    def request_seen(self, request: "Request") -> bool:
+    def request_seen(self, request: Request) -> bool:
         """Claim the request; True when it was claimed before (a duplicate), False when new.
 
         When the store stays unreachable (after its bounded retries), the request is let
@@ -244,7 +256,7 @@ class DupeFilter(BaseDupeFilter):
         self._count(won)
         return not won
 
-    def _claim(self, request: "Request") -> bool:
+    def _claim(self, request: Request) -> bool:
         """Plain GETs by canonical URL (``claim_batch``), every other request by its key (``claim_keys``)."""
         if request.method == "GET" and not request.body and not request.meta.get("verbatim_url"):
             if self.reads_redirects and redirect_hops(request):
@@ -258,7 +270,7 @@ class DupeFilter(BaseDupeFilter):
             key = self._key(request)
         return self.deduplicator.claim_keys([key])[0]
 
-    def _key(self, request: "Request") -> str:
+    def _key(self, request: Request) -> str:
         """The key of a request that is not a plain GET (see the module's docstring)."""
         if request.meta.get("verbatim_url"):
             return self._fingerprint_key(request)
@@ -267,14 +279,14 @@ class DupeFilter(BaseDupeFilter):
         except InvalidURL as exc:
             self._note_refused(request, exc)
             return self._fingerprint_key(request)
-        digest = hashlib.sha256(f"{request.method}\0{canonical}\0".encode("utf-8"))
+        digest = hashlib.sha256(f"{request.method}\0{canonical}\0".encode())
         digest.update(request.body)
         return f"method-body:{digest.hexdigest()[:BODY_DIGEST_HEX]}"
 
-    def _fingerprint_key(self, request: "Request") -> str:
+    def _fingerprint_key(self, request: Request) -> str:
         return f"scrapy:{self.fingerprinter.fingerprint(request).hex()}"
 
-    def _note_refused(self, request: "Request", reason: InvalidURL) -> None:
+    def _note_refused(self, request: Request, reason: InvalidURL) -> None:
         if self.stats is not None:
             self.stats.inc_value("crawldedup/invalid")
         logger.debug("crawldedup: %s keyed by its Scrapy fingerprint: the URL policy refuses it (%s)", request, reason)
@@ -297,7 +309,7 @@ class DupeFilter(BaseDupeFilter):
             self.stats.set_value(f"crawldedup/{name}", getattr(dedup_stats, name))
         self.stats.set_value("crawldedup/sent_to_store", dedup_stats.store_claims + dedup_stats.store_reads)
 
-    def log(self, request: "Request", spider: "Spider") -> None:
+    def log(self, request: Request, spider: Spider) -> None:
         """Log a filtered request at DEBUG: the first one, or every one with ``DUPEFILTER_DEBUG``."""
         if self.debug:
             logger.debug(
@@ -359,14 +371,19 @@ class ContentMiddleware:
     :param drop: the verdicts whose responses are dropped.
     """
 
-    def __init__(self, deduplicator: Deduplicator, *, drop: FrozenSet[str] = frozenset(),
-                 stats: Optional["StatsCollector"] = None) -> None:
+    def __init__(
+        self,
+        deduplicator: Deduplicator,
+        *,
+        drop: FrozenSet[str] = frozenset(),
+        stats: Optional[StatsCollector] = None,
+    ) -> None:
         self.deduplicator = deduplicator
         self.drop = drop
         self.stats = stats
 
     @classmethod
-    def from_crawler(cls, crawler: "Crawler") -> "ContentMiddleware":
+    def from_crawler(cls, crawler: Crawler) -> ContentMiddleware:
         """Build the middleware from the crawler's settings: the ``CRAWLDEDUP_*`` ones of the
         dupefilter (its store and namespace; never its state file) and the ``CRAWLDEDUP_CONTENT_*`` ones.
 
@@ -380,8 +397,9 @@ class ContentMiddleware:
             pages = os.fspath(Path(jobdir) / PAGES_FILE_NAME)
         drop = frozenset(settings.getlist("CRAWLDEDUP_CONTENT_DROP"))
         if not drop <= set(_DROPPABLE):
-            raise ValueError(f"CRAWLDEDUP_CONTENT_DROP must name verdicts among {', '.join(_DROPPABLE)}, "
-                             f"got {sorted(drop)!r}")
+            raise ValueError(
+                f"CRAWLDEDUP_CONTENT_DROP must name verdicts among {', '.join(_DROPPABLE)}, got {sorted(drop)!r}"
+            )
         try:
             distance = integer_in("k", settings.getint("CRAWLDEDUP_CONTENT_DISTANCE", 3), 1, MAX_DISTANCE)
         except ValueError as exc:
@@ -389,14 +407,16 @@ class ContentMiddleware:
         deduplicator = Deduplicator(
             config=dataclasses.replace(config, state_path=None),  # the dupefilter's file stays its own
             policy=_policy_from_setting(settings.get("CRAWLDEDUP_POLICY"), settings),
-            content_distance=distance, pages_path=pages,
+            content_distance=distance,
+            pages_path=pages,
         )
         middleware = cls(deduplicator, drop=drop, stats=crawler.stats)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
 
-    def process_response(self, request: "Request", response: "Response",
-                         spider: Optional["Spider"] = None) -> Union["Request", "Response"]:
+    def process_response(
+        self, request: Request, response: Response, spider: Optional[Spider] = None
+    ) -> Union[Request, Response]:
         """Tag an HTML response with its content verdict; drop it when its verdict is in :attr:`drop`.
 
         :raises IgnoreRequest: for a dropped response.
@@ -434,17 +454,20 @@ class ContentMiddleware:
 #: middlewares have handled a response, so that it sees final responses only.
 REDIRECT_MIDDLEWARE = "crawldedup.scrapy.RedirectMiddleware"
 #: The Deduplicator of each crawler's DupeFilter, for its RedirectMiddleware (made before it).
-_DEDUPLICATORS: "weakref.WeakKeyDictionary[Crawler, Deduplicator]" = weakref.WeakKeyDictionary()
+_DEDUPLICATORS: weakref.WeakKeyDictionary[Crawler, Deduplicator] = weakref.WeakKeyDictionary()
 
 
-def redirects_enabled(settings: "BaseSettings") -> bool:
+def redirects_enabled(settings: BaseSettings) -> bool:
     """Whether ``DOWNLOADER_MIDDLEWARES`` enables :class:`RedirectMiddleware`."""
     enabled = settings.getwithbase("DOWNLOADER_MIDDLEWARES")
-    return any(order is not None and (key in (REDIRECT_MIDDLEWARE, f"{__name__}.RedirectMiddleware")
-                                      or key is RedirectMiddleware) for key, order in enabled.items())
+    return any(
+        order is not None
+        and (key in (REDIRECT_MIDDLEWARE, f"{__name__}.RedirectMiddleware") or key is RedirectMiddleware)
+        for key, order in enabled.items()
+    )
 
 
-def redirect_hops(request: "Request") -> List[str]:
+def redirect_hops(request: Request) -> List[str]:
     """The URLs that answered ``request``'s chain with HTTP redirects (301, 302, 303, 307, 308),
     first to last: the run of HTTP redirects that ends at it. A meta refresh is left alone: it
     is a link of its page, so a chain starts after it."""
@@ -455,7 +478,7 @@ def redirect_hops(request: "Request") -> List[str]:
         if not isinstance(reason, int):
             break
         http += 1
-    return list(urls[len(urls) - http:]) if http else []
+    return list(urls[len(urls) - http :]) if http else []
 
 
 class RedirectMiddleware:
@@ -483,14 +506,14 @@ class RedirectMiddleware:
     Counted in Scrapy's stats: ``crawldedup/redirect/new``, ``/duplicate`` and ``/known_alias``.
     """
 
-    def __init__(self, crawler: "Crawler", *, lookup: bool = True, own: Optional[Deduplicator] = None) -> None:
+    def __init__(self, crawler: Crawler, *, lookup: bool = True, own: Optional[Deduplicator] = None) -> None:
         self.crawler = crawler
         self.lookup = lookup
         self.stats = crawler.stats
         self._own = own
 
     @classmethod
-    def from_crawler(cls, crawler: "Crawler") -> "RedirectMiddleware":
+    def from_crawler(cls, crawler: Crawler) -> RedirectMiddleware:
         """Build it from the crawler's settings (``CRAWLDEDUP_REDIRECT_LOOKUP``, ``CRAWLDEDUP_MAX_ALIASES``
         and, without crawldedup's dupefilter, the ``CRAWLDEDUP_*`` ones of a Deduplicator).
 
@@ -514,7 +537,7 @@ class RedirectMiddleware:
         """Where final pages are claimed: the dupefilter's Deduplicator, or this middleware's own."""
         return self._own if self._own is not None else _DEDUPLICATORS[self.crawler]
 
-    def process_request(self, request: "Request", spider: Optional["Spider"] = None) -> None:
+    def process_request(self, request: Request, spider: Optional[Spider] = None) -> None:
         """Drop a request that the alias map knows leads to a page processed already.
 
         :raises IgnoreRequest: for such a request.
@@ -531,8 +554,9 @@ class RedirectMiddleware:
             self._count("known_alias")
             raise IgnoreRequest(f"crawldedup: {request.url} redirects to a page processed already")
 
-    def process_response(self, request: "Request", response: "Response",
-                         spider: Optional["Spider"] = None) -> Union["Request", "Response"]:
+    def process_response(
+        self, request: Request, response: Response, spider: Optional[Spider] = None
+    ) -> Union[Request, Response]:
         """Claim the final page of a redirect chain; drop the response when it was claimed already.
 
         :raises IgnoreRequest: for a page processed already.

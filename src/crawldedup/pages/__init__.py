@@ -15,7 +15,21 @@ from .redis import RedisPages
 from .sqlite import SQLitePages
 
 __all__ = [
-    "CHANGED", "DUPLICATE", "INVALID", "NEW", "PAGES_FORMAT_VERSION", "PAGES_SUFFIX", "UNCHANGED", "VERDICTS",
-    "LocalPages", "PageBatch", "PageCheck", "PageFileError", "PageStore", "RedisPages", "SQLitePages", "Seen",
+    "CHANGED",
+    "DUPLICATE",
+    "INVALID",
+    "NEW",
+    "PAGES_FORMAT_VERSION",
+    "PAGES_SUFFIX",
+    "UNCHANGED",
+    "VERDICTS",
+    "LocalPages",
+    "PageBatch",
+    "PageCheck",
+    "PageFileError",
+    "PageStore",
+    "RedisPages",
+    "SQLitePages",
+    "Seen",
     "open_pages",
 ]

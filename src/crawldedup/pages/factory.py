@@ -21,8 +21,14 @@ PAGES_SUFFIX = ".pages"
 
 
 def open_pages(
-    store: Optional[ClaimStore], path: Optional[PathArg], *, namespace: str, max_distance: int,
-    content_digest: str, canonical_digest: str, capacity: int,
+    store: Optional[ClaimStore],
+    path: Optional[PathArg],
+    *,
+    namespace: str,
+    max_distance: int,
+    content_digest: str,
+    canonical_digest: str,
+    capacity: int,
 ) -> PageStore:
     """The page store of a claim store (None: the ``local`` strategy, in a journal file).
 
@@ -40,11 +46,16 @@ def open_pages(
     :raises PageFileError: for a journal of another k or policy, or a damaged one.
     """
     if store is None:
-        return LocalPages(None if path is None else Path(path), max_distance=max_distance, content_digest=content_digest,
-                          canonical_digest=canonical_digest)
+        return LocalPages(
+            None if path is None else Path(path),
+            max_distance=max_distance,
+            content_digest=content_digest,
+            canonical_digest=canonical_digest,
+        )
     if isinstance(store, SQLiteStore):
         return SQLitePages(store, namespace=namespace, max_distance=max_distance, content_digest=content_digest)
     if store.strategy in REDIS_STRATEGIES:
-        return RedisPages(store, namespace=namespace, max_distance=max_distance, content_digest=content_digest,
-                          capacity=capacity)
+        return RedisPages(
+            store, namespace=namespace, max_distance=max_distance, content_digest=content_digest, capacity=capacity
+        )
     raise ValueError(f"the {store.strategy} store keeps no pages")

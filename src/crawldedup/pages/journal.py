@@ -59,8 +59,13 @@ class PageFileError(ValueError):
 
 
 def _header(max_distance: int, content_digest: str, canonical_digest: str) -> bytes:
-    fields = _HEADER.pack(PAGES_MAGIC, PAGES_FORMAT_VERSION, max_distance,
-                          content_digest.encode("ascii"), canonical_digest.encode("ascii"))
+    fields = _HEADER.pack(
+        PAGES_MAGIC,
+        PAGES_FORMAT_VERSION,
+        max_distance,
+        content_digest.encode("ascii"),
+        canonical_digest.encode("ascii"),
+    )
     return fields + struct.pack("<I", zlib.crc32(fields))
 
 
@@ -148,9 +153,9 @@ class PageJournal:
                 os.ftruncate(self._fd, offset)
                 return
             entries = np.frombuffer(body, dtype=ENTRY, count=count)
-            blob, urls, start = body[entries.nbytes:], [], 0
+            blob, urls, start = body[entries.nbytes :], [], 0
             for length in entries["url_bytes"].tolist():
-                urls.append(blob[start:start + length].decode("utf-8"))
+                urls.append(blob[start : start + length].decode("utf-8"))
                 start += length
             self.entries += count
             yield entries["id"].copy(), entries["simhash"].copy(), urls

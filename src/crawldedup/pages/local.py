@@ -123,6 +123,10 @@ class LocalPages(PageStore):
         with self._lock:
             if self._journal is not None:
                 pages = list(self._pages.items())
-                self._journal.close((np.array([p for p, _ in pages], dtype=np.int64),
-                                     np.array([r[0] for _, r in pages], dtype=np.uint64),
-                                     [r[1] for _, r in pages]))
+                self._journal.close(
+                    (
+                        np.array([p for p, _ in pages], dtype=np.int64),
+                        np.array([r[0] for _, r in pages], dtype=np.uint64),
+                        [r[1] for _, r in pages],
+                    )
+                )

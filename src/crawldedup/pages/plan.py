@@ -22,8 +22,20 @@ import numpy as np
 from ..content.index import blocks
 
 __all__ = [
-    "CHANGED", "DUPLICATE", "INVALID", "NEW", "UNCHANGED", "VERDICTS",
-    "PageBatch", "PageCheck", "Seen", "block_values", "distance", "judge", "judge_batch", "page_ids",
+    "CHANGED",
+    "DUPLICATE",
+    "INVALID",
+    "NEW",
+    "UNCHANGED",
+    "VERDICTS",
+    "PageBatch",
+    "PageCheck",
+    "Seen",
+    "block_values",
+    "distance",
+    "judge",
+    "judge_batch",
+    "page_ids",
 ]
 
 #: The page was never stored before.

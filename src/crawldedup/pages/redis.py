@@ -41,10 +41,10 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from .._plans import Plan
-from ..fingerprints import Fingerprints
 from ..canonical.policy import policy_conflict
-from ..stores.base import ClaimStore, NamespaceConflict, StoreCall, request_key
 from ..content.index import blocks
+from ..fingerprints import Fingerprints
+from ..stores.base import ClaimStore, NamespaceConflict, StoreCall, request_key
 from .base import PageStore
 from .plan import PageBatch, Seen, block_values
 
@@ -174,8 +174,9 @@ class RedisPages(PageStore):
 
     strategy = "redis"
 
-    def __init__(self, store: ClaimStore, *, namespace: str, max_distance: int, content_digest: str,
-                 capacity: int) -> None:
+    def __init__(
+        self, store: ClaimStore, *, namespace: str, max_distance: int, content_digest: str, capacity: int
+    ) -> None:
         super().__init__(max_distance, content_digest)
         self._store = store
         self.namespace = namespace
@@ -185,8 +186,16 @@ class RedisPages(PageStore):
         self._answered: Optional[str] = None
         self._head: List[Any] = [
             self._tag,
-            "layout", str(PAGE_LAYOUT_VERSION), "canonical_policy", store.policy_digest,
-            "content_policy", content_digest, "max_distance", str(max_distance), "shards", str(shards_for(capacity)),
+            "layout",
+            str(PAGE_LAYOUT_VERSION),
+            "canonical_policy",
+            store.policy_digest,
+            "content_policy",
+            content_digest,
+            "max_distance",
+            str(max_distance),
+            "shards",
+            str(shards_for(capacity)),
             *[str(n) for offset_width in blocks(max_distance) for n in offset_width],
         ]
 
@@ -219,8 +228,9 @@ class RedisPages(PageStore):
             field, stored = reply[1].decode(), reply[2].decode("ascii", "replace")
             ours = self._head[self._head.index(field) + 1]
             if field == "canonical_policy":
-                raise NamespaceConflict(f"the pages of namespace {self.namespace!r} were made with "
-                                        f"{policy_conflict(stored, ours)}")
+                raise NamespaceConflict(
+                    f"the pages of namespace {self.namespace!r} were made with {policy_conflict(stored, ours)}"
+                )
             raise NamespaceConflict(
                 f"the pages of namespace {self.namespace!r} hold {field}={stored!r}, "
                 f"this crawl uses {field}={ours!r}: pick another namespace (or round)"
@@ -263,17 +273,23 @@ class RedisPages(PageStore):
                 commands += [("MEMORY", "USAGE", key, "SAMPLES", "0"), ("HLEN", key)]
             commands += [("HVALS", key) for key in page_keys[:8]]
             replies = yield commands
-            head = replies[:2 * SAMPLE_KEYS]
-            values = [v for shard in replies[2 * SAMPLE_KEYS:] for v in shard][:SAMPLE_KEYS]
+            head = replies[: 2 * SAMPLE_KEYS]
+            values = [v for shard in replies[2 * SAMPLE_KEYS :] for v in shard][:SAMPLE_KEYS]
             page_bytes, entries = sum(r or 0 for r in head[0::2]), sum(head[1::2])
             if not entries:
                 return None
-            block_keys = [f"{self._tag}:b:{t}:{v}" for value in values
-                          for t, v in enumerate(block_values(_SIMHASH.unpack_from(value)[0], self.max_distance))]
+            block_keys = [
+                f"{self._tag}:b:{t}:{v}"
+                for value in values
+                for t, v in enumerate(block_values(_SIMHASH.unpack_from(value)[0], self.max_distance))
+            ]
             sets: List[Any] = []
             if block_keys:
-                sets = yield [command for key in block_keys
-                              for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("SCARD", key))]
+                sets = yield [
+                    command
+                    for key in block_keys
+                    for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("SCARD", key))
+                ]
             shares = [used / members for used, members in zip(sets[0::2], sets[1::2]) if members]
             per_page_sets = sum(shares) / len(values) if values else 0.0
             return page_bytes / entries + per_page_sets

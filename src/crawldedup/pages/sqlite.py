@@ -81,13 +81,23 @@ class SQLitePages(PageStore):
         wanted = (PAGE_LAYOUT_VERSION, self._store.policy_digest, self.content_digest, self.max_distance)
         for statement in _SCHEMA.split(";")[:-1]:
             db.execute(statement)
-        db.execute("INSERT OR IGNORE INTO crawldedup_page_namespaces (name, layout, canonical_policy, "
-                   "content_policy, max_distance) VALUES (?, ?, ?, ?, ?)", (self.namespace, *wanted))
-        row = db.execute("SELECT id, layout, canonical_policy, content_policy, max_distance FROM "
-                         "crawldedup_page_namespaces WHERE name = ?", (self.namespace,)).fetchone()
-        check_namespace_fields(f"{self._store.path}: the pages of namespace {self.namespace!r}",
-                               ("layout", "canonical_policy", "content_policy", "max_distance"), row[1:], wanted,
-                               pages=True)
+        db.execute(
+            "INSERT OR IGNORE INTO crawldedup_page_namespaces (name, layout, canonical_policy, "
+            "content_policy, max_distance) VALUES (?, ?, ?, ?, ?)",
+            (self.namespace, *wanted),
+        )
+        row = db.execute(
+            "SELECT id, layout, canonical_policy, content_policy, max_distance FROM "
+            "crawldedup_page_namespaces WHERE name = ?",
+            (self.namespace,),
+        ).fetchone()
+        check_namespace_fields(
+            f"{self._store.path}: the pages of namespace {self.namespace!r}",
+            ("layout", "canonical_policy", "content_policy", "max_distance"),
+            row[1:],
+            wanted,
+            pages=True,
+        )
         return int(row[0])
 
     def exchange(self, batch: PageBatch) -> StoreCall[List[Seen]]:
@@ -104,12 +114,16 @@ class SQLitePages(PageStore):
 
     def _apply(self, db: sqlite3.Connection, ns: int, batch: PageBatch) -> List[Seen]:
         k = self.max_distance
-        near_sql = (f"SELECT DISTINCT p.page, p.simhash, p.url FROM crawldedup_page_blocks b JOIN crawldedup_pages p "
-                    f"ON p.namespace = b.namespace AND p.page = b.page "
-                    f"WHERE b.namespace = ? AND b.block IN ({self._blocks}) AND b.page != ?")
+        near_sql = (
+            f"SELECT DISTINCT p.page, p.simhash, p.url FROM crawldedup_page_blocks b JOIN crawldedup_pages p "
+            f"ON p.namespace = b.namespace AND p.page = b.page "
+            f"WHERE b.namespace = ? AND b.block IN ({self._blocks}) AND b.page != ?"
+        )
         seen = []
         for page, simhash, url in zip(batch.ids, batch.simhashes, batch.urls):
-            row = db.execute("SELECT simhash FROM crawldedup_pages WHERE namespace = ? AND page = ?", (ns, page)).fetchone()
+            row = db.execute(
+                "SELECT simhash FROM crawldedup_pages WHERE namespace = ? AND page = ?", (ns, page)
+            ).fetchone()
             previous = None if row is None else _unsigned(row[0])
             blocks = [t << 32 | value for t, value in enumerate(block_values(simhash, k))]
             near = [(_unsigned(other), other_url) for _, other, other_url in db.execute(near_sql, (ns, *blocks, page))]
@@ -117,12 +131,18 @@ class SQLitePages(PageStore):
             if previous == simhash:
                 continue
             if previous is not None:
-                db.executemany("DELETE FROM crawldedup_page_blocks WHERE namespace = ? AND block = ? AND page = ?",
-                               [(ns, t << 32 | value, page) for t, value in enumerate(block_values(previous, k))])
-            db.execute("INSERT OR REPLACE INTO crawldedup_pages (namespace, page, simhash, url) VALUES (?, ?, ?, ?)",
-                       (ns, page, _signed(simhash), url))
-            db.executemany("INSERT OR IGNORE INTO crawldedup_page_blocks (namespace, block, page) VALUES (?, ?, ?)",
-                           [(ns, block, page) for block in blocks])
+                db.executemany(
+                    "DELETE FROM crawldedup_page_blocks WHERE namespace = ? AND block = ? AND page = ?",
+                    [(ns, t << 32 | value, page) for t, value in enumerate(block_values(previous, k))],
+                )
+            db.execute(
+                "INSERT OR REPLACE INTO crawldedup_pages (namespace, page, simhash, url) VALUES (?, ?, ?, ?)",
+                (ns, page, _signed(simhash), url),
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO crawldedup_page_blocks (namespace, block, page) VALUES (?, ?, ?)",
+                [(ns, block, page) for block in blocks],
+            )
         return seen
 
     def bytes_per_page(self) -> StoreCall[Optional[float]]:
@@ -133,8 +153,9 @@ class SQLitePages(PageStore):
             if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'crawldedup_pages'").fetchone() is None:
                 return None
             pages = db.execute("SELECT count(*) FROM crawldedup_pages").fetchone()[0]
-            used = db.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN "
-                              "('crawldedup_pages', 'crawldedup_page_blocks')").fetchone()[0]
+            used = db.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE name IN ('crawldedup_pages', 'crawldedup_page_blocks')"
+            ).fetchone()[0]
             return used / pages if pages else None
 
         def plan(_token: bytes) -> Plan[Optional[float]]:

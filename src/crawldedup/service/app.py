@@ -22,22 +22,21 @@ from typing import Any, Awaitable, Callable, Dict, List, MutableMapping, Optiona
 import orjson
 from prometheus_client import Counter, Histogram
 
-from ..metrics import LATENCY_BUCKETS_SECONDS, DedupMetrics
-
 from .._checks import is_integer
 from ..canonical.policy import policy_conflict
 from ..fingerprints import Fingerprints
+from ..metrics import LATENCY_BUCKETS_SECONDS, DedupMetrics
 from ..stores.aliases import Aliases, check_max_aliases
 from ..stores.base import Lease, NamespaceConflict
 from ..stores.service import decode_fingerprints, encode_fingerprints
 from .protocol import (
     CALL_AT,
     CALLS,
-    STORE_CALL_AT,
-    STORE_CALLS,
     MAX_BATCH,
     MAX_BODY_BYTES,
     RETRY_AFTER_SECONDS,
+    STORE_CALL_AT,
+    STORE_CALLS,
     BadRequest,
     Unauthorized,
     answer_body,
@@ -60,11 +59,19 @@ class HTTPMetrics:
 
     def __init__(self, metrics: DedupMetrics) -> None:
         registry = metrics.registry
-        self.requests = Counter("crawldedup_http_requests", "HTTP requests answered, by call and status code",
-                                ("call", "code"), registry=registry)
-        self.latency = Histogram("crawldedup_http_request_duration_seconds",
-                                 "Time from a request's arrival to its answer, by call", ("call",),
-                                 buckets=LATENCY_BUCKETS_SECONDS, registry=registry)
+        self.requests = Counter(
+            "crawldedup_http_requests",
+            "HTTP requests answered, by call and status code",
+            ("call", "code"),
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "crawldedup_http_request_duration_seconds",
+            "Time from a request's arrival to its answer, by call",
+            ("call",),
+            buckets=LATENCY_BUCKETS_SECONDS,
+            registry=registry,
+        )
 
     def observe(self, call: str, status: int, seconds: float) -> None:
         self.requests.labels(call, str(status)).inc()
@@ -82,8 +89,15 @@ class ServiceApp:
     :param max_batch: most URLs or keys in one call (more: 413).
     """
 
-    def __init__(self, dedup: Any, metrics: DedupMetrics, *, token: Optional[str] = None,
-                 max_body_bytes: int = MAX_BODY_BYTES, max_batch: int = MAX_BATCH) -> None:
+    def __init__(
+        self,
+        dedup: Any,
+        metrics: DedupMetrics,
+        *,
+        token: Optional[str] = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
         self.dedup = dedup
         self.metrics = metrics
         self.http_metrics = HTTPMetrics(metrics)
@@ -133,15 +147,18 @@ class ServiceApp:
             raise BadRequest(f"no such call: {scope['path']} (see docs/service.md)", status=404)
         expected = "GET" if name in ("healthz", "metrics") else "POST"
         if method != expected:
-            return 405, [*_JSON, (b"allow", expected.encode())], error_body(
-                BadRequest(f"{scope['path']} takes {expected}, got {method}"))
+            return (
+                405,
+                [*_JSON, (b"allow", expected.encode())],
+                error_body(BadRequest(f"{scope['path']} takes {expected}, got {method}")),
+            )
         if name == "metrics":
             text, content_type = self.metrics.exposition()
             return 200, [(b"content-type", content_type.encode())], text
         if name == "healthz":
             return await self._health()
         if name.startswith(_STORE):
-            step = name[len(_STORE):]
+            step = name[len(_STORE) :]
             fields = parse_body(STORE_CALLS[step], await self._body(scope, receive), self.max_batch)
             return 200, list(_JSON), orjson.dumps(await self._store_call(step, fields))
         fields = parse_body(CALLS[name], await self._body(scope, receive), self.max_batch)
@@ -186,30 +203,38 @@ class ServiceApp:
         """A call of the ``service`` store of a client's Deduplicator, answered by this service's store."""
         store = self.dedup.store
         if store is None:
-            raise NamespaceConflict("this service keeps no store (strategy local): use the fingerprint calls, "
-                                    "not the service strategy")
+            raise NamespaceConflict(
+                "this service keeps no store (strategy local): use the fingerprint calls, not the service strategy"
+            )
         if step == "open":
             if fields["namespace"] == self.dedup.namespace and fields["policy"] != self.dedup.policy.digest:
                 # The client continues a crawl: it is the one to pass the other policy (or start anew).
                 raise NamespaceConflict(
                     f"this service serves namespace {self.dedup.namespace!r} with "
-                    f"{policy_conflict(self.dedup.policy.digest, fields['policy'])}")
+                    f"{policy_conflict(self.dedup.policy.digest, fields['policy'])}"
+                )
             if (fields["namespace"], fields["policy"]) != (self.dedup.namespace, self.dedup.policy.digest):
                 raise NamespaceConflict(
                     f"this service serves namespace {self.dedup.namespace!r} under canonical policy "
-                    f"{self.dedup.policy.digest}, not namespace {fields['namespace']!r} under {fields['policy']}")
+                    f"{self.dedup.policy.digest}, not namespace {fields['namespace']!r} under {fields['policy']}"
+                )
             return {"strategy": store.strategy, "supports_leases": store.supports_leases}
         token = _token(fields.get("token"))
         if step == "claim":
-            answers = await store.claim_and_read(decode_fingerprints("claims", fields["claims"]),
-                                                 decode_fingerprints("reads", fields["reads"]),
-                                                 lease=_lease(fields.get("lease")), token=token,
-                                                 aliases=_aliases(fields.get("aliases")))
+            answers = await store.claim_and_read(
+                decode_fingerprints("claims", fields["claims"]),
+                decode_fingerprints("reads", fields["reads"]),
+                lease=_lease(fields.get("lease")),
+                token=token,
+                aliases=_aliases(fields.get("aliases")),
+            )
             return {"won": answers.won, "present": answers.present, "held": list(answers.held)}
         if step == "aliases":
             finals = await store.read_aliases(decode_fingerprints("fingerprints", fields["fingerprints"]))
-            return {"found": [final is not None for final in finals],
-                    "finals": encode_fingerprints(Fingerprints.of([final for final in finals if final is not None]))}
+            return {
+                "found": [final is not None for final in finals],
+                "finals": encode_fingerprints(Fingerprints.of([final for final in finals if final is not None])),
+            }
         if step == "settle":
             fingerprints = decode_fingerprints("fingerprints", fields["fingerprints"])
             owner, action = fields["owner"], fields["action"]
@@ -228,9 +253,12 @@ class ServiceApp:
         """200 when the store answers (and the local filter's fill), else 503."""
         local = self.dedup.local_filter
         report: Dict[str, Any] = {
-            "strategy": self.dedup.config.strategy, "namespace": self.dedup.namespace,
-            "policy": self.dedup.policy.digest, "filter_fill": local.fill_ratio,
-            "filter_items": local.approx_items, "filter_capacity": local.capacity,
+            "strategy": self.dedup.config.strategy,
+            "namespace": self.dedup.namespace,
+            "policy": self.dedup.policy.digest,
+            "filter_fill": local.fill_ratio,
+            "filter_items": local.approx_items,
+            "filter_capacity": local.capacity,
         }
         try:
             await self.dedup.seen_keys([HEALTH_KEY])
@@ -245,8 +273,11 @@ class ServiceApp:
 
 _STORE = "store_"
 #: The calls other than the fingerprint calls: path -> their name (in metrics).
-_OTHER_CALLS = {"/healthz": "healthz", "/metrics": "metrics",
-                **{path: _STORE + step for path, step in STORE_CALL_AT.items()}}
+_OTHER_CALLS = {
+    "/healthz": "healthz",
+    "/metrics": "metrics",
+    **{path: _STORE + step for path, step in STORE_CALL_AT.items()},
+}
 
 
 def _token(text: Any) -> Optional[bytes]:
@@ -267,10 +298,15 @@ def _aliases(terms: Any) -> Optional[Aliases]:
     if terms is None:
         return None
     if set(terms) != {"requested", "finals", "capacity"} or not is_integer(terms["capacity"]):
-        raise BadRequest(f"aliases must be an object with requested, finals (base64 of 16-byte fingerprints) and "
-                         f"capacity (an integer), got the fields {sorted(terms)}")
-    return Aliases(decode_fingerprints("aliases.requested", terms["requested"]),
-                   decode_fingerprints("aliases.finals", terms["finals"]), check_max_aliases(terms["capacity"]))
+        raise BadRequest(
+            f"aliases must be an object with requested, finals (base64 of 16-byte fingerprints) and "
+            f"capacity (an integer), got the fields {sorted(terms)}"
+        )
+    return Aliases(
+        decode_fingerprints("aliases.requested", terms["requested"]),
+        decode_fingerprints("aliases.finals", terms["finals"]),
+        check_max_aliases(terms["capacity"]),
+    )
 
 
 def _lease(terms: Any) -> Optional[Lease]:

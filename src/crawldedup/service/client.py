@@ -30,6 +30,7 @@ def _httpx() -> Any:
         raise ImportError("crawldedup's service clients need httpx: pip install 'crawldedup[service]'") from None
     return httpx
 
+
 T = TypeVar("T")
 #: Seconds a call may take before it fails (a 100,000-URL claim takes about one second).
 DEFAULT_TIMEOUT = 60.0
@@ -45,7 +46,7 @@ class Exchange(Generic[T]):
     read: Callable[[Dict[str, Any]], T]
 
 
-def _exchange(name: str, read: Callable[[Dict[str, Any]], T], **fields: Any) -> "Exchange[T]":
+def _exchange(name: str, read: Callable[[Dict[str, Any]], T], **fields: Any) -> Exchange[T]:
     path, body = request_body(name, **fields)
     return Exchange(name, path, body, read)
 
@@ -60,42 +61,54 @@ class Requests:
     """The requests of the Deduplicator's methods, and how each answer becomes their result."""
 
     @staticmethod
-    def claim_batch(urls: Sequence[str], base: Optional[str], lease: Optional[float]) -> "Exchange[ClaimBatch]":
-        return _exchange("claim_batch", lambda f: ClaimBatch(listed(f["won"]), f["canonical"], invalid_urls(f["errors"])),
-                         urls=_batch(urls), base=base, lease=lease)
+    def claim_batch(urls: Sequence[str], base: Optional[str], lease: Optional[float]) -> Exchange[ClaimBatch]:
+        return _exchange(
+            "claim_batch",
+            lambda f: ClaimBatch(listed(f["won"]), f["canonical"], invalid_urls(f["errors"])),
+            urls=_batch(urls),
+            base=base,
+            lease=lease,
+        )
 
     @staticmethod
-    def claim_many(urls: Sequence[str], lease: Optional[float]) -> "Exchange[List[bool]]":
+    def claim_many(urls: Sequence[str], lease: Optional[float]) -> Exchange[List[bool]]:
         return _exchange("claim_batch", lambda f: listed(f["won"]), urls=_batch(urls), lease=lease)
 
     @staticmethod
-    def claim_keys(keys: Sequence[str]) -> "Exchange[List[bool]]":
+    def claim_keys(keys: Sequence[str]) -> Exchange[List[bool]]:
         return _exchange("claim_keys", lambda f: listed(f["first_seen"]), url_fps=_batch(keys))
 
     @staticmethod
-    def seen_keys(keys: Sequence[str]) -> "Exchange[List[bool]]":
+    def seen_keys(keys: Sequence[str]) -> Exchange[List[bool]]:
         return _exchange("seen_keys", lambda f: listed(f["seen"]), url_fps=_batch(keys))
 
     @staticmethod
-    def seen(urls: Sequence[str]) -> "Exchange[List[bool]]":
+    def seen(urls: Sequence[str]) -> Exchange[List[bool]]:
         return _exchange("seen", lambda f: listed(f["seen"]), urls=_batch(urls))
 
     @staticmethod
-    def settle(name: str, urls: Sequence[str], lease: Optional[float] = None) -> "Exchange[List[bool]]":
+    def settle(name: str, urls: Sequence[str], lease: Optional[float] = None) -> Exchange[List[bool]]:
         answer = CALLS[name].answer
         return _exchange(name, lambda f: listed(f[answer]), urls=_batch(urls), lease=lease)
 
     @staticmethod
-    def claim_final(final_urls: Sequence[str], requested: Sequence[str], lease: Optional[float]) -> "Exchange[List[bool]]":
-        return _exchange("claim_final", lambda f: listed(f["won"]), final_urls=_batch(final_urls),
-                         requested=_batch(requested), lease=lease)
+    def claim_final(
+        final_urls: Sequence[str], requested: Sequence[str], lease: Optional[float]
+    ) -> Exchange[List[bool]]:
+        return _exchange(
+            "claim_final",
+            lambda f: listed(f["won"]),
+            final_urls=_batch(final_urls),
+            requested=_batch(requested),
+            lease=lease,
+        )
 
     @staticmethod
-    def seen_through_redirects(urls: Sequence[str]) -> "Exchange[List[bool]]":
+    def seen_through_redirects(urls: Sequence[str]) -> Exchange[List[bool]]:
         return _exchange("seen_through_redirects", lambda f: listed(f["seen"]), urls=_batch(urls))
 
     @staticmethod
-    def expired(limit: int, lease: Optional[float]) -> "Exchange[List[str]]":
+    def expired(limit: int, lease: Optional[float]) -> Exchange[List[str]]:
         return _exchange("expired", lambda f: [str(url) for url in f["urls"]], limit=limit, lease=lease)
 
 
@@ -118,8 +131,14 @@ class _Client:
             self._headers["authorization"] = f"Bearer {token}"
         self._timeout = timeout
 
-    def _judge(self, exchange: "Exchange[T]", attempt: int, status: int = 0, body: bytes = b"",
-               error: Optional[BaseException] = None) -> Any:
+    def _judge(
+        self,
+        exchange: Exchange[T],
+        attempt: int,
+        status: int = 0,
+        body: bytes = b"",
+        error: Optional[BaseException] = None,
+    ) -> Any:
         """What attempt ``attempt`` of ``exchange`` gives: its result, :data:`RETRY`, or an exception raised.
 
         :param error: the transport's error instead of an answer (``status`` and ``body``).
@@ -149,15 +168,21 @@ class ServiceClient(_Client):
     :raises ImportError: without httpx (``pip install 'crawldedup[service]'``).
     """
 
-    def __init__(self, url: str, *, token: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
-                 retry: Optional[RetryPolicy] = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: Optional[str] = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: Optional[RetryPolicy] = None,
+    ) -> None:
         httpx = _httpx()
         super().__init__(url, token=token, timeout=timeout, retry=retry)
         self._httpx = httpx
         self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
         self._http = httpx.Client(base_url=self.url, headers=self._headers, timeout=timeout)
 
-    def _send(self, exchange: "Exchange[T]") -> T:
+    def _send(self, exchange: Exchange[T]) -> T:
         attempt = 0
         while True:
             attempt += 1
@@ -194,8 +219,9 @@ class ServiceClient(_Client):
         """Whether URLs were claimed (canonicalized by the service); claims nothing."""
         return self._send(Requests.seen(urls))
 
-    def claim_final(self, final_urls: Sequence[str], requested: Sequence[str],
-                    lease: Optional[float] = None) -> List[bool]:
+    def claim_final(
+        self, final_urls: Sequence[str], requested: Sequence[str], lease: Optional[float] = None
+    ) -> List[bool]:
         """After redirected fetches: per fetch, True when its final page is new (``POST
         /v1/claim_final``; see :meth:`Deduplicator.claim_final`)."""
         return self._send(Requests.claim_final(final_urls, requested, lease))
@@ -224,7 +250,7 @@ class ServiceClient(_Client):
         """Close the connections."""
         self._http.close()
 
-    def __enter__(self) -> "ServiceClient":
+    def __enter__(self) -> ServiceClient:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -237,15 +263,21 @@ class AsyncServiceClient(_Client):
     Arguments and errors as :class:`ServiceClient`.
     """
 
-    def __init__(self, url: str, *, token: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
-                 retry: Optional[RetryPolicy] = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: Optional[str] = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: Optional[RetryPolicy] = None,
+    ) -> None:
         httpx = _httpx()
         super().__init__(url, token=token, timeout=timeout, retry=retry)
         self._httpx = httpx
         self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout)
 
-    async def _send(self, exchange: "Exchange[T]") -> T:
+    async def _send(self, exchange: Exchange[T]) -> T:
         attempt = 0
         while True:
             attempt += 1
@@ -266,8 +298,9 @@ class AsyncServiceClient(_Client):
         """Claim a batch; per URL, True when this caller won it."""
         return await self._send(Requests.claim_many(urls, lease))
 
-    async def claim_batch(self, urls: Sequence[str], base: Optional[str] = None,
-                          lease: Optional[float] = None) -> ClaimBatch:
+    async def claim_batch(
+        self, urls: Sequence[str], base: Optional[str] = None, lease: Optional[float] = None
+    ) -> ClaimBatch:
         """Claim a batch: per URL, won, its canonical form, and why the invalid ones were refused."""
         return await self._send(Requests.claim_batch(urls, base, lease))
 
@@ -283,8 +316,9 @@ class AsyncServiceClient(_Client):
         """Whether URLs were claimed (canonicalized by the service); claims nothing."""
         return await self._send(Requests.seen(urls))
 
-    async def claim_final(self, final_urls: Sequence[str], requested: Sequence[str],
-                          lease: Optional[float] = None) -> List[bool]:
+    async def claim_final(
+        self, final_urls: Sequence[str], requested: Sequence[str], lease: Optional[float] = None
+    ) -> List[bool]:
         """See :meth:`ServiceClient.claim_final`."""
         return await self._send(Requests.claim_final(final_urls, requested, lease))
 
@@ -312,7 +346,7 @@ class AsyncServiceClient(_Client):
         """Close the connections."""
         await self._http.aclose()
 
-    async def __aenter__(self) -> "AsyncServiceClient":
+    async def __aenter__(self) -> AsyncServiceClient:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -110,8 +110,9 @@ CALLS: Dict[str, Call] = {
     "release": Call("/v1/release", (_URLS,), "released"),
     "renew": Call("/v1/renew", (_URLS, _LEASE._replace(required=True)), "renewed"),
     "expired": Call("/v1/expired", (Field("limit", "an integer", is_integer), _LEASE), "urls"),
-    "claim_final": Call("/v1/claim_final", (_URLS._replace(name="final_urls"), _URLS._replace(name="requested"), _LEASE),
-                        "won"),
+    "claim_final": Call(
+        "/v1/claim_final", (_URLS._replace(name="final_urls"), _URLS._replace(name="requested"), _LEASE), "won"
+    ),
     "seen_through_redirects": Call("/v1/seen_through_redirects", (_URLS,), "seen"),
 }
 #: Path -> client method name of the call there.
@@ -128,20 +129,45 @@ _FINGERPRINTS = "base64 of 16-byte fingerprints"
 #: The calls of the ``service`` store (:mod:`crawldedup.stores.service`): step -> its call. Their
 #: answers are objects of several fields, checked by that store.
 STORE_CALLS: Dict[str, Call] = {
-    "open": Call("/v1/store/open", (Field("namespace", "a string", _is_string, required=True),
-                                    Field("policy", "a string", _is_string, required=True)), "strategy"),
-    "claim": Call("/v1/store/claim", (Field("claims", _FINGERPRINTS, _is_string, required=True),
-                                      Field("reads", _FINGERPRINTS, _is_string, required=True),
-                                      Field("lease", "an object with owner, seconds and urls", _is_object), _TOKEN,
-                                      Field("aliases", "an object with requested, finals and capacity", _is_object)),
-                  "won"),
+    "open": Call(
+        "/v1/store/open",
+        (
+            Field("namespace", "a string", _is_string, required=True),
+            Field("policy", "a string", _is_string, required=True),
+        ),
+        "strategy",
+    ),
+    "claim": Call(
+        "/v1/store/claim",
+        (
+            Field("claims", _FINGERPRINTS, _is_string, required=True),
+            Field("reads", _FINGERPRINTS, _is_string, required=True),
+            Field("lease", "an object with owner, seconds and urls", _is_object),
+            _TOKEN,
+            Field("aliases", "an object with requested, finals and capacity", _is_object),
+        ),
+        "won",
+    ),
     "aliases": Call("/v1/store/aliases", (Field("fingerprints", _FINGERPRINTS, _is_string, required=True),), "found"),
-    "settle": Call("/v1/store/settle", (Field("action", "one of done, release, renew",
-                                              lambda value: value in ("done", "release", "renew"), required=True),
-                                        Field("fingerprints", _FINGERPRINTS, _is_string, required=True),
-                                        _OWNER._replace(required=True), _LEASE, _TOKEN), "answers"),
-    "expired": Call("/v1/store/expired", (Field("limit", "an integer", is_integer, required=True), _OWNER, _LEASE),
-                    "urls"),
+    "settle": Call(
+        "/v1/store/settle",
+        (
+            Field(
+                "action",
+                "one of done, release, renew",
+                lambda value: value in ("done", "release", "renew"),
+                required=True,
+            ),
+            Field("fingerprints", _FINGERPRINTS, _is_string, required=True),
+            _OWNER._replace(required=True),
+            _LEASE,
+            _TOKEN,
+        ),
+        "answers",
+    ),
+    "expired": Call(
+        "/v1/store/expired", (Field("limit", "an integer", is_integer, required=True), _OWNER, _LEASE), "urls"
+    ),
 }
 #: Path -> step of the store call there.
 STORE_CALL_AT: Dict[str, str] = {call.path: step for step, call in STORE_CALLS.items()}

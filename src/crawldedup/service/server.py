@@ -62,8 +62,10 @@ def check_bind(host: str, token: Optional[str]) -> None:
     :raises ValueError: for a non-loopback ``host`` and no token.
     """
     if token is None and not is_loopback(host):
-        raise ValueError(f"--host {host} can be reached from other machines: give --token-file, "
-                         f"so that only clients with the token are answered")
+        raise ValueError(
+            f"--host {host} can be reached from other machines: give --token-file, "
+            f"so that only clients with the token are answered"
+        )
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -131,8 +133,14 @@ async def serve(app: ServiceApp, sock: socket.socket, stop: Stop, announce: Call
     :param announce: called once the server answers and has taken over the signals.
     """
     config = uvicorn.Config(
-        app, lifespan="off", access_log=False, log_level="warning", server_header=False, date_header=False,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS, timeout_graceful_shutdown=DRAIN_SECONDS,
+        app,
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        date_header=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        timeout_graceful_shutdown=DRAIN_SECONDS,
         http="httptools" if _has_httptools() else "h11",
     )
     server = uvicorn.Server(config)

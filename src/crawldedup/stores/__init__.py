@@ -7,7 +7,16 @@ docs/stores.md and in each module.
 
 from .aio import AsyncClaimStore
 from .aliases import Aliases, AliasesUnsupported
-from .base import ClaimAnswers, ClaimStore, Lease, LeasesUnsupported, NamespaceConflict, RetryPolicy, StoreRefused, StoreUnavailable
+from .base import (
+    ClaimAnswers,
+    ClaimStore,
+    Lease,
+    LeasesUnsupported,
+    NamespaceConflict,
+    RetryPolicy,
+    StoreRefused,
+    StoreUnavailable,
+)
 from .durability import Durability
 from .postgres import PostgresStore
 from .redis_keys import RedisKeyStore

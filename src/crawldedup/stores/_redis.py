@@ -21,10 +21,10 @@ import numpy as np
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
-from redis.asyncio.cluster import PipelineCommand
 import redis.asyncio.retry
 import redis.asyncio.sentinel
 import redis.sentinel
+from redis.asyncio.cluster import PipelineCommand
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
@@ -48,7 +48,6 @@ from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
 from . import redis_aliases
 from .aliases import Aliases
-from .durability import Durability
 from .base import (
     LAYOUT_VERSION,
     ClaimAnswers,
@@ -62,6 +61,7 @@ from .base import (
     check_window_stamp,
     window_stamp,
 )
+from .durability import Durability
 
 #: A client of one Redis node or of a Redis Cluster (same commands, same pipelines).
 Client = Union["redis.Redis", RedisCluster]
@@ -93,6 +93,7 @@ class NotReplicated(redis.RedisError):
     """``WAIT`` counted fewer replicas than a replicated store asks for: the batch is not
     answered (its claims may be lost in a failover). Transient: the attempt is repeated, and
     its receipt gives the answers the primary recorded, now waited for again."""
+
 
 #: Default number of hash-tag groups a namespace's keys are spread over. Each group is one
 #: Redis Cluster slot and gets one script call per batch; 16 keeps a single node's batch at
@@ -153,11 +154,13 @@ _PIPELINE_PREFIX = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error:
 #: What Redis appends to an error raised inside a script.
 _SCRIPT_SUFFIX = re.compile(r"\s*script: [0-9a-f]+, on @user_script:\d+\.?$")
 #: What to do about a server without RedisBloom's commands.
-_NO_REDISBLOOM = ("the server lacks the RedisBloom module: load it (redis-server --loadmodule "
-                  "/path/to/redisbloom.so, or loadmodule in redis.conf), or use Redis Stack")
+_NO_REDISBLOOM = (
+    "the server lacks the RedisBloom module: load it (redis-server --loadmodule "
+    "/path/to/redisbloom.so, or loadmodule in redis.conf), or use Redis Stack"
+)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _driver_options() -> Dict[str, Any]:
     """redis-py's ``driver_info``, made once: without it, redis-py 7.2 and later look up their
     own version in the package metadata for every new connection (17 ms here, on the event
@@ -186,12 +189,12 @@ def _sentinel_master(url: str, sentinel_class: Any, redis_class: Any, options: D
     where = parse_sentinel_url(url)
     # The Sentinels get the store's timeouts and its no-retry policy too: redis-py's own retries
     # with backoff would make one lookup against a closed port take seconds.
-    sentinel_options = {name: value for name, value in options.items()
-                        if name.startswith("socket_") or name == "retry"}
+    sentinel_options = {name: value for name, value in options.items() if name.startswith("socket_") or name == "retry"}
     sentinel_options.update(username=where.sentinel_username, password=where.sentinel_password)
     manager = sentinel_class(where.sentinels, sentinel_kwargs=sentinel_options, **options)
-    return manager.master_for(where.service, redis_class=redis_class, db=where.db,
-                              username=where.username, password=where.password)
+    return manager.master_for(
+        where.service, redis_class=redis_class, db=where.db, username=where.username, password=where.password
+    )
 
 
 def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
@@ -322,8 +325,15 @@ class RedisStore(ClaimStore):
     #: and the namespace record here; subclasses add theirs). The store asks the server for all of them when it
     #: opens (``COMMAND INFO``), so that a server without one (renamed or disabled by
     #: ``rename-command``, or a server that does not implement it) is refused there, naming it.
-    commands: ClassVar[Tuple[str, ...]] = ("EVAL", "EXISTS", "HSET", "HGETALL", "GET", "SET",
-                                           *redis_aliases.ALIAS_COMMANDS)
+    commands: ClassVar[Tuple[str, ...]] = (
+        "EVAL",
+        "EXISTS",
+        "HSET",
+        "HGETALL",
+        "GET",
+        "SET",
+        *redis_aliases.ALIAS_COMMANDS,
+    )
     #: Every Redis store keeps the alias map of redirects (layout: :mod:`crawldedup.stores.redis_aliases`).
     supports_aliases = True
 
@@ -356,10 +366,17 @@ class RedisStore(ClaimStore):
             check_redis_url("url", url)
         self._password = urlsplit(url).password if url is not None else None
         #: What an error text must not show: the URL's password, and its Sentinels' own.
-        self._secrets = [secret for secret in (
-            self._password, unquote(self._password) if self._password else None,
-            parse_sentinel_url(url).sentinel_password if url is not None and url.startswith(SENTINEL_SCHEME) else None,
-        ) if secret]
+        self._secrets = [
+            secret
+            for secret in (
+                self._password,
+                unquote(self._password) if self._password else None,
+                parse_sentinel_url(url).sentinel_password
+                if url is not None and url.startswith(SENTINEL_SCHEME)
+                else None,
+            )
+            if secret
+        ]
         self._username = urlsplit(url).username if url is not None else None
         self._description = redact_url(url) if url is not None else repr(client)
         self._url = url
@@ -413,8 +430,9 @@ class RedisStore(ClaimStore):
         wanted, timeout_ms = self.durability.replicas, self.durability.timeout_ms
         replies, counted = yield Replicated(commands, wanted, timeout_ms)
         if min(counted) < wanted:
-            raise NotReplicated(f"WAIT confirmed the batch on {min(counted)} of the {wanted} replicas asked "
-                                f"within {timeout_ms} ms")
+            raise NotReplicated(
+                f"WAIT confirmed the batch on {min(counted)} of the {wanted} replicas asked within {timeout_ms} ms"
+            )
         return replies
 
     def _nodes_of(self, commands: Commands) -> List[Tuple[Any, List[int]]]:
@@ -423,7 +441,9 @@ class RedisStore(ClaimStore):
         nodes: Dict[str, Tuple[Any, List[int]]] = {}
         for position, command in enumerate(commands):
             key = command[3] if str(command[0]).upper() in ("EVAL", "EVALSHA") else command[1]
-            node = self.client.nodes_manager.get_node_from_slot(key_slot(key if isinstance(key, bytes) else str(key).encode()))
+            node = self.client.nodes_manager.get_node_from_slot(
+                key_slot(key if isinstance(key, bytes) else str(key).encode())
+            )
             nodes.setdefault(node.name, (node, []))[1].append(position)
         return list(nodes.values())
 
@@ -489,8 +509,10 @@ class RedisStore(ClaimStore):
                 self._slots_stale = False
             parts = []
             for node, positions in self._nodes_of(request.commands):
-                sent = [PipelineCommand(i, *command)
-                        for i, command in enumerate([*(request.commands[p] for p in positions), wait])]
+                sent = [
+                    PipelineCommand(i, *command)
+                    for i, command in enumerate([*(request.commands[p] for p in positions), wait])
+                ]
                 await node.execute_pipeline(sent)
                 for command in sent:
                     if isinstance(command.result, Exception):
@@ -522,7 +544,9 @@ class RedisStore(ClaimStore):
     def _refusal(self, error: BaseException) -> Optional[str]:
         if isinstance(error, AuthenticationError):  # a ConnectionError to redis-py, yet permanent
             if self._password is None:
-                return "the server wants a password and the URL has none: give it as redis://[user]:PASSWORD@host:port/db"
+                return (
+                    "the server wants a password and the URL has none: give it as redis://[user]:PASSWORD@host:port/db"
+                )
             return "the server refused the URL's password (a wrong password, or an unknown or disabled user)"
         if not isinstance(error, ResponseError):  # no answer (refused, reset, timed out): try again
             return None
@@ -531,17 +555,23 @@ class RedisStore(ClaimStore):
             return None
         if isinstance(error, NoPermissionError):
             commands = "EVAL and BF.*" if self.strategy == "redisbloom" else "EVAL"
-            return (f"the server's ACL user {self._username or 'default'!r} lacks a permission this store "
-                    f"needs (it runs {commands} on the keys '{self.namespace}:*' and '{{{self.namespace}:*'): "
-                    f"grant them with ACL SETUSER")
+            return (
+                f"the server's ACL user {self._username or 'default'!r} lacks a permission this store "
+                f"needs (it runs {commands} on the keys '{self.namespace}:*' and '{{{self.namespace}:*'): "
+                f"grant them with ACL SETUSER"
+            )
         if isinstance(error, ReadOnlyError):
             return "the server is a read-only replica: point the URL at its primary (INFO replication names it)"
         if isinstance(error, OutOfMemoryError):
-            return ("the server is out of memory (maxmemory reached, and its maxmemory-policy evicts nothing): "
-                    "raise maxmemory, or free memory")
+            return (
+                "the server is out of memory (maxmemory reached, and its maxmemory-policy evicts nothing): "
+                "raise maxmemory, or free memory"
+            )
         if text.startswith("WRONGTYPE"):
-            return (f"keys of namespace {self.namespace!r} hold values of another type (something else "
-                    f"uses them): pick another namespace, or delete its keys")
+            return (
+                f"keys of namespace {self.namespace!r} hold values of another type (something else "
+                f"uses them): pick another namespace, or delete its keys"
+            )
         if "unknown command" in text.lower() or "unknown redis command" in text.lower():
             if "BF." in text or self.strategy == "redisbloom":
                 return _NO_REDISBLOOM
@@ -574,9 +604,11 @@ class RedisStore(ClaimStore):
         if any(name.startswith("BF.") for name in missing):
             problem = _NO_REDISBLOOM
         else:
-            problem = ("the server lacks commands this store needs (renamed or disabled with "
-                       "rename-command in its configuration, or not implemented by this server): "
-                       f"{', '.join(missing)}")
+            problem = (
+                "the server lacks commands this store needs (renamed or disabled with "
+                "rename-command in its configuration, or not implemented by this server): "
+                f"{', '.join(missing)}"
+            )
         raise StoreRefused(self.description, 1, f"COMMAND INFO knows no {', '.join(missing)}", problem)
 
     def _record_aliases(self, aliases: Aliases) -> Plan[None]:
@@ -585,8 +617,9 @@ class RedisStore(ClaimStore):
     def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
         return redis_aliases.read_aliases(self.namespace, fingerprints, self.window, self.clock)
 
-    def _joined(self, first: Union[Commands, Replicated],
-                second: Union[Commands, Replicated]) -> Tuple[Any, Callable[[Any], Tuple[Any, Any]]]:
+    def _joined(
+        self, first: Union[Commands, Replicated], second: Union[Commands, Replicated]
+    ) -> Tuple[Any, Callable[[Any], Tuple[Any, Any]]]:
         """Two pipelines as one (a :class:`Replicated` one when either waits for replicas)."""
         parts = [part.commands if isinstance(part, Replicated) else part for part in (first, second)]
         cut = len(parts[0])
@@ -598,8 +631,10 @@ class RedisStore(ClaimStore):
         def split(reply: Tuple[List[Any], List[int]]) -> Tuple[Any, Any]:
             replies, counted = reply
             head, tail = replies[:cut], replies[cut:]
-            return ((head, counted) if isinstance(first, Replicated) else head,
-                    (tail, counted) if isinstance(second, Replicated) else tail)
+            return (
+                (head, counted) if isinstance(first, Replicated) else head,
+                (tail, counted) if isinstance(second, Replicated) else tail,
+            )
 
         return Replicated(commands, waits.replicas, waits.timeout_ms), split
 
@@ -618,8 +653,10 @@ class RedisStore(ClaimStore):
                     f"this is the {self.strategy} strategy: pick another namespace (or round)"
                 )
             if field == "policy" and stored.get(field) != wanted[field]:
-                raise NamespaceConflict(f"namespace {self.namespace!r} was made with "
-                                        f"{policy_conflict(stored.get(field, '?'), wanted[field])}")
+                raise NamespaceConflict(
+                    f"namespace {self.namespace!r} was made with "
+                    f"{policy_conflict(stored.get(field, '?'), wanted[field])}"
+                )
             if stored.get(field) != wanted[field]:
                 raise NamespaceConflict(
                     f"namespace {self.namespace!r} holds {field}={stored.get(field)!r}, "
@@ -696,7 +733,9 @@ end
 # answer is one string too (as_text). A claim is identified in the lease records by claim_id()
 # of the store. RECEIPT holds the answers of an earlier attempt of this call whose reply was
 # lost, or nil.
-_PRELUDE = RECEIPTS_LUA + """
+_PRELUDE = (
+    RECEIPTS_LUA
+    + """
 local LEASES, HOLDERS, RECEIPT_KEY = KEYS[1], KEYS[2], KEYS[3]
 local CLAIMS, RECEIPT_SECONDS = tonumber(ARGV[1]), tonumber(ARGV[2])
 local RECORDS, URL_ENDS, URLS = ARGV[3], ARGV[4], ARGV[5]
@@ -713,6 +752,7 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 """
+)
 
 # ARGV from 6: ttl, owner, lease_ms, then the window's. Per key: 1 won, 0 already claimed, 2
 # held by another worker's open lease (claims); 1/0 (reads). A claim whose lease expired, or was
@@ -882,8 +922,13 @@ class GroupedScriptStore(RedisStore):
         return generation, generation - self.window.generations, math.ceil(self.window.forgotten_at(generation))
 
     def _call_groups(
-        self, script: str, fingerprints: Fingerprints, head: Tuple[Any, ...], claims: int,
-        token: Optional[bytes], urls: Optional[Sequence[str]] = None,
+        self,
+        script: str,
+        fingerprints: Fingerprints,
+        head: Tuple[Any, ...],
+        claims: int,
+        token: Optional[bytes],
+        urls: Optional[Sequence[str]] = None,
     ) -> Plan[np.ndarray]:
         """One ``EVAL`` of ``script`` per group of ``fingerprints``, all in one pipeline.
 
@@ -910,15 +955,25 @@ class GroupedScriptStore(RedisStore):
             in_claims = int(is_claim[end] - is_claim[start])
             ends, joined = b"", b""
             if urls is not None:
-                encoded = [urls[p].encode("utf-8") for p in order[start:start + in_claims].tolist()]
+                encoded = [urls[p].encode("utf-8") for p in order[start : start + in_claims].tolist()]
                 ends = np.cumsum([len(u) for u in encoded], dtype="<u4").tobytes()
                 joined = b"".join(encoded)
             receipt = self._tags[group] + b":receipt:" + (token or b"")
-            commands.append((
-                "EVAL", script, 3, *self._lease_keys[group], receipt,
-                in_claims, self.receipt_seconds if token and in_claims else 0,
-                blob[start * width:end * width], ends, joined, *head,
-            ))
+            commands.append(
+                (
+                    "EVAL",
+                    script,
+                    3,
+                    *self._lease_keys[group],
+                    receipt,
+                    in_claims,
+                    self.receipt_seconds if token and in_claims else 0,
+                    blob[start * width : end * width],
+                    ends,
+                    joined,
+                    *head,
+                )
+            )
         replies = yield from self._write(commands, writes=claims > 0)
         answers = np.empty(len(order), dtype=np.uint8)
         answers[order] = read_answers(replies)
@@ -928,20 +983,31 @@ class GroupedScriptStore(RedisStore):
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
     ) -> Plan[ClaimAnswers]:
         n_claims = len(claims)
-        owner, lease_ms, urls = ("", 0, None) if lease is None else (lease.owner, check_lease_seconds(lease.seconds), lease.urls)
+        owner, lease_ms, urls = (
+            ("", 0, None) if lease is None else (lease.owner, check_lease_seconds(lease.seconds), lease.urls)
+        )
         answers = yield from self._call_groups(
-            self._claim_script, claims + reads, (self._ttl(), owner, lease_ms, *self._age()), n_claims,
-            token, urls,
+            self._claim_script,
+            claims + reads,
+            (self._ttl(), owner, lease_ms, *self._age()),
+            n_claims,
+            token,
+            urls,
         )
         claimed = answers[:n_claims]
         held = tuple(np.flatnonzero(claimed == 2).tolist())
         return ClaimAnswers((claimed == 1).tolist(), (answers[n_claims:] == 1).tolist(), held)
 
-    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> Plan[List[bool]]:
+    def _settle(
+        self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes
+    ) -> Plan[List[bool]]:
         # A renew repeated gives the right answer by itself (the owner still holds the lease and
         # its deadline moves again): no receipt. A done or release repeated would be refused.
         answers = yield from self._call_groups(
-            self._settle_script, fingerprints, (action, self._ttl(), owner, lease_ms, *self._age()), len(fingerprints),
+            self._settle_script,
+            fingerprints,
+            (action, self._ttl(), owner, lease_ms, *self._age()),
+            len(fingerprints),
             None if action == "renew" else token,
         )
         return (answers == 1).tolist()  # type: ignore[no-any-return]
@@ -960,8 +1026,9 @@ class GroupedScriptStore(RedisStore):
             left = limit - len(urls)
             shares = [left // len(pending) + (1 if i < left % len(pending) else 0) for i in range(len(pending))]
             asked = [(g, share) for g, share in zip(pending, shares) if share]
-            replies = yield from self._write([("EVAL", _EXPIRED, 2, *self._lease_keys[g], share, owner, lease_ms)
-                                              for g, share in asked])
+            replies = yield from self._write(
+                [("EVAL", _EXPIRED, 2, *self._lease_keys[g], share, owner, lease_ms) for g, share in asked]
+            )
             exhausted = set()
             for (group, share), reply in zip(asked, replies):
                 urls.extend(url.decode("ascii") for url in reply)

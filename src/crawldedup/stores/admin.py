@@ -20,10 +20,10 @@ from redis.cluster import RedisCluster
 from .._checks import PathArg, redact_url
 from ._redis import GroupedScriptStore, RedisStore, connect
 from .base import ClaimStore, StoreRefused, StoreUnavailable
+from .postgres import CONNECT_TIMEOUT_SECONDS, SCHEMA, PostgresStore, connection_problem
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
 from .sharded_set import RedisShardedSetStore
-from .postgres import CONNECT_TIMEOUT_SECONDS, SCHEMA, PostgresStore, connection_problem
 from .sqlite import SQLiteStore, file_problem
 
 #: Keys deleted per ``UNLINK``; shards counted per pipeline.
@@ -63,12 +63,16 @@ def server_facts(store: ClaimStore) -> ServerFacts:
     if isinstance(store, SQLiteStore):
         return store._with_retries(lambda: _sqlite_facts(store))
     if isinstance(store, PostgresStore):
-        (version, used), = store.execute("SELECT current_setting('server_version'), pg_database_size(current_database())")
-        return ServerFacts(f"PostgreSQL {version}", (), int(used), None, "the server's free disk space (not known here)")
+        ((version, used),) = store.execute(
+            "SELECT current_setting('server_version'), pg_database_size(current_database())"
+        )
+        return ServerFacts(
+            f"PostgreSQL {version}", (), int(used), None, "the server's free disk space (not known here)"
+        )
     raise ValueError(f"the {store.strategy} store has no server to describe")
 
 
-def _one_node(store: RedisStore) -> "redis.Redis":
+def _one_node(store: RedisStore) -> redis.Redis:
     """A client of one node: the store's own, or a cluster's default node."""
     client = store.client
     if isinstance(client, RedisCluster):
@@ -76,7 +80,7 @@ def _one_node(store: RedisStore) -> "redis.Redis":
     return client
 
 
-def _redis_facts(client: "redis.Redis") -> ServerFacts:
+def _redis_facts(client: redis.Redis) -> ServerFacts:
     info: Dict[str, Any] = client.info("server")
     memory: Dict[str, Any] = client.info("memory")
     name, version = ("Valkey", info["valkey_version"]) if "valkey_version" in info else ("Redis", info["redis_version"])
@@ -84,8 +88,13 @@ def _redis_facts(client: "redis.Redis") -> ServerFacts:
     used, maxmemory = int(memory["used_memory"]), int(memory.get("maxmemory", 0))
     if maxmemory:
         return ServerFacts(f"{name} {version}", modules, used, maxmemory, "maxmemory")
-    return ServerFacts(f"{name} {version}", modules, used, int(memory["total_system_memory"]),
-                       "the machine's memory (no maxmemory set)")
+    return ServerFacts(
+        f"{name} {version}",
+        modules,
+        used,
+        int(memory["total_system_memory"]),
+        "the machine's memory (no maxmemory set)",
+    )
 
 
 def _module_text(module: Dict[bytes, Any]) -> str:
@@ -100,8 +109,13 @@ def _sqlite_facts(store: SQLiteStore) -> ServerFacts:
         free = store._connection().execute("PRAGMA freelist_count").fetchone()[0]
         page_size = store._connection().execute("PRAGMA page_size").fetchone()[0]
     disk_free = shutil.disk_usage(store.path.resolve().parent).free
-    return ServerFacts(f"SQLite {sqlite3.sqlite_version}", (), (pages - free) * page_size,
-                       pages * page_size + disk_free, "the file's size and the free disk space")
+    return ServerFacts(
+        f"SQLite {sqlite3.sqlite_version}",
+        (),
+        (pages - free) * page_size,
+        pages * page_size + disk_free,
+        "the file's size and the free disk space",
+    )
 
 
 def delete_namespace(store: ClaimStore) -> int:
@@ -119,7 +133,9 @@ def delete_namespace(store: ClaimStore) -> int:
     if isinstance(store, PostgresStore):
         rows = count_claims(store)
         store.execute(f"DROP TABLE IF EXISTS {store.table}, {store.aliases_table}")
-        return rows + len(store.execute(f"DELETE FROM {SCHEMA}.namespaces WHERE name = %s RETURNING id", (store.namespace,)))
+        return rows + len(
+            store.execute(f"DELETE FROM {SCHEMA}.namespaces WHERE name = %s RETURNING id", (store.namespace,))
+        )
     raise ValueError(f"the {store.strategy} store cannot delete a namespace")
 
 
@@ -151,8 +167,14 @@ def _delete_sqlite_namespace(store: SQLiteStore) -> int:
     return int(rows)
 
 
-def namespace_record(strategy: str, namespace: str, *, redis_url: Optional[str] = None,
-                     sqlite_path: Optional[PathArg] = None, postgres_url: Optional[str] = None) -> Optional[Dict[str, str]]:
+def namespace_record(
+    strategy: str,
+    namespace: str,
+    *,
+    redis_url: Optional[str] = None,
+    sqlite_path: Optional[PathArg] = None,
+    postgres_url: Optional[str] = None,
+) -> Optional[Dict[str, str]]:
     """The record of ``namespace`` (its layout, store kind, policy...), read without creating it;
     None when the namespace does not exist. Opening a store creates its namespace: ask this first.
 
@@ -166,8 +188,10 @@ def namespace_record(strategy: str, namespace: str, *, redis_url: Optional[str] 
             with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
                 columns = {row[1] for row in db.execute("PRAGMA table_info(crawldedup_namespaces)")}
                 window = "recrawl_window" if "recrawl_window" in columns else "NULL"  # a file made before it
-                row = db.execute(f"SELECT layout, fingerprint, policy, {window} FROM crawldedup_namespaces "
-                                 "WHERE name = ?", (namespace,)).fetchone()
+                row = db.execute(
+                    f"SELECT layout, fingerprint, policy, {window} FROM crawldedup_namespaces WHERE name = ?",
+                    (namespace,),
+                ).fetchone()
         except sqlite3.DatabaseError as exc:
             raise StoreRefused(f"sqlite store {str(path)!r}", 1, str(exc), file_problem(path, exc)) from None
         if row is None:
@@ -201,9 +225,10 @@ def _postgres_record(url: str, namespace: str) -> Optional[Dict[str, str]]:
         with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS) as db:
             if db.execute(f"SELECT to_regclass('{SCHEMA}.namespaces')").fetchone() == (None,):
                 return None
-            row = db.execute(f"SELECT layout, store, fingerprint, policy, recrawl_window FROM {SCHEMA}.namespaces "
-                             "WHERE name = %s",
-                             (namespace,)).fetchone()
+            row = db.execute(
+                f"SELECT layout, store, fingerprint, policy, recrawl_window FROM {SCHEMA}.namespaces WHERE name = %s",
+                (namespace,),
+            ).fetchone()
     except psycopg.Error as exc:
         problem = connection_problem(exc, urlsplit(url).password is not None)
         reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
@@ -233,10 +258,15 @@ def count_claims(store: ClaimStore) -> int:
     if isinstance(store, RedisBloomStore):
         return int(store.filter_info()["Number of items inserted"])
     if isinstance(store, SQLiteStore):
+
         def rows() -> int:
             with store._lock:
-                return int(store._connection().execute("SELECT count(*) FROM crawldedup_claims WHERE namespace = ?",
-                                             (store._namespace_id,)).fetchone()[0])
+                return int(
+                    store._connection()
+                    .execute("SELECT count(*) FROM crawldedup_claims WHERE namespace = ?", (store._namespace_id,))
+                    .fetchone()[0]
+                )
+
         return store._with_retries(rows)
     if isinstance(store, PostgresStore):
         return int(store.execute(f"SELECT count(*) FROM {store.table}")[0][0])

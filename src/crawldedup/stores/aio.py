@@ -79,7 +79,7 @@ class AsyncClaimStore:
         """Whether the store can take back a lasting claim."""
         return self.store.supports_unclaim
 
-    async def open(self) -> "AsyncClaimStore":
+    async def open(self) -> AsyncClaimStore:
         """Connect and open the namespace (once; concurrent callers wait for the first).
 
         :raises NamespaceConflict: when the namespace was made by another store or policy.
@@ -128,8 +128,13 @@ class AsyncClaimStore:
             return await self._with_retries(lambda: adrive(plan(used), self.store._asend, resume))
 
     async def claim_and_read(
-        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None,
-        token: Optional[bytes] = None, aliases: Optional[Aliases] = None,
+        self,
+        claims: FingerprintsLike,
+        reads: FingerprintsLike = (),
+        *,
+        lease: Optional[Lease] = None,
+        token: Optional[bytes] = None,
+        aliases: Optional[Aliases] = None,
     ) -> ClaimAnswers:
         """See :meth:`ClaimStore.claim_and_read`.
 
@@ -151,22 +156,27 @@ class AsyncClaimStore:
         """See :meth:`ClaimStore.contains_many`."""
         return (await self.claim_and_read((), fingerprints)).present
 
-    async def finish_leases(self, fingerprints: FingerprintsLike, owner: str, *,
-                             token: Optional[bytes] = None) -> List[bool]:
+    async def finish_leases(
+        self, fingerprints: FingerprintsLike, owner: str, *, token: Optional[bytes] = None
+    ) -> List[bool]:
         """See :meth:`ClaimStore.finish_leases`; ``token`` as :meth:`claim_and_read`'s."""
         return await self._perform(self.store._settle_call("done", fingerprints, owner, None), token)
 
-    async def release_leases(self, fingerprints: FingerprintsLike, owner: str, *,
-                              token: Optional[bytes] = None) -> List[bool]:
+    async def release_leases(
+        self, fingerprints: FingerprintsLike, owner: str, *, token: Optional[bytes] = None
+    ) -> List[bool]:
         """See :meth:`ClaimStore.release_leases`; ``token`` as :meth:`claim_and_read`'s."""
         return await self._perform(self.store._settle_call("release", fingerprints, owner, None), token)
 
-    async def renew_leases(self, fingerprints: FingerprintsLike, owner: str, seconds: float, *,
-                            token: Optional[bytes] = None) -> List[bool]:
+    async def renew_leases(
+        self, fingerprints: FingerprintsLike, owner: str, seconds: float, *, token: Optional[bytes] = None
+    ) -> List[bool]:
         """See :meth:`ClaimStore.renew_leases`; ``token`` as :meth:`claim_and_read`'s."""
         return await self._perform(self.store._settle_call("renew", fingerprints, owner, seconds), token)
 
-    async def expired_leases(self, limit: int, owner: Optional[str] = None, seconds: Optional[float] = None) -> List[str]:
+    async def expired_leases(
+        self, limit: int, owner: Optional[str] = None, seconds: Optional[float] = None
+    ) -> List[str]:
         """See :meth:`ClaimStore.expired_leases`."""
         return await self._perform(self.store._expired_call(limit, owner, seconds))
 
@@ -186,7 +196,7 @@ class AsyncClaimStore:
             self.worker.close()
             self._opened = False
 
-    async def __aenter__(self) -> "AsyncClaimStore":
+    async def __aenter__(self) -> AsyncClaimStore:
         return await self.open()
 
     async def __aexit__(self, *exc_info: Any) -> None:

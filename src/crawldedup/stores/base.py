@@ -19,15 +19,30 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Dict, Generic, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    Generic,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 
 from .._checks import check_name, complaint, integer_in, number_in
+from .._plans import Plan, drive, together
+from .._wording import counted
 from ..canonical.policy import policy_conflict
 from ..fingerprints import Fingerprints
-from .._plans import Plan, drive, together
-from .aliases import Aliases, AliasesUnsupported, unsupported
-from .._wording import counted
 from ..windows import Clock, Window, system_clock
+from .aliases import Aliases, AliasesUnsupported, unsupported
 
 #: Version of the key/table layouts written by the stores (recorded with each namespace).
 LAYOUT_VERSION = 1
@@ -118,13 +133,16 @@ def check_window_stamp(where: str, stored: Optional[str], window: Optional[Windo
     """
     ours = window_stamp(window)
     if stored is not None and stored != ours:
-        raise NamespaceConflict(f"{where} was made for {_stamp_words(stored)}, this store uses {_stamp_words(ours)}: "
-                                "give every worker the same ttl_days and generations, or pick another namespace "
-                                "(or round)")
+        raise NamespaceConflict(
+            f"{where} was made for {_stamp_words(stored)}, this store uses {_stamp_words(ours)}: "
+            "give every worker the same ttl_days and generations, or pick another namespace "
+            "(or round)"
+        )
 
 
-def check_namespace_fields(where: str, fields: Sequence[str], stored: Sequence[Any], ours: Sequence[Any], *,
-                           pages: bool = False) -> None:
+def check_namespace_fields(
+    where: str, fields: Sequence[str], stored: Sequence[Any], ours: Sequence[Any], *, pages: bool = False
+) -> None:
     """Refuse a namespace record whose ``fields`` hold ``stored``, not ``ours``, naming the first
     that differs (a canonical policy by its name, with the setting that continues its crawl).
     ``where`` names the namespace (``"<place>: namespace 'x'"``), or with ``pages`` its pages
@@ -138,8 +156,9 @@ def check_namespace_fields(where: str, fields: Sequence[str], stored: Sequence[A
             continue
         if field in ("policy", "canonical_policy"):
             raise NamespaceConflict(f"{where} {made} with {policy_conflict(str(value), str(wanted))}")
-        raise NamespaceConflict(f"{where} {holds} {field}={value!r}, {user} uses {field}={wanted!r}: "
-                                "pick another namespace (or round)")
+        raise NamespaceConflict(
+            f"{where} {holds} {field}={value!r}, {user} uses {field}={wanted!r}: pick another namespace (or round)"
+        )
 
 
 class LeasesUnsupported(ValueError):
@@ -198,7 +217,7 @@ class RetryPolicy:
 
     def max_total_delay(self) -> float:
         """Upper bound of the time spent waiting between the attempts of one call."""
-        return sum(min(self.max_backoff_seconds, self.backoff_seconds * 2 ** i) for i in range(self.retries))
+        return sum(min(self.max_backoff_seconds, self.backoff_seconds * 2**i) for i in range(self.retries))
 
 
 def check_lease_seconds(seconds: float) -> int:
@@ -289,8 +308,14 @@ class ClaimStore(abc.ABC):
     namespace: str
     policy_digest: str
 
-    def __init__(self, retry: Optional[RetryPolicy] = None, window: Optional[Window] = None,
-                 clock: Clock = system_clock, *, asynchronous: bool = False) -> None:
+    def __init__(
+        self,
+        retry: Optional[RetryPolicy] = None,
+        window: Optional[Window] = None,
+        clock: Clock = system_clock,
+        *,
+        asynchronous: bool = False,
+    ) -> None:
         self.retry = retry if retry is not None else RetryPolicy()
         #: The recrawl window claims are forgotten after (None: never), and the time it reads.
         self.window = window
@@ -320,7 +345,9 @@ class ClaimStore(abc.ABC):
         without its reply arriving answers a repeated attempt from what the first one recorded.
         """
 
-    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes) -> Plan[List[bool]]:
+    def _settle(
+        self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes
+    ) -> Plan[List[bool]]:
         """Settle the leases ``owner`` holds (``done``, ``release`` or ``renew``), one round trip
         (``token`` as in :meth:`_exchange`)."""
         raise self._no_leases()
@@ -346,11 +373,13 @@ class ClaimStore(abc.ABC):
         its reply (see :func:`crawldedup._plans.together`); stores with aliases give it."""
         raise NotImplementedError
 
-    def _exchange_recording(self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes,
-                            aliases: Aliases) -> Plan[ClaimAnswers]:
+    def _exchange_recording(
+        self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes, aliases: Aliases
+    ) -> Plan[ClaimAnswers]:
         """:meth:`_exchange` and :meth:`_record_aliases` in one request (one round trip)."""
-        answers, _ = yield from together(self._exchange(claims, reads, lease, token), self._record_aliases(aliases),
-                                         self._joined)
+        answers, _ = yield from together(
+            self._exchange(claims, reads, lease, token), self._record_aliases(aliases), self._joined
+        )
         return answers
 
     def _open(self) -> Plan[None]:
@@ -365,7 +394,10 @@ class ClaimStore(abc.ABC):
     # -- the calls: arguments checked, one StoreCall (or the answer when nothing is to send) ---
 
     def _claim_call(
-        self, claims: FingerprintsLike, reads: FingerprintsLike, lease: Optional[Lease],
+        self,
+        claims: FingerprintsLike,
+        reads: FingerprintsLike,
+        lease: Optional[Lease],
         aliases: Optional[Aliases] = None,
     ) -> Union[StoreCall[ClaimAnswers], ClaimAnswers]:
         claims, reads = Fingerprints.of(claims), Fingerprints.of(reads)
@@ -373,8 +405,10 @@ class ClaimStore(abc.ABC):
             if not self.supports_aliases:
                 raise self._no_aliases()
             if len(aliases.requested) != len(aliases.finals):
-                raise ValueError(f"aliases must pair each requested fingerprint ({len(aliases.requested)}) "
-                                 f"with a final one, got {len(aliases.finals)}")
+                raise ValueError(
+                    f"aliases must pair each requested fingerprint ({len(aliases.requested)}) "
+                    f"with a final one, got {len(aliases.finals)}"
+                )
             if not len(aliases.requested):
                 aliases = None
         if lease is not None:
@@ -383,7 +417,9 @@ class ClaimStore(abc.ABC):
             check_name("owner", lease.owner)
             check_lease_seconds(lease.seconds)
             if len(lease.urls) != len(claims) or not all(isinstance(u, str) and u for u in lease.urls):
-                raise ValueError(f"lease.urls must hold one non-empty str per claim ({len(claims)}), got {len(lease.urls)}")
+                raise ValueError(
+                    f"lease.urls must hold one non-empty str per claim ({len(claims)}), got {len(lease.urls)}"
+                )
         if not claims and not reads:
             if aliases is None:
                 return ClaimAnswers([], [])
@@ -392,15 +428,20 @@ class ClaimStore(abc.ABC):
         key = request_key("claim", lease.owner if lease else "", repr(lease.seconds) if lease else "", claims)
         if aliases is not None:
             with_aliases = aliases
-            return StoreCall(lambda token: self._exchange_recording(claims, reads, lease, token, with_aliases), key,
-                             len(claims) + len(reads) + len(with_aliases.requested))
+            return StoreCall(
+                lambda token: self._exchange_recording(claims, reads, lease, token, with_aliases),
+                key,
+                len(claims) + len(reads) + len(with_aliases.requested),
+            )
         return StoreCall(lambda token: self._exchange(claims, reads, lease, token), key, len(claims) + len(reads))
 
     def _recorded(self, aliases: Aliases) -> Plan[ClaimAnswers]:
         yield from self._record_aliases(aliases)
         return ClaimAnswers([], [])
 
-    def _aliases_call(self, fingerprints: FingerprintsLike) -> Union[StoreCall[List[Optional[bytes]]], List[Optional[bytes]]]:
+    def _aliases_call(
+        self, fingerprints: FingerprintsLike
+    ) -> Union[StoreCall[List[Optional[bytes]]], List[Optional[bytes]]]:
         fingerprints = Fingerprints.of(fingerprints)
         if not self.supports_aliases:
             raise self._no_aliases()
@@ -419,7 +460,9 @@ class ClaimStore(abc.ABC):
         if not fingerprints:
             return []
         key = request_key(action, owner, str(lease_ms), fingerprints)
-        return StoreCall(lambda token: self._settle(action, fingerprints, owner, lease_ms, token), key, len(fingerprints))
+        return StoreCall(
+            lambda token: self._settle(action, fingerprints, owner, lease_ms, token), key, len(fingerprints)
+        )
 
     def _expired_call(self, limit: int, owner: Optional[str], seconds: Optional[float]) -> StoreCall[List[str]]:
         check_limit(limit)
@@ -437,7 +480,9 @@ class ClaimStore(abc.ABC):
         fingerprints = Fingerprints.of(fingerprints)
         if not self.supports_unclaim:
             raise ValueError(f"the {self.strategy} store cannot take back a claim")
-        return StoreCall(lambda _token: self._unclaim(fingerprints), size=len(fingerprints)) if len(fingerprints) else None
+        return (
+            StoreCall(lambda _token: self._unclaim(fingerprints), size=len(fingerprints)) if len(fingerprints) else None
+        )
 
     def _no_aliases(self) -> AliasesUnsupported:
         return unsupported(self.strategy)
@@ -562,7 +607,11 @@ class ClaimStore(abc.ABC):
     # -- the public sync API -------------------------------------------------------------------
 
     def claim_and_read(
-        self, claims: FingerprintsLike, reads: FingerprintsLike = (), *, lease: Optional[Lease] = None,
+        self,
+        claims: FingerprintsLike,
+        reads: FingerprintsLike = (),
+        *,
+        lease: Optional[Lease] = None,
         aliases: Optional[Aliases] = None,
     ) -> ClaimAnswers:
         """Claim some fingerprints and read others, in one round trip.

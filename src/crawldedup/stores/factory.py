@@ -15,17 +15,23 @@ from ..windows import Clock, Window, system_clock
 from .aio import AsyncClaimStore
 from .base import ClaimStore, RetryPolicy
 from .durability import Durability
+from .postgres import PostgresStore
 from .redis_keys import RedisKeyStore
 from .redisbloom import RedisBloomStore
-from .sharded_set import RedisShardedSetStore
 from .service import ServiceStore
-from .postgres import PostgresStore
+from .sharded_set import RedisShardedSetStore
 from .sqlite import SQLiteStore
 
 #: The strategy without a store: the local filter decides alone.
 LOCAL = "local"
-_STORES: Tuple[Type[ClaimStore], ...] = (RedisKeyStore, RedisShardedSetStore, RedisBloomStore, SQLiteStore, PostgresStore,
-                                          ServiceStore)
+_STORES: Tuple[Type[ClaimStore], ...] = (
+    RedisKeyStore,
+    RedisShardedSetStore,
+    RedisBloomStore,
+    SQLiteStore,
+    PostgresStore,
+    ServiceStore,
+)
 #: Strategy name -> its store class (None for ``local``), in the order documentation lists them.
 STRATEGIES: Dict[str, Optional[Type[ClaimStore]]] = {LOCAL: None, **{store.strategy: store for store in _STORES}}
 #: Store kind (as namespace records hold it) -> its strategy name, for messages about a record.
@@ -34,10 +40,13 @@ STRATEGY_OF_KIND: Dict[str, str] = {store.kind: store.strategy for store in _STO
 ALIASES: Dict[str, str] = {"bloom": RedisBloomStore.strategy}
 #: Strategies whose store holds claims for a limited time (leases); ``service`` holds them
 #: in the service's store, which must be one of these.
-LEASE_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items()
-                                          if store and store.supports_leases and store is not ServiceStore)
+LEASE_STRATEGIES: Tuple[str, ...] = tuple(
+    name for name, store in STRATEGIES.items() if store and store.supports_leases and store is not ServiceStore
+)
 #: Strategies whose store lives in Redis (``redis_url``).
-REDIS_STRATEGIES: Tuple[str, ...] = tuple(name for name, store in STRATEGIES.items() if store and store not in (SQLiteStore, PostgresStore, ServiceStore))
+REDIS_STRATEGIES: Tuple[str, ...] = tuple(
+    name for name, store in STRATEGIES.items() if store and store not in (SQLiteStore, PostgresStore, ServiceStore)
+)
 #: How the strategies are listed in messages.
 STRATEGY_CHOICES = ", ".join(STRATEGIES) + "".join(f" ({alias}: {name})" for alias, name in ALIASES.items())
 
@@ -105,12 +114,19 @@ def open_store(
     store = STRATEGIES[strategy_name(strategy)]
     if store is None:
         raise ValueError("the local strategy has no store")
-    common: _CommonArgs = {"namespace": namespace, "policy_digest": policy_digest, "retry": retry,
-                           "window": window, "clock": clock,
-                           "asynchronous": asynchronous}
+    common: _CommonArgs = {
+        "namespace": namespace,
+        "policy_digest": policy_digest,
+        "retry": retry,
+        "window": window,
+        "clock": clock,
+        "asynchronous": asynchronous,
+    }
     if durability is not None and durability.waits and store.strategy not in REDIS_STRATEGIES:
-        raise ValueError(f"durability={durability.level!r} needs a Redis store (one of {', '.join(REDIS_STRATEGIES)}), "
-                         f"not {store.strategy}")
+        raise ValueError(
+            f"durability={durability.level!r} needs a Redis store (one of {', '.join(REDIS_STRATEGIES)}), "
+            f"not {store.strategy}"
+        )
     if store is SQLiteStore:
         if sqlite_path is None:
             raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")
@@ -123,8 +139,9 @@ def open_store(
         if service_url is None:
             raise ValueError("the service strategy needs service_url (CRAWLDEDUP_SERVICE_URL)")
         # The window is the service's store's own: claims expire where they are kept.
-        return ServiceStore(service_url, namespace=namespace, policy_digest=policy_digest, retry=retry,
-                            asynchronous=asynchronous)
+        return ServiceStore(
+            service_url, namespace=namespace, policy_digest=policy_digest, retry=retry, asynchronous=asynchronous
+        )
     if redis_url is None:
         raise ValueError(f"the {store.strategy} strategy needs redis_url (REDIS_URL)")
     if store is RedisKeyStore:

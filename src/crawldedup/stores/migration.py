@@ -60,8 +60,9 @@ class Migration:
         fields = cast(Dict[bytes, bytes], stored)  # the client returns bytes (no decode_responses)
         return {key.decode(): value.decode() for key, value in fields.items()} or None
 
-    def run_pass(self, progress: Callable[[int, int], None] = lambda copied, present: None,
-                 restart: bool = False) -> PassResult:
+    def run_pass(
+        self, progress: Callable[[int, int], None] = lambda copied, present: None, restart: bool = False
+    ) -> PassResult:
         """Copy every claim key of the source (resuming an interrupted pass), then record the pass done.
 
         :param progress: called after each batch with the pass's counts so far.
@@ -74,10 +75,17 @@ class Migration:
         if record is not None and record["target"] != self.target_name and unfinished and not restart:
             raise MigrationConflict(
                 f"namespace {self.source.namespace!r} is half way through a pass to {record['target']}: "
-                f"finish it (run that migration again), or start over with --restart")
+                f"finish it (run that migration again), or start over with --restart"
+            )
         if record is None or record["target"] != self.target_name:
-            record = {"target": self.target_name, "cursor": "0", "copied": "0", "present": "0", "leased": "0",
-                      "passes": "0"}
+            record = {
+                "target": self.target_name,
+                "cursor": "0",
+                "copied": "0",
+                "present": "0",
+                "leased": "0",
+                "passes": "0",
+            }
             self._save(record)
         cursor = int(record["cursor"])
         copied, present, leased = int(record["copied"]), int(record["present"]), int(record["leased"])
@@ -103,9 +111,11 @@ class Migration:
 
     def _leased(self) -> Set[bytes]:
         """Fingerprints under a lease now (in flight: a few per worker), read once per pass."""
+
         def read() -> Set[bytes]:
             pipe = self.source.client.pipeline(transaction=False)
             for leases, _ in self.source._lease_keys:
                 pipe.zrange(leases, 0, -1)
             return {bytes(claim) for members in pipe.execute() for claim in members}
+
         return self.source._with_retries(read)

@@ -94,11 +94,16 @@ _ALIASES_TABLE = (
         requested bytea PRIMARY KEY, final bytea NOT NULL, generation bigint NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS aliases_{id}_age ON {table} (generation)",
 )
-_RECORD = (f"SELECT id, layout, store, fingerprint, policy, recrawl_window, to_regclass('{SCHEMA}.claims_' || id) IS NOT NULL, "
-           f"to_regclass('{SCHEMA}.aliases_' || id) IS NOT NULL FROM {SCHEMA}.namespaces WHERE name = %s")
+_RECORD = (
+    f"SELECT id, layout, store, fingerprint, policy, recrawl_window, to_regclass('{SCHEMA}.claims_' || id) IS NOT NULL, "
+    f"to_regclass('{SCHEMA}.aliases_' || id) IS NOT NULL FROM {SCHEMA}.namespaces WHERE name = %s"
+)
 _SPLIT = "SELECT substring({0}::bytea FROM i * 16 + 1 FOR 16) FROM generate_series(0, length({0}::bytea) / 16 - 1) AS i"
 # One statement per batch: rows (0, fingerprint) won, (1, fingerprint) present among the reads.
-_EXCHANGE = """WITH batch AS (SELECT DISTINCT fp FROM (""" + _SPLIT.format("%(claims)s") + """) AS s (fp)),
+_EXCHANGE = (
+    """WITH batch AS (SELECT DISTINCT fp FROM ("""
+    + _SPLIT.format("%(claims)s")
+    + """) AS s (fp)),
 won AS (INSERT INTO {table} AS c (fingerprint, token, claimed_at)
         SELECT fp, %(token)s::int8, %(now)s::float8 FROM batch ORDER BY fp
         ON CONFLICT (fingerprint) {on_conflict} RETURNING fingerprint)
@@ -106,10 +111,12 @@ SELECT 0, fingerprint FROM won
 UNION ALL SELECT 0, c.fingerprint FROM {table} AS c JOIN batch ON c.fingerprint = batch.fp
     WHERE c.token = %(token)s::int8
 UNION ALL SELECT 1, c.fingerprint FROM {table} AS c
-    WHERE c.fingerprint IN (""" + _SPLIT.format("%(reads)s") + """) {live}"""
+    WHERE c.fingerprint IN ("""
+    + _SPLIT.format("%(reads)s")
+    + """) {live}"""
+)
 _KEEP = "DO NOTHING"
-_REWIN = ("DO UPDATE SET token = excluded.token, claimed_at = excluded.claimed_at "
-          "WHERE c.claimed_at < %(since)s::float8")
+_REWIN = "DO UPDATE SET token = excluded.token, claimed_at = excluded.claimed_at WHERE c.claimed_at < %(since)s::float8"
 _LIVE = "AND (c.claimed_at IS NULL OR c.claimed_at >= %(since)s::float8)"
 _UNCLAIM = "DELETE FROM {table} WHERE fingerprint IN (" + _SPLIT.format("%(fingerprints)s") + ")"
 _MEASURE = "SELECT pg_total_relation_size('{table}')::float8, count(*) FROM {table}"
@@ -126,8 +133,11 @@ _RECORD_ALIASES = (
     """DELETE FROM {table} WHERE requested IN (SELECT requested FROM {table} ORDER BY generation, requested
     LIMIT greatest(0, (SELECT count(*) FROM {table}) - %(capacity)s::int8))""",
 )
-_READ_ALIASES = ("SELECT requested, final FROM {table} WHERE requested IN (" + _SPLIT.format("%(requested)s")
-                 + ") AND generation >= %(oldest)s::int8")
+_READ_ALIASES = (
+    "SELECT requested, final FROM {table} WHERE requested IN ("
+    + _SPLIT.format("%(requested)s")
+    + ") AND generation >= %(oldest)s::int8"
+)
 
 
 class Statement(NamedTuple):
@@ -154,15 +164,19 @@ def connection_problem(error: BaseException, has_password: bool) -> Optional[str
     text = str(error)
     if state in ("28P01", "28000") or "password authentication failed" in text or "no pg_hba.conf entry" in text:
         if not has_password and "password" in text:
-            return ("the server wants a password and the URL has none: give it as "
-                    "postgresql://USER:PASSWORD@host:port/database")
+            return (
+                "the server wants a password and the URL has none: give it as "
+                "postgresql://USER:PASSWORD@host:port/database"
+            )
         return "the server refused the URL's user or password (a wrong password, or an unknown user)"
     if state == "3D000" or ("database" in text and "does not exist" in text):
         return "the URL's database does not exist: create it (createdb NAME) or name another"
     if state == "42501" or "permission denied" in text:
-        return (f"the URL's user lacks a privilege the store needs: CREATE on the database (for the "
-                f"{SCHEMA} schema) and on the schema, or the schema made by another user with "
-                f"SELECT, INSERT, UPDATE and DELETE granted")
+        return (
+            f"the URL's user lacks a privilege the store needs: CREATE on the database (for the "
+            f"{SCHEMA} schema) and on the schema, or the schema made by another user with "
+            f"SELECT, INSERT, UPDATE and DELETE granted"
+        )
     if state == "25006" or "read-only transaction" in text:
         return "the server is read-only (a standby): give the primary's URL"
     if state == "53100":
@@ -218,8 +232,8 @@ class PostgresStore(ClaimStore):
         self._closed = False
         self._lock = threading.Lock()
         self._alock: Optional[asyncio.Lock] = None
-        self._db: Optional["psycopg.Connection[Any]"] = None
-        self._adb: Optional["psycopg.AsyncConnection[Any]"] = None
+        self._db: Optional[psycopg.Connection[Any]] = None
+        self._adb: Optional[psycopg.AsyncConnection[Any]] = None
         if asynchronous:
             return
         try:
@@ -271,8 +285,10 @@ class PostgresStore(ClaimStore):
             if len(request) == 1:
                 return [await _arows(await db.execute(request[0].sql, request[0].params, binary=True))]
             async with db.transaction():
-                return [await _arows(await db.execute(statement.sql, statement.params, binary=True))
-                        for statement in request]
+                return [
+                    await _arows(await db.execute(statement.sql, statement.params, binary=True))
+                    for statement in request
+                ]
 
     def close(self) -> None:
         with self._lock:
@@ -297,18 +313,27 @@ class PostgresStore(ClaimStore):
             yield (lock, *(Statement(sql) for sql in _CREATE_SCHEMA))
         (rows,) = yield (Statement(_RECORD, (self.namespace,)),)
         if not rows:
-            insert = Statement(f"INSERT INTO {SCHEMA}.namespaces (name, layout, store, fingerprint, policy, recrawl_window) "
-                               f"VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
-                               (self.namespace, *wanted, window_stamp(self.window)))
+            insert = Statement(
+                f"INSERT INTO {SCHEMA}.namespaces (name, layout, store, fingerprint, policy, recrawl_window) "
+                f"VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
+                (self.namespace, *wanted, window_stamp(self.window)),
+            )
             _, rows = yield (insert, Statement(_RECORD, (self.namespace,)))
         namespace_id, *stored, window, claims_exist, aliases_exist = rows[0]
-        check_namespace_fields(f"{redact_url(self._url)}: namespace {self.namespace!r}",
-                               ("layout", "store", "fingerprint", "policy"), stored, wanted)
+        check_namespace_fields(
+            f"{redact_url(self._url)}: namespace {self.namespace!r}",
+            ("layout", "store", "fingerprint", "policy"),
+            stored,
+            wanted,
+        )
         check_window_stamp(f"{redact_url(self._url)}: namespace {self.namespace!r}", window, self.window)
         table, aliases = f"{SCHEMA}.claims_{int(namespace_id)}", f"{SCHEMA}.aliases_{int(namespace_id)}"
         if not (claims_exist and aliases_exist):
-            yield (lock, Statement(_CLAIMS_TABLE.format(table=table)),
-                   *(Statement(sql.format(table=aliases, id=int(namespace_id))) for sql in _ALIASES_TABLE))
+            yield (
+                lock,
+                Statement(_CLAIMS_TABLE.format(table=table)),
+                *(Statement(sql.format(table=aliases, id=int(namespace_id))) for sql in _ALIASES_TABLE),
+            )
         self._table, self._aliases = table, aliases
 
     def _exchange(
@@ -354,9 +379,13 @@ class PostgresStore(ClaimStore):
         return self._perform(StoreCall(plan))
 
     def _record_aliases(self, aliases: Aliases) -> Plan[None]:
-        params = {"requested": aliases.requested.tobytes(), "finals": aliases.finals.tobytes(),
-                  "generation": stamp(self.window, self.clock), "oldest": oldest_live(self.window, self.clock),
-                  "capacity": aliases.capacity}
+        params = {
+            "requested": aliases.requested.tobytes(),
+            "finals": aliases.finals.tobytes(),
+            "generation": stamp(self.window, self.clock),
+            "oldest": oldest_live(self.window, self.clock),
+            "capacity": aliases.capacity,
+        }
         yield tuple(Statement(sql.format(table=self._aliases), params) for sql in _RECORD_ALIASES)
 
     def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
@@ -366,7 +395,7 @@ class PostgresStore(ClaimStore):
         return [finals.get(fp) for fp in fingerprints.as_bytes()]
 
     def _joined(self, first: Request, second: Request) -> Tuple[Request, Callable[[Any], Tuple[Any, Any]]]:
-        return first + second, lambda replies: (replies[:len(first)], replies[len(first):])
+        return first + second, lambda replies: (replies[: len(first)], replies[len(first) :])
 
     def _unclaim(self, fingerprints: Fingerprints) -> Plan[None]:
         yield (Statement(_UNCLAIM.format(table=self._table), {"fingerprints": fingerprints.tobytes()}),)

@@ -74,15 +74,17 @@ def record_commands(namespace: str, aliases: Aliases, window: Optional[Window], 
     return commands
 
 
-def read_aliases(namespace: str, fingerprints: Fingerprints, window: Optional[Window],
-                 clock: Clock) -> Plan[List[Optional[bytes]]]:
+def read_aliases(
+    namespace: str, fingerprints: Fingerprints, window: Optional[Window], clock: Clock
+) -> Plan[List[Optional[bytes]]]:
     """The live final fingerprint of each requested one (None: no alias): one ``HMGET`` per group."""
     raw = fingerprints.as_bytes()
     groups = _by_group(fingerprints)
-    replies = yield [("HMGET", alias_key(namespace, group), *[raw[p] for p in positions]) for group, positions in groups]
+    replies = yield [
+        ("HMGET", alias_key(namespace, group), *[raw[p] for p in positions]) for group, positions in groups
+    ]
     values: List[Optional[bytes]] = [None] * len(raw)
     for (_, positions), reply in zip(groups, replies):
         for position, value in zip(positions, reply):
             values[position] = value
     return live_finals(values, oldest_live(window, clock))
-

@@ -25,8 +25,8 @@ from redis.cluster import RedisCluster
 from .._checks import complaint, is_integer
 from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
-from .base import StoreCall
 from ._redis import DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
+from .base import StoreCall
 
 #: Claim keys :meth:`RedisKeyStore.bytes_per_url` measures, and the most SCAN steps it takes to find them.
 SAMPLE_KEYS = 200
@@ -50,7 +50,8 @@ SHARED_REFCOUNT = 2**31 - 1
 # command instead of one per key for new pages (redis-server's CPU a claim 3.5 -> 3.0 us,
 # INFO commandstats), key by key only for a chunk where some key exists. A key repeated in
 # the call is lost to its first.
-_PRIMITIVES = """
+_PRIMITIVES = (
+    """
 local WIDTH = 16
 local MSETNX_KEYS = 64
 local LIVE = 'g' .. decimal(GEN)  -- a lasting claim's value with a window
@@ -81,7 +82,9 @@ local function visit(k, m, ttl)
 end
 local function unclaim(k, m) redis.call('DEL', k) end
 local function claim_id(k, m) return string.sub(k, -16) end
-""" + ONE_BY_ONE + """
+"""
+    + ONE_BY_ONE
+    + """
 local function claim_all(ks, ms, count, ttl)
   if GEN >= 0 or ttl > 0 then return claim_one_by_one(ks, ms, count, ttl) end
   local won, seen, args, at = {}, {}, {}, {}
@@ -106,6 +109,7 @@ local function claim_all(ks, ms, count, ttl)
   return won
 end
 """
+)
 
 
 class RedisKeyStore(GroupedScriptStore):
@@ -195,8 +199,11 @@ class RedisKeyStore(GroupedScriptStore):
         keys = keys[:SAMPLE_KEYS]
         if not keys:
             return None
-        replies = yield [command for key in keys for command in (
-            ("MEMORY", "USAGE", key, "SAMPLES", "0"), ("OBJECT", "REFCOUNT", key), ("PTTL", key))]
+        replies = yield [
+            command
+            for key in keys
+            for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("OBJECT", "REFCOUNT", key), ("PTTL", key))
+        ]
         present = [i for i in range(len(keys)) if replies[3 * i] is not None]  # a key may expire meanwhile
         if not present:
             return None
@@ -207,9 +214,8 @@ class RedisKeyStore(GroupedScriptStore):
         counts: Dict[str, int] = keyspace.get(f"db{db}", {})
         keys_in_db, expires_in_db = counts.get("keys", 0), counts.get("expires", 0)
         # MEMORY STATS counts an entry and a value object per key, and one pointer per slot.
-        main_slots = (tables.get("overhead.hashtable.main", 0) - keys_in_db * (DICT_ENTRY_BYTES + OBJECT_BYTES))
+        main_slots = tables.get("overhead.hashtable.main", 0) - keys_in_db * (DICT_ENTRY_BYTES + OBJECT_BYTES)
         expires_slots = tables.get("overhead.hashtable.expires", 0) - expires_in_db * DICT_ENTRY_BYTES
         share = allocated_bytes(DICT_ENTRY_BYTES) - DICT_ENTRY_BYTES + main_slots / max(keys_in_db, 1)
         share += expiring * (allocated_bytes(DICT_ENTRY_BYTES) + expires_slots / max(expires_in_db, 1))
         return sum(per_key) / len(per_key) + share
-

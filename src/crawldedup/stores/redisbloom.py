@@ -22,16 +22,18 @@ from typing import Any, Dict, List, Optional, Tuple
 import redis
 
 from .._checks import check_capacity, check_error_rate
-from ..fingerprints import Fingerprints
 from .._plans import Plan
-from .base import ClaimAnswers, Lease, StoreCall
+from ..fingerprints import Fingerprints
 from ._redis import RECEIPTS_LUA, RedisStore, allocated_bytes, read_answers, server_text
+from .base import ClaimAnswers, Lease, StoreCall
 
 # The items of a call, 16 raw fingerprint bytes each, come back to back in ARGV's last argument
 # (one argument for the client to send, not one per item); items(first, last) cuts a stretch
 # of them into a table for BF.MADD / BF.MEXISTS, which take 1,000 at a time (Lua's unpack stops
 # near 8,000). Scripts answer one character per item (as_text).
-_ITEMS = RECEIPTS_LUA + """
+_ITEMS = (
+    RECEIPTS_LUA
+    + """
 local ITEMS = ARGV[#ARGV]
 local COUNT = #ITEMS / 16
 local function item(i) return string.sub(ITEMS, 16 * i - 15, 16 * i) end
@@ -41,10 +43,13 @@ local function items(first, last)
   return t
 end
 """
+)
 
 # KEYS: the filter, the call's receipt. ARGV: receipt seconds, the items. Per item: 1 won
 # (added), 0 already there.
-_CLAIM = _ITEMS + """
+_CLAIM = (
+    _ITEMS
+    + """
 local seconds = tonumber(ARGV[1])
 local receipt = read_receipt(KEYS[2], seconds)
 if receipt then return receipt end
@@ -57,9 +62,12 @@ local text = as_text(answers, COUNT)
 keep_receipt(KEYS[2], seconds, text)
 return text
 """
+)
 
 # KEYS: the filter. ARGV: the items. Per item: 1 when the filter holds it.
-_READ = _ITEMS + """
+_READ = (
+    _ITEMS
+    + """
 local found = {}
 for first = 1, COUNT, 1000 do
   local exists = redis.call('BF.MEXISTS', KEYS[1], unpack(items(first, math.min(first + 999, COUNT))))
@@ -67,13 +75,16 @@ for first = 1, COUNT, 1000 do
 end
 return as_text(found, COUNT)
 """
+)
 
 # With a window: one filter per generation, "{<namespace>:bf}:<generation>" (the hash tag keeps
 # them and the receipts in one Cluster slot), reserved on first use and expiring (EXPIREAT) when
 # its generation is forgotten. ARGV after the receipt seconds: the generations' key prefix, the
 # current generation, the oldest live one, when the current one is forgotten, error rate,
 # capacity, then the items. LIVE_OLDER: the older live filters that exist.
-_LIVE_OLDER = _ITEMS + """
+_LIVE_OLDER = (
+    _ITEMS
+    + """
 local PREFIX, GEN, OLDEST = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local older = {}
 for g = GEN - 1, OLDEST, -1 do
@@ -93,10 +104,13 @@ local function seen_in(filters)
   return seen
 end
 """
+)
 
 # KEYS: the current generation's filter, the call's receipt. Per item: 1 won, 0 already seen in
 # a live generation (then not added again: its window runs from its first claim).
-_CLAIM_IN_WINDOW = _LIVE_OLDER + """
+_CLAIM_IN_WINDOW = (
+    _LIVE_OLDER
+    + """
 local seconds = tonumber(ARGV[1])
 local receipt = read_receipt(KEYS[2], seconds)
 if receipt then return receipt end
@@ -119,12 +133,16 @@ local text = as_text(answers, COUNT)
 keep_receipt(KEYS[2], seconds, text)
 return text
 """
+)
 
 # KEYS: the current generation's filter. Per item: 1 when a live generation holds it.
-_READ_IN_WINDOW = _LIVE_OLDER + """
+_READ_IN_WINDOW = (
+    _LIVE_OLDER
+    + """
 if redis.call('EXISTS', KEYS[1]) == 1 then older[#older + 1] = KEYS[1] end
 return as_text(seen_in(older), COUNT)
 """
+)
 
 
 def bf_info(reply: Any) -> Dict[str, Any]:
@@ -193,8 +211,9 @@ class RedisBloomStore(RedisStore):
             return (yield from self._exchange_in_window(claims, reads, token))
         commands: List[Tuple[Any, ...]] = []
         if claims:
-            commands.append(("EVAL", _CLAIM, 2, self.key, self._receipt_prefix + token, self.receipt_seconds,
-                             claims.tobytes()))
+            commands.append(
+                ("EVAL", _CLAIM, 2, self.key, self._receipt_prefix + token, self.receipt_seconds, claims.tobytes())
+            )
         if reads:
             commands.append(("EVAL", _READ, 1, self.key, reads.tobytes()))
         replies = yield from self._write(commands, writes=bool(claims))
@@ -204,12 +223,28 @@ class RedisBloomStore(RedisStore):
         assert self.window is not None
         generation = self.window.generation(self.clock())
         current = self._generation_prefix + b"%d" % generation
-        arguments = (self._generation_prefix, generation, generation - self.window.generations,
-                     math.ceil(self.window.forgotten_at(generation)), self.error_rate, self.capacity)
+        arguments = (
+            self._generation_prefix,
+            generation,
+            generation - self.window.generations,
+            math.ceil(self.window.forgotten_at(generation)),
+            self.error_rate,
+            self.capacity,
+        )
         commands: List[Tuple[Any, ...]] = []
         if claims:
-            commands.append(("EVAL", _CLAIM_IN_WINDOW, 2, current, self._receipt_prefix + token, self.receipt_seconds,
-                             *arguments, claims.tobytes()))
+            commands.append(
+                (
+                    "EVAL",
+                    _CLAIM_IN_WINDOW,
+                    2,
+                    current,
+                    self._receipt_prefix + token,
+                    self.receipt_seconds,
+                    *arguments,
+                    claims.tobytes(),
+                )
+            )
         if reads:
             commands.append(("EVAL", _READ_IN_WINDOW, 1, current, 0, *arguments, reads.tobytes()))
         replies = yield from self._write(commands, writes=bool(claims))
@@ -220,7 +255,9 @@ class RedisBloomStore(RedisStore):
         if self.window is None:
             return [self.key]
         generation = self.window.generation(self.clock())
-        keys = [self._generation_prefix + b"%d" % g for g in range(generation - self.window.generations, generation + 1)]
+        keys = [
+            self._generation_prefix + b"%d" % g for g in range(generation - self.window.generations, generation + 1)
+        ]
         exists = yield [("EXISTS", key) for key in keys]
         return [key for key, there in zip(keys, exists) if there]
 

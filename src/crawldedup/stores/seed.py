@@ -33,8 +33,17 @@ from ._redis import RedisStore
 from .base import ClaimStore, StoreCall
 from .sqlite import SQLiteStore, Work
 
-__all__ = ["SEED_CHUNK_BYTES", "SeedConflict", "SeedLayout", "SeedRecord", "Uploaded", "parts_digest", "read_parts", "seed_layout",
-           "upload_seed"]
+__all__ = [
+    "SEED_CHUNK_BYTES",
+    "SeedConflict",
+    "SeedLayout",
+    "SeedRecord",
+    "Uploaded",
+    "parts_digest",
+    "read_parts",
+    "seed_layout",
+    "upload_seed",
+]
 
 #: Default bytes per chunk: 8 MiB keeps each request short for the server (about 10 ms).
 SEED_CHUNK_BYTES = 8 << 20
@@ -72,8 +81,17 @@ class SeedRecord(NamedTuple):
 
 
 def _record(fields: Dict[str, str]) -> SeedRecord:
-    return SeedRecord(fields["digest"], int(fields["size"]), fields["parts"], int(fields["chunk_bytes"]), int(fields["chunks"]),
-                      int(fields["uploaded"]), fields["policy"], fields["window"], fields["source"])
+    return SeedRecord(
+        fields["digest"],
+        int(fields["size"]),
+        fields["parts"],
+        int(fields["chunk_bytes"]),
+        int(fields["chunks"]),
+        int(fields["uploaded"]),
+        fields["policy"],
+        fields["window"],
+        fields["source"],
+    )
 
 
 class SeedLayout:
@@ -153,9 +171,12 @@ class SQLiteSeeds(SeedLayout):
     def record(self) -> StoreCall[Optional[SeedRecord]]:
         def read(db: sqlite3.Connection) -> Optional[SeedRecord]:
             self._schema(db)
-            row = db.execute("SELECT digest, size, parts, chunk_bytes, chunks, uploaded, policy, window, source "
-                             "FROM crawldedup_seeds "
-                             "WHERE namespace = ?", (self.namespace,)).fetchone()
+            row = db.execute(
+                "SELECT digest, size, parts, chunk_bytes, chunks, uploaded, policy, window, source "
+                "FROM crawldedup_seeds "
+                "WHERE namespace = ?",
+                (self.namespace,),
+            ).fetchone()
             return None if row is None else SeedRecord(*row)
 
         def plan(_token: bytes) -> Plan[Optional[SeedRecord]]:
@@ -167,8 +188,11 @@ class SQLiteSeeds(SeedLayout):
         def write(db: sqlite3.Connection) -> None:
             self._schema(db)
             db.execute("DELETE FROM crawldedup_seed_chunks WHERE namespace = ?", (self.namespace,))
-            db.execute("INSERT OR REPLACE INTO crawldedup_seeds (namespace, digest, size, parts, chunk_bytes, chunks, "
-                       "uploaded, policy, window, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (self.namespace, *record))
+            db.execute(
+                "INSERT OR REPLACE INTO crawldedup_seeds (namespace, digest, size, parts, chunk_bytes, chunks, "
+                "uploaded, policy, window, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (self.namespace, *record),
+            )
 
         def plan(_token: bytes) -> Plan[None]:
             yield Work(write)
@@ -177,8 +201,10 @@ class SQLiteSeeds(SeedLayout):
 
     def put(self, index: int, data: bytes) -> StoreCall[None]:
         def write(db: sqlite3.Connection) -> None:
-            db.execute("INSERT OR REPLACE INTO crawldedup_seed_chunks (namespace, chunk, data) VALUES (?, ?, ?)",
-                       (self.namespace, index, data))
+            db.execute(
+                "INSERT OR REPLACE INTO crawldedup_seed_chunks (namespace, chunk, data) VALUES (?, ?, ?)",
+                (self.namespace, index, data),
+            )
             db.execute("UPDATE crawldedup_seeds SET uploaded = ? WHERE namespace = ?", (index + 1, self.namespace))
 
         def plan(_token: bytes) -> Plan[None]:
@@ -188,8 +214,9 @@ class SQLiteSeeds(SeedLayout):
 
     def get(self, index: int) -> StoreCall[bytes]:
         def read(db: sqlite3.Connection) -> bytes:
-            row = db.execute("SELECT data FROM crawldedup_seed_chunks WHERE namespace = ? AND chunk = ?",
-                             (self.namespace, index)).fetchone()
+            row = db.execute(
+                "SELECT data FROM crawldedup_seed_chunks WHERE namespace = ? AND chunk = ?", (self.namespace, index)
+            ).fetchone()
             if row is None:
                 raise ValueError(f"chunk {index} of the seed of namespace {self.namespace!r} is missing")
             return bytes(row[0])
@@ -246,9 +273,16 @@ def parts_digest(paths: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def upload_seed(store: ClaimStore, paths: Sequence[str], *, policy: str, window: str,
-                chunk_bytes: int = SEED_CHUNK_BYTES, restart: bool = False,
-                progress: Callable[[int, int], None] = lambda done, chunks: None) -> Uploaded:
+def upload_seed(
+    store: ClaimStore,
+    paths: Sequence[str],
+    *,
+    policy: str,
+    window: str,
+    chunk_bytes: int = SEED_CHUNK_BYTES,
+    restart: bool = False,
+    progress: Callable[[int, int], None] = lambda done, chunks: None,
+) -> Uploaded:
     """Store the files at ``paths`` (a state file, then its stage files) as the seed of
     ``store``'s namespace, resuming an upload of the same bytes that was stopped (its record
     says how many chunks arrived).
@@ -266,15 +300,26 @@ def upload_seed(store: ClaimStore, paths: Sequence[str], *, policy: str, window:
         raise ValueError(f"the {store.strategy} store keeps no seed")
     sizes = [os.path.getsize(path) for path in paths]
     size, digest = sum(sizes), parts_digest(paths)
-    wanted = SeedRecord(digest, size, ",".join(map(str, sizes)), chunk_bytes, max(1, math.ceil(size / chunk_bytes)), 0,
-                        policy, window, os.path.abspath(paths[0]))
+    wanted = SeedRecord(
+        digest,
+        size,
+        ",".join(map(str, sizes)),
+        chunk_bytes,
+        max(1, math.ceil(size / chunk_bytes)),
+        0,
+        policy,
+        window,
+        os.path.abspath(paths[0]),
+    )
     record = store.perform(layout.record())
     if record is not None and record.digest == digest and record.parts == wanted.parts:
         wanted, start = record, record.uploaded  # the same bytes: resume (or nothing left to do)
     elif record is not None and not restart:
         state = "a seed" if record.complete else f"a half-uploaded seed ({record.uploaded} of {record.chunks} chunks)"
-        raise SeedConflict(f"namespace {layout.namespace!r} already holds {state} of another file, {record.source} "
-                           f"(digest {record.digest[:16]}): give --restart to replace it")
+        raise SeedConflict(
+            f"namespace {layout.namespace!r} already holds {state} of another file, {record.source} "
+            f"(digest {record.digest[:16]}): give --restart to replace it"
+        )
     else:
         store.perform(layout.begin(wanted))
         start = 0
@@ -282,6 +327,8 @@ def upload_seed(store: ClaimStore, paths: Sequence[str], *, policy: str, window:
         store.perform(layout.put(index, read_parts(paths, index * wanted.chunk_bytes, wanted.chunk_bytes)))
         progress(index + 1, wanted.chunks)
     if parts_digest(paths) != digest:
-        raise SeedConflict(f"{paths[0]} changed during the upload (a crawl still writes it): stop that crawl, then "
-                           f"run again with --restart")
+        raise SeedConflict(
+            f"{paths[0]} changed during the upload (a crawl still writes it): stop that crawl, then "
+            f"run again with --restart"
+        )
     return Uploaded(wanted.chunks - start, start, wanted._replace(uploaded=wanted.chunks))

@@ -66,7 +66,9 @@ def decode_fingerprints(name: str, text: Any) -> Fingerprints:
         except (binascii.Error, ValueError):
             raw = None
     if raw is None or len(raw) % 16:
-        got = f"{len(raw)} bytes" if raw is not None else ("not base64" if isinstance(text, str) else type(text).__name__)
+        got = (
+            f"{len(raw)} bytes" if raw is not None else ("not base64" if isinstance(text, str) else type(text).__name__)
+        )
         raise ValueError(complaint(name, "base64 of 16-byte fingerprints", got))
     return Fingerprints(np.frombuffer(raw, dtype="<u8").astype(np.uint64).reshape(-1, 2))
 
@@ -114,8 +116,16 @@ class ServiceStore(ClaimStore):
     #: The service's store holds leases, so it is a Redis store: it keeps the alias map too.
     supports_aliases = True
 
-    def __init__(self, url: str, *, namespace: str, policy_digest: str, token: Optional[str] = None,
-                 retry: Optional[RetryPolicy] = None, asynchronous: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        policy_digest: str,
+        token: Optional[str] = None,
+        retry: Optional[RetryPolicy] = None,
+        asynchronous: bool = False,
+    ) -> None:
         import httpx
 
         super().__init__(retry, asynchronous=asynchronous)
@@ -197,21 +207,35 @@ class ServiceStore(ClaimStore):
         if reply.get("supports_leases") is not True:
             raise ServiceRefused(
                 f"{self.url} keeps its claims in a {self.service_strategy} store, which holds no leases: the "
-                f"service strategy needs a service on the set or sharded-set store (others: the fingerprint calls)")
+                f"service strategy needs a service on the set or sharded-set store (others: the fingerprint calls)"
+            )
 
-    def _exchange(self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease],
-                  token: bytes) -> Plan[ClaimAnswers]:
-        fields: Dict[str, Any] = {"claims": encode_fingerprints(claims), "reads": encode_fingerprints(reads),
-                                  "token": token.hex()}
+    def _exchange(
+        self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
+    ) -> Plan[ClaimAnswers]:
+        fields: Dict[str, Any] = {
+            "claims": encode_fingerprints(claims),
+            "reads": encode_fingerprints(reads),
+            "token": token.hex(),
+        }
         if lease is not None:
             fields["lease"] = {"owner": lease.owner, "seconds": lease.seconds, "urls": list(lease.urls)}
         reply = yield ServiceRequest("claim", fields)
         return ClaimAnswers(_booleans(reply["won"]), _booleans(reply["present"]), tuple(int(i) for i in reply["held"]))
 
     def _record_aliases(self, aliases: Aliases) -> Plan[None]:
-        yield ServiceRequest("claim", {"claims": "", "reads": "", "aliases": {
-            "requested": encode_fingerprints(aliases.requested), "finals": encode_fingerprints(aliases.finals),
-            "capacity": aliases.capacity}})
+        yield ServiceRequest(
+            "claim",
+            {
+                "claims": "",
+                "reads": "",
+                "aliases": {
+                    "requested": encode_fingerprints(aliases.requested),
+                    "finals": encode_fingerprints(aliases.finals),
+                    "capacity": aliases.capacity,
+                },
+            },
+        )
 
     def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
         reply = yield ServiceRequest("aliases", {"fingerprints": encode_fingerprints(fingerprints)})
@@ -221,13 +245,20 @@ class ServiceStore(ClaimStore):
 
     def _joined(self, first: ServiceRequest, second: ServiceRequest) -> Tuple[ServiceRequest, Any]:
         """A claim and an alias record as one claim call (its answer is the claim's)."""
-        return (ServiceRequest(first.step, {**first.fields, "aliases": second.fields["aliases"]}),
-                lambda reply: (reply, {}))
+        return (
+            ServiceRequest(first.step, {**first.fields, "aliases": second.fields["aliases"]}),
+            lambda reply: (reply, {}),
+        )
 
-    def _settle(self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int,
-                token: bytes) -> Plan[List[bool]]:
-        fields: Dict[str, Any] = {"action": action, "fingerprints": encode_fingerprints(fingerprints), "owner": owner,
-                                  "token": token.hex()}
+    def _settle(
+        self, action: str, fingerprints: Fingerprints, owner: str, lease_ms: int, token: bytes
+    ) -> Plan[List[bool]]:
+        fields: Dict[str, Any] = {
+            "action": action,
+            "fingerprints": encode_fingerprints(fingerprints),
+            "owner": owner,
+            "token": token.hex(),
+        }
         if action == "renew":
             fields["lease"] = lease_ms / 1000
         reply = yield ServiceRequest("settle", fields)

@@ -36,11 +36,11 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from ..fingerprints import Fingerprints, multiply_shift
 from .._checks import check_capacity
 from .._plans import Plan
-from .base import StoreCall
+from ..fingerprints import Fingerprints, multiply_shift
 from ._redis import DEFAULT_GROUPS, DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
+from .base import StoreCall
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
 #: under Redis's 512-entry intset limit (P(Poisson(400) > 512) = 3.4e-8 per shard).
@@ -63,7 +63,8 @@ INTSET_HEADER_BYTES = 8
 # With a window, claim_all answers the claims of one shard together when it has several in the
 # call: one SMISMEMBER per set looked up and one SADD, not G + 2 commands per claim. Without
 # one, a claim is one SADD, which batching would not make cheaper.
-_PRIMITIVES = """
+_PRIMITIVES = (
+    """
 local WIDTH = 12
 local shard_keys = {}  -- a call has several claims per shard: its key is made once
 local function locate(r)
@@ -108,7 +109,9 @@ local function claim_key(k, m, ttl)
   put(k, ttl, m)
   return 1
 end
-""" + ONE_BY_ONE + """
+"""
+    + ONE_BY_ONE
+    + """
 local function claim_shard(k, ms, rows, won, ttl)
   local members, first_row, present = {}, {}, {}
   for _, i in ipairs(rows) do
@@ -158,6 +161,7 @@ local function unclaim(k, m)
 end
 local function claim_id(k, m) return string.match(k, '(%d+)$') .. ':' .. m end
 """
+)
 
 
 def shards_for(capacity: int, groups: int) -> int:
@@ -221,8 +225,11 @@ class RedisShardedSetStore(GroupedScriptStore):
         return StoreCall(lambda _token: self._sample(keys))
 
     def _sample(self, keys: List[bytes]) -> Plan[Optional[float]]:
-        replies = yield [command for key in keys for command in (
-            ("MEMORY", "USAGE", key, "SAMPLES", "0"), ("SCARD", key), ("OBJECT", "ENCODING", key))]
+        replies = yield [
+            command
+            for key in keys
+            for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("SCARD", key), ("OBJECT", "ENCODING", key))
+        ]
         used = members = 0
         for usage, count, encoding in zip(replies[0::3], replies[1::3], replies[2::3]):
             if not count:

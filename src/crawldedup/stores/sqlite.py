@@ -45,17 +45,17 @@ import os
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple, Union
 
 import numpy as np
 
 from .._checks import check_name
 from .._plans import Plan, drive
-from .aliases import Aliases, oldest_live, stamp
-from ..windows import Clock, Window, system_clock
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
+from ..windows import Clock, Window, system_clock
+from .aliases import Aliases, oldest_live, stamp
 from .base import (
     LAYOUT_VERSION,
     ClaimAnswers,
@@ -103,16 +103,25 @@ _RECORDS = f"""WITH RECURSIVE hundreds(b) AS (SELECT 0 UNION ALL SELECT b + 100 
     batch(n) AS (SELECT b + x FROM hundreds CROSS JOIN units WHERE b + x < :count)
 """
 _FINGERPRINT = "substr(:fps, 16 * n + 1, 16)"
-_CLAIM_FOR_EVER = _RECORDS + f"""INSERT INTO crawldedup_claims (namespace, fingerprint)
+_CLAIM_FOR_EVER = (
+    _RECORDS
+    + f"""INSERT INTO crawldedup_claims (namespace, fingerprint)
     SELECT :ns, {_FINGERPRINT} FROM batch WHERE true
     ON CONFLICT (namespace, fingerprint) DO NOTHING RETURNING fingerprint"""
-_LOOKUP_FOR_EVER = _RECORDS + f"""SELECT fingerprint FROM crawldedup_claims
+)
+_LOOKUP_FOR_EVER = (
+    _RECORDS
+    + f"""SELECT fingerprint FROM crawldedup_claims
     WHERE namespace = :ns AND fingerprint IN (SELECT {_FINGERPRINT} FROM batch)"""
+)
 # A row is won when inserted, or when its claim was forgotten (claimed before :live): updated.
-_CLAIM_IN_WINDOW = _RECORDS + f"""INSERT INTO crawldedup_claims (namespace, fingerprint, claimed_at)
+_CLAIM_IN_WINDOW = (
+    _RECORDS
+    + f"""INSERT INTO crawldedup_claims (namespace, fingerprint, claimed_at)
     SELECT :ns, {_FINGERPRINT}, :now FROM batch WHERE true
     ON CONFLICT (namespace, fingerprint) DO UPDATE SET claimed_at = excluded.claimed_at WHERE claimed_at < :live
     RETURNING fingerprint"""
+)
 _LOOKUP_IN_WINDOW = _LOOKUP_FOR_EVER + " AND (claimed_at IS NULL OR claimed_at >= :live)"
 # The claims without RETURNING: RETURNING gathers the rows in a temporary table, then Python
 # makes a tuple and a bytes object of each; a count of the rows changed is enough when the
@@ -195,8 +204,9 @@ def file_problem(path: Path, error: BaseException) -> str:
     if "readonly" in text or (path.exists() and not os.access(path, os.W_OK)):
         return "the file is read-only: the store writes its claims there (make it writable, or use another file)"
     if "unable to open" in text:
-        return ("the file cannot be opened: its directory must be writable (SQLite keeps the -wal and "
-                "-shm files beside it)")
+        return (
+            "the file cannot be opened: its directory must be writable (SQLite keeps the -wal and -shm files beside it)"
+        )
     return text
 
 
@@ -227,7 +237,7 @@ class SQLiteStore(ClaimStore):
 
     def __init__(
         self,
-        path: Union[str, "os.PathLike[str]"],
+        path: Union[str, os.PathLike[str]],
         *,
         namespace: str,
         policy_digest: str,
@@ -329,7 +339,8 @@ class SQLiteStore(ClaimStore):
         def record(db: sqlite3.Connection) -> Any:
             db.execute(
                 "INSERT OR IGNORE INTO crawldedup_namespaces (name, layout, fingerprint, policy, recrawl_window) "
-                "VALUES (?, ?, ?, ?, ?)", (self.namespace, *wanted, window_stamp(self.window)),
+                "VALUES (?, ?, ?, ?, ?)",
+                (self.namespace, *wanted, window_stamp(self.window)),
             )
             return db.execute(
                 "SELECT id, layout, fingerprint, policy, recrawl_window FROM crawldedup_namespaces WHERE name = ?",
@@ -337,8 +348,9 @@ class SQLiteStore(ClaimStore):
             ).fetchone()
 
         row = yield Work(record)
-        check_namespace_fields(f"{self.path}: namespace {self.namespace!r}", ("layout", "fingerprint", "policy"),
-                               row[1:4], wanted)
+        check_namespace_fields(
+            f"{self.path}: namespace {self.namespace!r}", ("layout", "fingerprint", "policy"), row[1:4], wanted
+        )
         check_window_stamp(f"{self.path}: namespace {self.namespace!r}", row[4], self.window)
         self._namespace_id = int(row[0])
 
@@ -390,27 +402,42 @@ class SQLiteStore(ClaimStore):
         """Insert or update the aliases; then, in the same transaction, delete the forgotten ones
         and, past the bound, the oldest generations' first (ties in key order). The namespace's
         count of aliases is kept in ``crawldedup_alias_counts``, so no write counts the table."""
-        ns, generation, oldest = self._namespace_id, stamp(self.window, self.clock), oldest_live(self.window, self.clock)
+        ns, generation, oldest = (
+            self._namespace_id,
+            stamp(self.window, self.clock),
+            oldest_live(self.window, self.clock),
+        )
         pairs = list(zip(aliases.requested.as_bytes(), aliases.finals.as_bytes()))
 
         def record(db: sqlite3.Connection) -> None:
             count_row = db.execute("SELECT aliases FROM crawldedup_alias_counts WHERE namespace = ?", (ns,)).fetchone()
             count = count_row[0] if count_row is not None else 0
             for requested, final in pairs:
-                if db.execute("INSERT OR IGNORE INTO crawldedup_aliases (namespace, requested, final, generation) "
-                              "VALUES (?, ?, ?, ?)", (ns, requested, final, generation)).rowcount:
+                if db.execute(
+                    "INSERT OR IGNORE INTO crawldedup_aliases (namespace, requested, final, generation) "
+                    "VALUES (?, ?, ?, ?)",
+                    (ns, requested, final, generation),
+                ).rowcount:
                     count += 1
                 else:
-                    db.execute("UPDATE crawldedup_aliases SET final = ?, generation = ? WHERE namespace = ? "
-                               "AND requested = ?", (final, generation, ns, requested))
-            count -= db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ? AND generation < ?",
-                                (ns, oldest)).rowcount
+                    db.execute(
+                        "UPDATE crawldedup_aliases SET final = ?, generation = ? WHERE namespace = ? AND requested = ?",
+                        (final, generation, ns, requested),
+                    )
+            count -= db.execute(
+                "DELETE FROM crawldedup_aliases WHERE namespace = ? AND generation < ?", (ns, oldest)
+            ).rowcount
             if count > aliases.capacity:
-                count -= db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ? AND requested IN (SELECT "
-                                    "requested FROM crawldedup_aliases WHERE namespace = ? ORDER BY generation LIMIT ?)",
-                                    (ns, ns, count - aliases.capacity)).rowcount
-            db.execute("INSERT INTO crawldedup_alias_counts (namespace, aliases) VALUES (?, ?) "
-                       "ON CONFLICT (namespace) DO UPDATE SET aliases = excluded.aliases", (ns, count))
+                count -= db.execute(
+                    "DELETE FROM crawldedup_aliases WHERE namespace = ? AND requested IN (SELECT "
+                    "requested FROM crawldedup_aliases WHERE namespace = ? ORDER BY generation LIMIT ?)",
+                    (ns, ns, count - aliases.capacity),
+                ).rowcount
+            db.execute(
+                "INSERT INTO crawldedup_alias_counts (namespace, aliases) VALUES (?, ?) "
+                "ON CONFLICT (namespace) DO UPDATE SET aliases = excluded.aliases",
+                (ns, count),
+            )
 
         yield Work(record)
 
@@ -418,8 +445,13 @@ class SQLiteStore(ClaimStore):
         ns, oldest = self._namespace_id, oldest_live(self.window, self.clock)
 
         def read(db: sqlite3.Connection) -> List[Optional[bytes]]:
-            found = [db.execute("SELECT final FROM crawldedup_aliases WHERE namespace = ? AND requested = ? "
-                                "AND generation >= ?", (ns, fp, oldest)).fetchone() for fp in fingerprints.as_bytes()]
+            found = [
+                db.execute(
+                    "SELECT final FROM crawldedup_aliases WHERE namespace = ? AND requested = ? AND generation >= ?",
+                    (ns, fp, oldest),
+                ).fetchone()
+                for fp in fingerprints.as_bytes()
+            ]
             return [bytes(row[0]) if row is not None else None for row in found]
 
         return (yield Work(read, write=False))
@@ -433,7 +465,9 @@ class SQLiteStore(ClaimStore):
     def _unclaim(self, fingerprints: Fingerprints) -> Plan[None]:
         ns = self._namespace_id
         rows = [(ns, fp) for fp in fingerprints.as_bytes()]
-        yield Work(lambda db: db.executemany("DELETE FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?", rows))
+        yield Work(
+            lambda db: db.executemany("DELETE FROM crawldedup_claims WHERE namespace = ? AND fingerprint = ?", rows)
+        )
 
     def _measure(self) -> StoreCall[Optional[float]]:
         """Bytes of the database pages in use per claimed URL, all namespaces together; None

@@ -37,8 +37,11 @@ class Window:
     generations: int = DEFAULT_GENERATIONS
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "seconds", number_in("window seconds", self.seconds, 0, MAX_WINDOW_SECONDS,
-                                                      low_open=True, unit="a number of seconds"))
+        object.__setattr__(
+            self,
+            "seconds",
+            number_in("window seconds", self.seconds, 0, MAX_WINDOW_SECONDS, low_open=True, unit="a number of seconds"),
+        )
         integer_in("generations", self.generations, 1, MAX_GENERATIONS)
 
     @property
