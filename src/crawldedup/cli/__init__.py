@@ -363,7 +363,7 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
             ttl_days=args.ttl_days,
             generations=args.generations,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
-            policy=args.policy,
+            policy=chosen_policy(args.policy, "filter", args.policy_file),
             postgres_url=args.postgres_url,
         )
     except NamespaceConflict as exc:
@@ -447,7 +447,7 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     The output stays line-aligned with the input (``paste`` them side by side); each invalid
     line's reason goes to stderr as ``NAME:LINE: reason`` and the exit code is 1.
     """
-    policy = chosen_policy(args.policy, "canonicalize")
+    policy = chosen_policy(args.policy, "canonicalize", args.policy_file)
     reader = InputReader(args.inputs)
     reader.check_readable()
     out = Output(_stdout(), "stdout")
@@ -469,7 +469,7 @@ def run_audit(args: argparse.Namespace) -> int:
     """Report the pages a log of fetched URLs holds more than once, and the spellings that merged."""
     reader = InputReader(args.inputs)
     reader.check_readable()
-    audit = Audit(chosen_policy(args.policy, "audit"))
+    audit = Audit(chosen_policy(args.policy, "audit", args.policy_file))
     audit.read(reader)
     top = args.top if args.top is not None or args.json else AUDIT_TOP
     spellings = args.spellings if args.spellings is not None or args.json else AUDIT_SPELLINGS
