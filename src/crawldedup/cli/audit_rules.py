@@ -61,7 +61,9 @@ class RuleLearner:
         self.policy = policy
         self.distance = distance
         self.min_pages = min_pages
-        self._reader = dataclasses.replace(policy, drop_params=(), drop_prefixes=(), keep_params=(), host_rules=())
+        self._reader = dataclasses.replace(
+            policy, drop_params=frozenset(), drop_prefixes=frozenset(), keep_params=frozenset(), host_rules=()
+        )
         # host -> [(path, pairs, fingerprint)]; pairs are (folded key, canonical pair text)
         self._pages: Dict[str, List[Tuple[str, Tuple[Tuple[str, str], ...], int]]] = defaultdict(list)
         self.records = 0
@@ -123,7 +125,10 @@ class RuleLearner:
                 by_host[item.host][0].add(item.parameter)
             elif item.verdict == KEEP and dropped:
                 by_host[item.host][1].add(item.parameter)
-        return [HostRule(host, drop_params=drop, keep_params=keep) for host, (drop, keep) in sorted(by_host.items())]
+        return [
+            HostRule(host, drop_params=frozenset(drop), keep_params=frozenset(keep))
+            for host, (drop, keep) in sorted(by_host.items())
+        ]
 
     def policy_file(self) -> str:
         """A policy file of the crawl's named policy (by its version) with the learned rules."""
