@@ -89,6 +89,7 @@ from ._io import (
 from ._jobs import OrderedWork, available_cores
 from ._store_options import DEFAULT_SQLITE, add_policy_option, chosen_policy
 from .audit import Audit, render
+from .audit_rules import RuleLearner, parse_fingerprint
 from .doctor import add_command as add_doctor_command
 from .migrate import add_command as add_migrate_command
 from .serve import add_command as add_serve_command
@@ -413,7 +414,7 @@ def _open_deduplicator(args: argparse.Namespace, config: DedupConfig, state: str
             ttl_days=args.ttl_days,
             generations=args.generations,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
-            policy=args.policy,
+            policy=chosen_policy(args.policy, "filter", args.policy_file),
             postgres_url=args.postgres_url,
         )
     except NamespaceConflict as exc:
@@ -512,7 +513,7 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     The output stays line-aligned with the input (``paste`` them side by side); each invalid
     line's reason goes to stderr as ``NAME:LINE: reason`` and the exit code is 1.
     """
-    policy = chosen_policy(args.policy, "canonicalize")
+    policy = chosen_policy(args.policy, "canonicalize", args.policy_file)
     reader = InputReader(args.inputs)
     reader.check_readable()
     out = Output(_stdout(), "stdout")
@@ -534,7 +535,9 @@ def run_audit(args: argparse.Namespace) -> int:
     """Report the pages a log of fetched URLs holds more than once, and the spellings that merged."""
     reader = InputReader(args.inputs)
     reader.check_readable()
-    audit = Audit(chosen_policy(args.policy, "audit"))
+    if args.content:
+        return _audit_content(args, reader)
+    audit = Audit(chosen_policy(args.policy, "audit", args.policy_file))
     audit.read(reader)
     top = args.top if args.top is not None or args.json else AUDIT_TOP
     spellings = args.spellings if args.spellings is not None or args.json else AUDIT_SPELLINGS
@@ -542,6 +545,40 @@ def run_audit(args: argparse.Namespace) -> int:
     text = json.dumps(report, indent=2) + "\n" if args.json else render(report)
     Output(_stdout(), "stdout").write_lines(text.splitlines())
     return EXIT_OK
+
+
+def _audit_content(args: argparse.Namespace, reader: InputReader) -> int:
+    """``audit --content``: per host, which parameters changed the pages' content (keep), which
+    never did over --min-pages groups (drop), and a policy file of rules with --write-policy."""
+    learner = RuleLearner(chosen_policy(args.policy, "audit", args.policy_file), args.distance, args.min_pages)
+    bad = 0
+    for name, first, lines in reader.blocks():
+        for number, line in enumerate(lines, first):
+            url, tab, fingerprint = line.rstrip("\r\n").rpartition("\t")
+            try:
+                if not tab:
+                    raise ValueError("expected URL<TAB>SIMHASH")
+                learner.add(url, parse_fingerprint(fingerprint))
+            except ValueError as exc:
+                bad += 1
+                if bad <= 10:
+                    print(f"{name}:{number}: {exc}", file=sys.stderr)
+    rows = [
+        f"{item.host}\t{item.parameter}\t{item.verdict}\t{item.pages}\t{item.changed}" for item in learner.verdicts()
+    ]
+    Output(_stdout(), "stdout").write_lines(rows)
+    if args.write_policy:
+        try:
+            with open(args.write_policy, "w", encoding="utf-8") as out:
+                out.write(learner.policy_file())
+        except OSError as exc:
+            raise _os_error(exc, f"policy file {args.write_policy}") from None
+    print(
+        f"crawldedup audit: {counted(learner.records, 'page')}, {counted(learner.invalid + bad, 'line')} "
+        f"not read, {counted(len(rows), 'parameter')} judged",
+        file=sys.stderr,
+    )
+    return EXIT_INVALID if bad or learner.invalid else EXIT_OK
 
 
 def _stdout() -> IO[bytes]:
@@ -1000,6 +1037,25 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"show the N most-used spellings of each page (default {AUDIT_SPELLINGS}; with --json: all)",
     )
     audit.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
+    audit.add_argument(
+        "--content",
+        action="store_true",
+        help="lines are URL<TAB>SIMHASH of fetched pages: print HOST PARAMETER VERDICT PAGES CHANGED, "
+        "where keep means the parameter changed the content and drop that it never did over --min-pages",
+    )
+    audit.add_argument(
+        "--distance", type=int, default=3, metavar="K", help="--content: bits apart that make two pages differ (3)"
+    )
+    audit.add_argument(
+        "--min-pages",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="--content: pages differing from another in a parameter alone needed to call it safe to drop (5)",
+    )
+    audit.add_argument(
+        "--write-policy", metavar="FILE", help="--content: write the learned per-host rules as a policy file"
+    )
     add_policy_option(audit)
     audit.set_defaults(run=run_audit)
 
