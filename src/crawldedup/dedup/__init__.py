@@ -158,6 +158,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         lease: Optional[float] = None,
         *,
         bases: Optional[Sequence[Optional[URL]]] = None,
+        owner: Optional[str] = None,
     ) -> ClaimBatch:
         """Claim a batch and say, per URL, whether it was won, its canonical form and why it was refused.
 
@@ -173,6 +174,9 @@ class Deduplicator(DedupCore[ClaimStore]):
             worker's until :meth:`done` makes them visited, :meth:`release` frees them, or the
             lease runs out and :meth:`expired` hands them back. Needs the ``set`` or
             ``sharded-set`` store.
+        :param owner: whose lease it is (default: this worker's ``worker_id``); a server that
+            takes leases for several clients names each client here and in :meth:`done`,
+            :meth:`release`, :meth:`renew` and :meth:`expired`.
         :raises TypeError: when ``urls`` is a single string.
         :raises InvalidURL: when ``base`` itself is refused.
         :raises ValueError: for a lease out of range, ``bases`` of another length than ``urls``,
@@ -180,7 +184,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises LeasesUnsupported: for a lease without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        return drive(self._claim_plan(urls, base, lease, bases), self._ask)
+        return drive(self._claim_plan(urls, base, lease, bases, owner), self._ask)
 
     def hold_batch(
         self,
@@ -275,7 +279,12 @@ class Deduplicator(DedupCore[ClaimStore]):
         return drive(self._seen_plan(urls), self._ask)
 
     def claim_final(
-        self, final_urls: Sequence[URL], requested: Sequence[URL], lease: Optional[float] = None
+        self,
+        final_urls: Sequence[URL],
+        requested: Sequence[URL],
+        lease: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
     ) -> List[bool]:
         """After fetches that were redirected: per fetch, True when this caller won its final page
         (new: process it), False when the page was claimed already (drop it) or is invalid.
@@ -291,13 +300,14 @@ class Deduplicator(DedupCore[ClaimStore]):
         :param final_urls: the URLs the fetches ended on (``str`` or ``bytes``).
         :param requested: the URL each fetch was asked for, one per final URL.
         :param lease: as :meth:`claim_batch`'s: the final pages won are leased to this worker.
+        :param owner: as :meth:`claim_batch`'s.
         :raises TypeError: when either is a single string.
         :raises ValueError: for lists of different lengths, or a lease out of range.
         :raises LeasesUnsupported: for a lease without a store that supports leases.
         :raises AliasesUnsupported: for a store that keeps no alias map (every store of crawldedup keeps one).
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        return drive(self._final_plan(final_urls, requested, lease), self._ask)
+        return drive(self._final_plan(final_urls, requested, lease, owner), self._ask)
 
     def seen_through_redirects(self, urls: Sequence[URL]) -> List[bool]:
         """Whether each URL is recorded as redirecting to a page that is claimed (read only).
@@ -322,21 +332,22 @@ class Deduplicator(DedupCore[ClaimStore]):
         """
         return drive(self._seen_keys_plan(keys), self._ask)
 
-    def done(self, urls: Sequence[URL]) -> List[bool]:
+    def done(self, urls: Sequence[URL], *, owner: Optional[str] = None) -> List[bool]:
         """Make URLs this worker leased visited for good (the store's TTL); per URL, True when done.
 
-        A URL is refused (False, counted in ``stats.refused``, never raised) when this worker
-        does not hold its lease: never leased, released, handed back by :meth:`expired`, or
-        taken over by another worker after the deadline. A lease past its deadline that nobody
+        ``owner``: as :meth:`claim_batch`'s (default: this worker). A URL is refused (False,
+        counted in ``stats.refused``, never raised) when this worker does not hold its lease:
+        never leased, released, handed back by :meth:`expired`, or taken over by another worker
+        after the deadline. A lease past its deadline that nobody
         took over is still done. URLs done enter the local filter.
 
         :raises TypeError: when ``urls`` is a single string.
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return drive(self._leases.done(urls), self._ask)
+        return drive(self._leases.done(urls, owner), self._ask)
 
-    def release(self, urls: Sequence[URL]) -> List[bool]:
+    def release(self, urls: Sequence[URL], *, owner: Optional[str] = None) -> List[bool]:
         """Free URLs this worker leased (a failed fetch to retry): anyone's next claim wins them.
 
         :returns: per URL, True when released, False when this worker did not hold the lease.
@@ -344,9 +355,9 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return drive(self._leases.release(urls), self._ask)
+        return drive(self._leases.release(urls, owner), self._ask)
 
-    def renew(self, urls: Sequence[URL], lease: float) -> List[bool]:
+    def renew(self, urls: Sequence[URL], lease: float, *, owner: Optional[str] = None) -> List[bool]:
         """Move the deadline of this worker's leases to ``lease`` seconds from now (a long fetch).
 
         :returns: per URL, True when renewed, False when this worker did not hold the lease.
@@ -355,9 +366,9 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return drive(self._leases.renew(urls, lease), self._ask)
+        return drive(self._leases.renew(urls, lease, owner), self._ask)
 
-    def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
+    def expired(self, limit: int = 1_000, lease: Optional[float] = None, *, owner: Optional[str] = None) -> List[str]:
         """Canonical URLs of leases whose worker never finished, each handed back once (by any caller).
 
         Without ``lease`` the URLs become free: requeue them, and the next claim of any worker
@@ -369,7 +380,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return drive(self._leases.expired(limit, lease), self._ask)
+        return drive(self._leases.expired(limit, lease, owner), self._ask)
 
     def check_content(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> List[PageCheck]:
         """Compare each page's content fingerprint with its last one and with other pages'; store it.

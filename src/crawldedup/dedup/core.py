@@ -328,6 +328,7 @@ class DedupCore(Generic[S]):
         base: Optional[URL],
         lease: Optional[float],
         bases: Optional[Sequence[Optional[URL]]],
+        owner: Optional[str] = None,
     ) -> Plan[ClaimBatch]:
         """:meth:`Deduplicator.claim_batch`, as a plan."""
         if lease is not None:
@@ -336,7 +337,7 @@ class DedupCore(Generic[S]):
         batch = self._prepare(urls, base, bases)
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
-            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease)
+            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease, owner=owner)
             won[batch.positions[rows]] = True
         return ClaimBatch(won.tolist(), cast(List[Optional[str]], batch.canonical), batch.errors)  # made here: a list
 
@@ -359,7 +360,9 @@ class DedupCore(Generic[S]):
             seen[positions] = yield from self._read(hash_many([cast(str, canonical[i]) for i in positions]))
         return cast(List[bool], seen.tolist())
 
-    def _final_plan(self, finals: Sequence[URL], requested: Sequence[URL], lease: Optional[float]) -> Plan[List[bool]]:
+    def _final_plan(
+        self, finals: Sequence[URL], requested: Sequence[URL], lease: Optional[float], owner: Optional[str] = None
+    ) -> Plan[List[bool]]:
         """:meth:`Deduplicator.claim_final`, as a plan: the claims of the final pages and the
         aliases of the requested URLs go to the store in one round trip."""
         check_batch("final_urls", finals, "URLs")
@@ -386,7 +389,7 @@ class DedupCore(Generic[S]):
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
             rows = yield from self._claim_and_learn(
-                batch.hashes, batch.valid, lease, aliases if self.store is not None and pairs else None
+                batch.hashes, batch.valid, lease, aliases if self.store is not None and pairs else None, owner=owner
             )
             won[batch.positions[rows]] = True
             if self._local_aliases is not None and pairs:
@@ -442,7 +445,13 @@ class DedupCore(Generic[S]):
         return batch
 
     def _claim_and_learn(
-        self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float], aliases: Optional[Aliases] = None
+        self,
+        hashes: np.ndarray,
+        canonical: Sequence[str],
+        lease: Optional[float],
+        aliases: Optional[Aliases] = None,
+        *,
+        owner: Optional[str] = None,
     ) -> Plan[np.ndarray]:
         """Claim one batch in one step (recording ``aliases`` in the same round trip); the local
         filter learns its lasting claims at once (only once the store answered: a batch that
@@ -450,7 +459,7 @@ class DedupCore(Generic[S]):
 
         :returns: the rows won.
         """
-        claimed = yield from self._pipeline.claim(hashes, canonical, lease, aliases)
+        claimed = yield from self._pipeline.claim(hashes, canonical, lease, aliases, owner)
         won = claimed.won
         if self.store is None:
             # The filter's own test-and-set decides: of two threads claiming a page, one adds it first.
