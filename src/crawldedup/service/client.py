@@ -139,7 +139,15 @@ class _Client:
 
     _unsent: Tuple[Type[BaseException], ...] = ()
 
-    def __init__(self, url: str, *, token: Optional[str], timeout: float, retry: Optional[RetryPolicy]) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: Optional[str],
+        timeout: float,
+        retry: Optional[RetryPolicy],
+        lease_token: Optional[str],
+    ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be a URL starting with http:// or https://, got {url!r}")
         self.url = url.rstrip("/")
@@ -148,8 +156,9 @@ class _Client:
         if token is not None:
             self._headers["authorization"] = f"Bearer {token}"
         self._timeout = timeout
-        #: The requests, with this client's lease token: its leases are its own at the service.
-        self.requests = Requests(secrets.token_hex(16))
+        #: The secret that names this client's leases at the service (docs/service.md, "Leases").
+        self.lease_token = lease_token if lease_token is not None else secrets.token_hex(16)
+        self.requests = Requests(self.lease_token)
 
     def _judge(
         self,
@@ -184,6 +193,9 @@ class ServiceClient(_Client):
     :param token: its bearer token, when it asks for one.
     :param timeout: seconds one call may take.
     :param retry: retries of a call that did not reach the service or that it answered 503.
+    :param lease_token: the secret (32 to 128 hex digits) that names this client's leases: only
+        a client with it settles them (``done``, ``release``, ``renew``). Default: a new random
+        one; keep :attr:`lease_token` and give it again to settle leases after a restart.
     :raises ValueError: for a URL that is not http(s).
     :raises ImportError: without httpx (``pip install 'crawldedup[service]'``).
     """
@@ -195,9 +207,10 @@ class ServiceClient(_Client):
         token: Optional[str] = None,
         timeout: float = DEFAULT_TIMEOUT,
         retry: Optional[RetryPolicy] = None,
+        lease_token: Optional[str] = None,
     ) -> None:
         httpx = _httpx()
-        super().__init__(url, token=token, timeout=timeout, retry=retry)
+        super().__init__(url, token=token, timeout=timeout, retry=retry, lease_token=lease_token)
         self._httpx = httpx
         self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
         self._http = httpx.Client(base_url=self.url, headers=self._headers, timeout=timeout)
@@ -290,9 +303,10 @@ class AsyncServiceClient(_Client):
         token: Optional[str] = None,
         timeout: float = DEFAULT_TIMEOUT,
         retry: Optional[RetryPolicy] = None,
+        lease_token: Optional[str] = None,
     ) -> None:
         httpx = _httpx()
-        super().__init__(url, token=token, timeout=timeout, retry=retry)
+        super().__init__(url, token=token, timeout=timeout, retry=retry, lease_token=lease_token)
         self._httpx = httpx
         self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout)

@@ -15,8 +15,8 @@ request's first byte (408, then closed); the answer read by the client within ``
 too; then ``keep_alive`` seconds idle at most. Across connections: at most ``max_connections``
 (one more is answered 503 with ``Retry-After`` and closed), and at most ``max_buffered_bytes`` of
 bodies and unsent answers: past it, a connection's next bytes are not read until others' are
-answered (back-pressure: the kernel's buffers and then the client wait, and its read timer
-waits with it). Every refusal is the service's JSON error (``{"error": ...}``).
+answered (back-pressure: the kernel's buffers and then the client wait; its read timer runs on,
+so that bytes held are never held longer than ``read_timeout``). Every refusal is the service's JSON error (``{"error": ...}``).
 """
 
 from __future__ import annotations
@@ -155,7 +155,6 @@ class Connection(asyncio.Protocol):
         self.held = 0  # bytes of this connection counted in the front's budget
         self.paused: Set[str] = set()
         self.timer: Optional[asyncio.TimerHandle] = None
-        self.timer_left = 0.0  # a read timer stopped while the connection waits for the budget
         self.idle = False
         self.closing = False
         self.writable: Optional[asyncio.Future[None]] = None
@@ -273,8 +272,8 @@ class Connection(asyncio.Protocol):
         request.chunks.append(chunk)
         self.held += len(chunk)
         if not self.front.budget.take(len(chunk)) and "budget" not in self.paused:
+            # Its read timer runs on: a connection that holds bytes and waits must not hold them for ever.
             self.front.budget.waiting.append(self)
-            self.timer_left = self._disarm()
             self._pause("budget")
 
     def on_message_complete(self) -> None:
@@ -374,9 +373,8 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     def budget_freed(self) -> None:
-        """The budget has room again: read on, and the read timer goes on where it stopped."""
+        """The budget has room again: read on."""
         self._resume("budget")
-        self._arm(self.timer_left)
 
     def close_when_idle(self) -> None:
         """Close now unless a request is being read or answered (a stopping server)."""
@@ -401,14 +399,10 @@ class Connection(asyncio.Protocol):
         self._disarm()
         self.timer = self.loop.call_later(seconds, self._expired)
 
-    def _disarm(self) -> float:
-        """Stop the timer; the seconds it had left."""
-        if self.timer is None:
-            return 0.0
-        left = max(0.0, self.timer.when() - self.loop.time())
-        self.timer.cancel()
-        self.timer = None
-        return left
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def _give(self, size: int) -> None:
         size = min(size, self.held)
