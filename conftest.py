@@ -1264,9 +1264,13 @@ class ServeProcess:
     """
 
     def __init__(
-        self, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None, descriptors: Optional[int] = None
+        self,
+        args: Sequence[str] = (),
+        env: Optional[Dict[str, str]] = None,
+        descriptors: Optional[int] = None,
+        command: Sequence[str] = ("-m", "crawldedup", "serve", "--port", "0"),
     ) -> None:
-        self.args = ["--port", "0", *args]
+        self.args = [*command, *args]
         self.env = {**os.environ, **(env or {})}
         #: The process's file descriptor limit (soft and hard), when given.
         self.descriptors = descriptors
@@ -1279,7 +1283,7 @@ class ServeProcess:
         self.lines = []
         self._listening.clear()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "crawldedup", "serve", *self.args],
+            [sys.executable, *self.args],
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -130,6 +130,7 @@ def assert_memory_bounded(server: ServeProcess) -> float:
     _, peak = memory(server.process.pid)
     grown = peak - server.idle_rss  # type: ignore[attr-defined]
     assert grown <= RSS_BUDGET_MIB, f"peak RSS {peak:.0f} MiB, {grown:.0f} MiB over the idle server"
+    print(f"peak RSS {peak:.0f} MiB, +{grown:.0f} MiB over the idle server's {server.idle_rss:.0f}")  # type: ignore[attr-defined]
     return grown
 
 
@@ -352,6 +353,7 @@ def test_1000_concurrent_keep_alive_clients_get_no_5xx(serve):
             await reader.readexactly(length)
             statuses.append(int(head.split()[1]))
         writer.close()
+        await writer.wait_closed()
         return statuses
 
     async def clients() -> List[int]:
