@@ -16,7 +16,8 @@ too; then ``keep_alive`` seconds idle at most. Across connections: at most ``max
 (one more is answered 503 with ``Retry-After`` and closed), and at most ``max_buffered_bytes`` of
 bodies and unsent answers: past it, a connection's next bytes are not read until others' are
 answered (back-pressure: the kernel's buffers and then the client wait; its read timer runs on,
-so that bytes held are never held longer than ``read_timeout``). Every refusal is the service's JSON error (``{"error": ...}``).
+so that bytes held are never held longer than ``read_timeout``). Every refusal is the service's
+JSON error (``{"error": ...}``).
 """
 
 from __future__ import annotations
