@@ -26,7 +26,7 @@ from ..canonical import HAS_EXTENSION as COMPILED_CANONICAL
 from ..pages import PageCheck
 from ..stores.aio import AsyncClaimStore
 from ..stores.factory import open_async_store
-from .core import ClaimBatch, DedupCore
+from .core import Chain, ClaimBatch, DedupCore
 from .leases import URL
 from .pipeline import StoreAsk
 
@@ -135,7 +135,7 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
     async def claim_final(
         self,
         final_urls: Sequence[URL],
-        requested: Sequence[URL],
+        requested: Sequence[Chain],
         lease: Optional[float] = None,
         *,
         owner: Optional[str] = None,

@@ -93,6 +93,11 @@ def _strings(values: List[Any]) -> bool:
     return all_of(str, values)
 
 
+def _chains(values: List[Any]) -> bool:
+    """Each item a URL, or a list of URLs (a fetch chain, first requested first)."""
+    return all(isinstance(value, str) or (isinstance(value, list) and all_of(str, value)) for value in values)
+
+
 def _keys(values: List[Any]) -> bool:
     return all_of(str, values) and all(values)  # strings, none of them empty
 
@@ -188,7 +193,19 @@ CALLS: Dict[str, Call] = {
     ),
     "claim_final": Call(
         "/v1/claim_final",
-        (_URLS._replace(name="final_urls"), _URLS._replace(name="requested"), _LEASE, _LEASE_TOKEN),
+        (
+            _URLS._replace(name="final_urls"),
+            Field(
+                "requested",
+                "a list of strings or of lists of strings",
+                _is_list,
+                required=True,
+                items=_chains,
+                schema={"type": "array", "items": {"oneOf": [_STRING, _STRINGS]}},
+            ),
+            _LEASE,
+            _LEASE_TOKEN,
+        ),
         "won",
         summary="Claim the final pages of redirected fetches and record their requested URLs as aliases",
     ),
