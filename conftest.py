@@ -1263,9 +1263,17 @@ class ServeProcess:
     :param env: variables added to the environment (``DEDUP_STRATEGY``, ``REDIS_URL``...).
     """
 
-    def __init__(self, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None) -> None:
-        self.args = ["--port", "0", *args]
+    def __init__(
+        self,
+        args: Sequence[str] = (),
+        env: Optional[Dict[str, str]] = None,
+        descriptors: Optional[int] = None,
+        command: Sequence[str] = ("-m", "crawldedup", "serve", "--port", "0"),
+    ) -> None:
+        self.args = [*command, *args]
         self.env = {**os.environ, **(env or {})}
+        #: The process's file descriptor limit (soft and hard), when given.
+        self.descriptors = descriptors
         self.lines: List[str] = []
         self.url = ""
         self._listening = threading.Event()
@@ -1275,12 +1283,13 @@ class ServeProcess:
         self.lines = []
         self._listening.clear()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "crawldedup", "serve", *self.args],
+            [sys.executable, *self.args],
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=self._limit if self.descriptors is not None else None,
         )
         self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
         self._reader.start()
@@ -1290,6 +1299,11 @@ class ServeProcess:
                 self.stop(signal.SIGKILL)
                 raise RuntimeError(f"crawldedup serve did not start: {self.stderr}")
         return self
+
+    def _limit(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.descriptors, self.descriptors))
 
     def _read(self, process: subprocess.Popen) -> None:
         assert process.stderr is not None

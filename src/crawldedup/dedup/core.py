@@ -331,6 +331,7 @@ class DedupCore(Generic[S]):
         base: Optional[URL],
         lease: Optional[float],
         bases: Optional[Sequence[Optional[URL]]],
+        owner: Optional[str] = None,
     ) -> Plan[ClaimBatch]:
         """:meth:`Deduplicator.claim_batch`, as a plan."""
         if lease is not None:
@@ -339,7 +340,7 @@ class DedupCore(Generic[S]):
         batch = self._prepare(urls, base, bases)
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
-            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease)
+            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease, owner=owner)
             won[batch.positions[rows]] = True
         return ClaimBatch(won.tolist(), cast(List[Optional[str]], batch.canonical), batch.errors)  # made here: a list
 
@@ -363,7 +364,11 @@ class DedupCore(Generic[S]):
         return cast(List[bool], seen.tolist())
 
     def _final_plan(
-        self, finals: Sequence[URL], requested: Sequence[Chain], lease: Optional[float]
+        self,
+        finals: Sequence[URL],
+        requested: Sequence[Chain],
+        lease: Optional[float],
+        owner: Optional[str] = None,
     ) -> Plan[List[bool]]:
         """:meth:`Deduplicator.claim_final`, as a plan: a fetch chain owns one claim.
 
@@ -402,7 +407,7 @@ class DedupCore(Generic[S]):
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
             rows = yield from self._claim_and_learn(
-                batch.hashes, batch.valid, lease, aliases if self.store is not None and pairs else None
+                batch.hashes, batch.valid, lease, aliases if self.store is not None and pairs else None, owner=owner
             )
             # A page the chain holds is claimed too (a caller whose chain claimed nothing in this
             # Deduplicator records it now), and is the chain's whoever answered first.
@@ -466,7 +471,13 @@ class DedupCore(Generic[S]):
         return batch
 
     def _claim_and_learn(
-        self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float], aliases: Optional[Aliases] = None
+        self,
+        hashes: np.ndarray,
+        canonical: Sequence[str],
+        lease: Optional[float],
+        aliases: Optional[Aliases] = None,
+        *,
+        owner: Optional[str] = None,
     ) -> Plan[np.ndarray]:
         """Claim one batch in one step (recording ``aliases`` in the same round trip); the local
         filter learns its lasting claims at once (only once the store answered: a batch that
@@ -474,7 +485,7 @@ class DedupCore(Generic[S]):
 
         :returns: the rows won.
         """
-        claimed = yield from self._pipeline.claim(hashes, canonical, lease, aliases)
+        claimed = yield from self._pipeline.claim(hashes, canonical, lease, aliases, owner)
         won = claimed.won
         if self.store is None:
             # The filter's own test-and-set decides: of two threads claiming a page, one adds it first.

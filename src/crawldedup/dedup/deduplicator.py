@@ -120,6 +120,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         lease: Optional[float] = None,
         *,
         bases: Optional[Sequence[Optional[URL]]] = None,
+        owner: Optional[str] = None,
     ) -> ClaimBatch:
         """Claim a batch and say, per URL, whether it was won, its canonical form and why it was refused.
 
@@ -135,6 +136,9 @@ class Deduplicator(DedupCore[ClaimStore]):
             worker's until :meth:`done` makes them visited, :meth:`release` frees them, or the
             lease runs out and :meth:`expired` hands them back. Needs the ``set`` or
             ``sharded-set`` store.
+        :param owner: whose lease it is (default: this worker's ``worker_id``); a server that
+            takes leases for several clients names each client here and in :meth:`done`,
+            :meth:`release`, :meth:`renew` and :meth:`expired`.
         :raises TypeError: when ``urls`` is a single string.
         :raises InvalidURL: when ``base`` itself is refused.
         :raises ValueError: for a lease out of range, ``bases`` of another length than ``urls``,
@@ -142,7 +146,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises LeasesUnsupported: for a lease without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        return drive(self._claim_plan(urls, base, lease, bases), self._ask)
+        return drive(self._claim_plan(urls, base, lease, bases, owner), self._ask)
 
     def hold_batch(
         self,
@@ -239,7 +243,12 @@ class Deduplicator(DedupCore[ClaimStore]):
         return drive(self._seen_plan(urls), self._ask)
 
     def claim_final(
-        self, final_urls: Sequence[URL], requested: Sequence[Chain], lease: Optional[float] = None
+        self,
+        final_urls: Sequence[URL],
+        requested: Sequence[Chain],
+        lease: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
     ) -> List[bool]:
         """After a redirect, per fetch chain: True when its page is the chain's to process (the same
         page as a URL the chain holds, or a new page won now), False when another caller holds the
@@ -262,13 +271,14 @@ class Deduplicator(DedupCore[ClaimStore]):
         :param final_urls: the URLs the chains landed on, or are about to fetch (``str`` or ``bytes``).
         :param requested: per final URL, the URL its chain requested, or the URLs it holds.
         :param lease: as :meth:`claim_batch`'s: the new pages won are leased to this worker.
+        :param owner: as :meth:`claim_batch`'s.
         :raises TypeError: when either is a single string, or a chain is not a URL or a sequence of URLs.
         :raises ValueError: for lists of different lengths, or a lease out of range.
         :raises LeasesUnsupported: for a lease without a store that supports leases.
         :raises AliasesUnsupported: for a store that keeps no alias map (every store of crawldedup keeps one).
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
-        return drive(self._final_plan(final_urls, requested, lease), self._ask)
+        return drive(self._final_plan(final_urls, requested, lease, owner), self._ask)
 
     def seen_through_redirects(self, urls: Sequence[URL]) -> List[bool]:
         """Whether each URL is recorded as redirecting to a page that is claimed (read only).
@@ -293,21 +303,22 @@ class Deduplicator(DedupCore[ClaimStore]):
         """
         return drive(self._seen_keys_plan(keys), self._ask)
 
-    def done(self, urls: Sequence[URL]) -> List[bool]:
+    def done(self, urls: Sequence[URL], *, owner: Optional[str] = None) -> List[bool]:
         """Make URLs this worker leased visited for good (the store's TTL); per URL, True when done.
 
-        A URL is refused (False, counted in ``stats.refused``, never raised) when this worker
-        does not hold its lease: never leased, released, handed back by :meth:`expired`, or
-        taken over by another worker after the deadline. A lease past its deadline that nobody
+        ``owner``: as :meth:`claim_batch`'s (default: this worker). A URL is refused (False,
+        counted in ``stats.refused``, never raised) when this worker does not hold its lease:
+        never leased, released, handed back by :meth:`expired`, or taken over by another worker
+        after the deadline. A lease past its deadline that nobody
         took over is still done. URLs done enter the local filter.
 
         :raises TypeError: when ``urls`` is a single string.
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return drive(self._leases.done(urls), self._ask)
+        return drive(self._leases.done(urls, owner), self._ask)
 
-    def release(self, urls: Sequence[URL]) -> List[bool]:
+    def release(self, urls: Sequence[URL], *, owner: Optional[str] = None) -> List[bool]:
         """Free URLs this worker leased (a failed fetch to retry): anyone's next claim wins them.
 
         :returns: per URL, True when released, False when this worker did not hold the lease.
@@ -315,9 +326,9 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return drive(self._leases.release(urls), self._ask)
+        return drive(self._leases.release(urls, owner), self._ask)
 
-    def renew(self, urls: Sequence[URL], lease: float) -> List[bool]:
+    def renew(self, urls: Sequence[URL], lease: float, *, owner: Optional[str] = None) -> List[bool]:
         """Move the deadline of this worker's leases to ``lease`` seconds from now (a long fetch).
 
         :returns: per URL, True when renewed, False when this worker did not hold the lease.
@@ -326,9 +337,9 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return drive(self._leases.renew(urls, lease), self._ask)
+        return drive(self._leases.renew(urls, lease, owner), self._ask)
 
-    def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
+    def expired(self, limit: int = 1_000, lease: Optional[float] = None, *, owner: Optional[str] = None) -> List[str]:
         """Canonical URLs of leases whose worker never finished, each handed back once (by any caller).
 
         Without ``lease`` the URLs become free: requeue them, and the next claim of any worker
@@ -340,7 +351,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.
         """
-        return drive(self._leases.expired(limit, lease), self._ask)
+        return drive(self._leases.expired(limit, lease, owner), self._ask)
 
     def check_content(self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]) -> List[PageCheck]:
         """Compare each page's content fingerprint with its last one and with other pages'; store it.
