@@ -7,9 +7,11 @@ tests/scrapy_site.py, the server is also the crawlers' proxy: they reach ``http:
 with a certificate :func:`make_certificates` made. No name is ever resolved.
 
 Pages (:data:`FAMILIES`) are served (200) at exactly one spelling each, :attr:`Page.url`, up to
-tracking parameters and the order of query parameters, which the server ignores as web
-frameworks do. Every other spelling a link uses is either one the client normalizes itself
-(host case, default port, fragment, relative forms) or a redirect, as real sites answer:
+tracking parameters, the order of query parameters and percent-encoded digits, which the server
+ignores as web frameworks do. Every other spelling a link uses (:data:`SPELLINGS`) is either
+one the client normalizes itself (the case of the scheme and host, the default port, a
+fragment, relative forms such as ``../p/4`` and scheme-relative ones) or a redirect, as real sites answer
+(Locations absolute or relative, some in another spelling of their page):
 
 - ``/docs/<n>`` -> 301 -> ``/docs/<n>/``: a slash added by the server (Django's APPEND_SLASH);
 - ``/blog/<n>/`` -> 308 -> ``/blog/<n>``: a slash removed;
@@ -17,8 +19,9 @@ frameworks do. Every other spelling a link uses is either one the client normali
 - ``http://zoo.example/secure/<n>`` -> 301 -> ``https://...``: http to https;
 - ``http://www.zoo.example/...`` -> 301 -> ``http://zoo.example/...``: www to the bare host;
 - ``/s/<code>`` -> 301 or 302 -> a page: short links, whose codes are case-sensitive (``/s/aB0``
-  and ``/s/Ab0`` lead to two different pages: the policy keeps a path's case);
-- ``/go/<k>`` -> 302 -> ``/hop/<k>`` -> 307 -> ``/jump/<k>`` -> 308 -> a page: chains of three;
+  and ``/s/Ab0`` lead to two different pages: the policy keeps a path's case); some land on
+  their page with ``utm_*`` parameters added, as link shorteners do;
+- ``/go/<k>`` -> 302 or 303 -> ``/hop/<k>`` -> 307 -> ``/jump/<k>`` -> 308 -> a page: chains of three;
 - ``/moved/<k>`` -> 307 -> a page also linked directly, or back to the page that links it (a
   redirect to a page fetched already);
 - ``/loop/<k>`` <-> ``/loop/<k>/again`` (302, 307) and ``/spin/<k>`` <-> ``/spin/<k>/`` (301, 308):
@@ -214,7 +217,8 @@ class ZooSite:
         self.tls_errors: List[str] = []
         #: True when the gate opened because ``wait_for_agents`` agents asked (not by its timeout).
         self.gate_opened_by_agents = wait_for_agents <= 1
-        self._agents: Set[str] = set()
+        #: The User-Agents that asked for something.
+        self.agents: Set[str] = set()
         self._gate = threading.Event()
         if wait_for_agents <= 1:
             self._gate.set()
@@ -269,17 +273,18 @@ class ZooSite:
         page, ring, size = self.pages[source], self.ring, len(self.ring)
         kind, turn = i % 4, i // 4
         if kind == 0:  # a short link to a hidden page, in one of four spellings
-            target = self._by_key["hidden", turn % hidden]
-            code = short_code(turn % hidden // 2, upper_first=bool(turn % hidden % 2))
+            n = turn % hidden
+            target = self._by_key["hidden", n]
+            code = short_code(n // 2, upper_first=bool(n % 2))
             # Every third one lands on the page with tracking parameters, as link shorteners do.
-            tagged = "?utm_source=shortener&utm_medium=social" if turn % 3 == 1 else ""
-            self.table[f"/s/{code}"] = (301 if turn % 2 else 302, self.pages[target].url + tagged)
+            tagged = "?utm_source=shortener&utm_medium=social" if n % 3 == 1 else ""
+            self.table[f"/s/{code}"] = (301 if n % 2 else 302, self.pages[target].url + tagged)
             spelled = [
                 self._here(page, f"/s/{code}"),
                 f"http://ZOO.example/s/{code}",
                 f"{HTTP}/s/{code}?utm_source=social",
                 f"http://{WWW}/s/{code}",
-            ][turn // hidden % 4]
+            ][(turn + turn // hidden) % 4]
             self._links[source].append(Link(spelled, target))
         elif kind == 1:  # a short link to a ring page (linked directly too)
             target = ring[(3 * i + 1) % size]
@@ -488,8 +493,8 @@ class ZooSite:
 
     def _admit(self, agent: str) -> None:
         with self._lock:
-            self._agents.add(agent)
-            if not self._gate.is_set() and len(self._agents) >= self.wait_for_agents:
+            self.agents.add(agent)
+            if not self._gate.is_set() and len(self.agents) >= self.wait_for_agents:
                 self.gate_opened_by_agents = True
                 self._gate.set()
         self._gate.wait(self.gate_seconds)
