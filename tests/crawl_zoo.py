@@ -48,12 +48,12 @@ import posixpath
 import re
 import socketserver
 import ssl
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Deque, Dict, List, Optional, Set, Tuple, Union
 from urllib.parse import parse_qsl, unquote, urldefrag, urljoin, urlsplit
+
+from conftest import LoopbackHandler, LoopbackSite
 
 HOST = "zoo.example"
 WWW = "www." + HOST
@@ -166,7 +166,7 @@ def remove_dot_segments(path: str) -> str:
     return "/".join(out) or "/"
 
 
-class ZooSite:
+class ZooSite(LoopbackSite):
     """The zoo on a free loopback port; ``fetches[page id]`` counts the page bodies sent (200s).
 
     :param tls: (certificate chain file, key file) for ``https://zoo.example`` behind ``CONNECT``;
@@ -203,8 +203,7 @@ class ZooSite:
         self.permalinks = 0
         self._build_links()
 
-        self.wait_for_agents = wait_for_agents
-        self.gate_seconds = gate_seconds
+        super().__init__(wait_for_agents=wait_for_agents, gate_seconds=gate_seconds)
         #: Body fetches (200 page responses) per page id, and per User-Agent.
         self.fetches: Dict[int, int] = collections.Counter()
         self.fetches_by_agent: Dict[str, int] = collections.Counter()
@@ -215,20 +214,10 @@ class ZooSite:
         #: Request targets answered 404 (a crawler invented a URL), and failed TLS handshakes.
         self.unknown: List[str] = []
         self.tls_errors: List[str] = []
-        #: True when the gate opened because ``wait_for_agents`` agents asked (not by its timeout).
-        self.gate_opened_by_agents = wait_for_agents <= 1
-        #: The User-Agents that asked for something.
-        self.agents: Set[str] = set()
-        self._gate = threading.Event()
-        if wait_for_agents <= 1:
-            self._gate.set()
-        self._lock = threading.Lock()
         self._tls: Optional[ssl.SSLContext] = None
         if tls is not None:
             self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             self._tls.load_cert_chain(str(tls[0]), str(tls[1]))
-        self._server: Optional[ThreadingHTTPServer] = None
-        self._thread: Optional[threading.Thread] = None
 
     # --- the link graph ------------------------------------------------------------------
 
@@ -463,65 +452,25 @@ class ZooSite:
 
     # --- the server ----------------------------------------------------------------------
 
-    @property
-    def proxy(self) -> str:
-        """The ``http_proxy`` (and ``https_proxy``) value that reaches the site, once started."""
-        assert self._server is not None, "the site is not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> ZooSite:
-        """Listen on a free loopback port (the link graph needs no server: see dedup_free_crawl)."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._gate.set()  # no handler waits on it any more
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> ZooSite:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def _admit(self, agent: str) -> None:
-        with self._lock:
-            self.agents.add(agent)
-            if not self._gate.is_set() and len(self.agents) >= self.wait_for_agents:
-                self.gate_opened_by_agents = True
-                self._gate.set()
-        self._gate.wait(self.gate_seconds)
-
-    def _answer(self, url: str, agent: str) -> Tuple[int, Optional[str], bytes]:
-        """Route and count one request: (status, Location, body)."""
+    def _answer(self, url: str, agent: str) -> Tuple[int, bytes, Optional[str]]:
+        """Route and count one request: (status, body, Location)."""
         outcome = self.route(url)
         with self._lock:
             self.requests += 1
             if outcome is None:
                 self.unknown.append(url)
-                return 404, None, b"not found"
+                return 404, b"not found", None
             if isinstance(outcome, tuple):
                 self.redirected[outcome[0]] += 1
-                return outcome[0], outcome[1], b""
+                return outcome[0], b"", outcome[1]
             self.fetches[outcome] += 1
             self.fetches_by_agent[agent] += 1
-        return 200, None, self.body(outcome)
+        return 200, self.body(outcome), None
 
     def _handler(self) -> type:
         site = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body are two writes: without this, Nagle's algorithm and delayed ACKs
-            # stall each response by about 40 ms.
-            disable_nagle_algorithm = True
+        class Handler(LoopbackHandler):
             #: ``https://<host>`` once a CONNECT tunnel speaks TLS on this connection.
             tunnel: Optional[str] = None
 
@@ -530,7 +479,7 @@ class ZooSite:
                 if site._tls is None or host.lower() != HOST or port != "443":
                     with site._lock:
                         site.unknown.append(f"CONNECT {self.path}")
-                    self._send(404, None, b"no tunnel there")
+                    self.send_html(404, b"no tunnel there")
                     return
                 self.send_response(200, "Connection established")
                 self.end_headers()
@@ -558,24 +507,12 @@ class ZooSite:
                     url = f"http://{self.headers.get('Host', HOST)}{self.path}"
                 else:
                     url = self.path  # absolute form: a proxy request
-                self._send(*site._answer(url, agent))
-
-            def _send(self, status: int, location: Optional[str], body: bytes) -> None:
-                self.send_response(status)
-                if location is not None:
-                    self.send_header("Location", location)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_html(*site._answer(url, agent))
 
             def finish(self) -> None:
                 super().finish()
                 if self.tunnel is not None:
                     self.connection.close()  # the TLS socket; the server closes the plain one it knows
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
-                pass
 
         return Handler
 

@@ -28,7 +28,7 @@ import sys
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 from urllib.parse import urljoin
 
 import pytest
@@ -38,7 +38,7 @@ from crawldedup import canonicalize
 
 HERE = Path(__file__).parent
 SCRAPY_WORKER = HERE / "workers" / "scrapy_crawl.py"
-CRAWLEE_WORKER = HERE / "workers" / "zoo_crawlee.py"
+CRAWLEE_WORKER = HERE / "workers" / "crawlee_crawl.py"
 NODE_WORKER = HERE / "workers" / "zoo_crawler.mjs"
 AIOHTTP_EXAMPLE = HERE.parent / "examples" / "async_crawler.py"
 #: A crawl of the zoo takes a few seconds; a hung one fails instead of hanging the suite.
@@ -267,12 +267,6 @@ def test_scrapy_fetches_every_page_once(middleware, site, certificates, referenc
     assert stats.get("crawldedup/redirected_known", 0) >= site.permalinks > 0, stats
 
 
-def two_agents_took_part(site: Any, agents: Sequence[str]) -> None:
-    """The gate opened because both asked (not by its timeout), and each fetched a page body."""
-    assert site.gate_opened_by_agents, f"the zoo's gate timed out: only {sorted(site.agents)} asked"
-    assert all(site.fetches_by_agent[agent] >= 1 for agent in agents), dict(site.fetches_by_agent)
-
-
 @pytest.fixture
 def gated_site(certificates: Any) -> Iterator[Any]:
     """The zoo holding every response until two User-Agents have asked for something."""
@@ -285,43 +279,54 @@ def gated_site(certificates: Any) -> Iterator[Any]:
 AGENTS = ("zoo-worker-a", "zoo-worker-b")
 
 
-@pytest.mark.slow
-def test_two_scrapy_processes_on_one_store_fetch_every_page_once(
-    gated_site, certificates, reference, redis_url, tmp_path, record_property
-):
-    required("scrapy", "crawldedup[scrapy]")
-    site, namespace = gated_site, f"zoo-{uuid.uuid4().hex[:8]}"
-    # Each starts on a page of its own, and can claim nothing else before the other asked.
-    starts = {AGENTS[0]: START, AGENTS[1]: [site.pages[site.ring[len(site.ring) // 2]].url]}
+def crawl_in_two_scrapy_processes(
+    name: str,
+    site: Any,
+    certificates: Any,
+    directory: Path,
+    settings: Dict[str, Any],
+    starts: Dict[str, List[str]],
+    record_property: Any,
+) -> Dict[str, Dict[str, Any]]:
+    """Crawl the gated zoo with one Scrapy process per agent of AGENTS (its ``starts``) and check
+    the crawl as one: every page once in total, each process a part of it. Their stats, by agent."""
     commands = {
-        agent: scrapy_command(
-            site,
-            certificates,
-            tmp_path,
-            agent,
-            {
-                **DUPEFILTER,
-                "CRAWLDEDUP_STRATEGY": "set",
-                "CRAWLDEDUP_REDIS_URL": redis_url,
-                "CRAWLDEDUP_NAMESPACE": namespace,
-                "USER_AGENT": agent,
-            },
-            starts[agent],
-        )
+        agent: scrapy_command(site, certificates, directory, agent, {**settings, "USER_AGENT": agent}, starts[agent])
         for agent in AGENTS
     }
-    done = run_all(commands, tmp_path)
-    stats = {agent: scrapy_stats(tmp_path, agent, done[agent]) for agent in AGENTS}
-    check(
-        "scrapy[two processes, one store]",
-        site,
-        reference,
-        sum(s.get("dupefilter/filtered", 0) for s in stats.values()),
-        record_property,
-    )
-    two_agents_took_part(site, AGENTS)
-    assert sum(s.get("crawldedup/redirected_known", 0) for s in stats.values()) >= site.permalinks
+    done = run_all(commands, directory)
+    stats = {agent: scrapy_stats(directory, agent, done[agent]) for agent in AGENTS}
+    reference = site.dedup_free_crawl(sorted({url for urls in starts.values() for url in urls}))
+    dropped = sum(s.get("dupefilter/filtered", 0) for s in stats.values())
+    check(name, site, reference, dropped, record_property)
     print(f"per process: {dict(site.fetches_by_agent)}")
+    # The gate opened because both asked (not by its timeout), and each fetched a page body.
+    assert site.gate_opened_by_agents, f"the zoo's gate timed out: only {sorted(site.agents)} asked"
+    assert all(site.fetches_by_agent[agent] >= 1 for agent in AGENTS), dict(site.fetches_by_agent)
+    assert sum(s.get("crawldedup/redirected_known", 0) for s in stats.values()) >= site.permalinks
+    return stats
+
+
+def shared_store(redis_url: str) -> Dict[str, Any]:
+    """crawldedup's dupefilter on a `set` store, in a namespace of its own."""
+    return {
+        **DUPEFILTER,
+        "CRAWLDEDUP_STRATEGY": "set",
+        "CRAWLDEDUP_REDIS_URL": redis_url,
+        "CRAWLDEDUP_NAMESPACE": f"zoo-{uuid.uuid4().hex[:8]}",
+    }
+
+
+@pytest.mark.slow
+def test_two_scrapy_processes_on_one_store_fetch_every_page_once(
+    gated_site, certificates, redis_url, tmp_path, record_property
+):
+    required("scrapy", "crawldedup[scrapy]")
+    site = gated_site
+    # Each starts on a page of its own, and can claim nothing else before the other asked.
+    starts = dict(zip(AGENTS, [START, [site.pages[site.ring[len(site.ring) // 2]].url]]))
+    name = "scrapy[two processes, one store]"
+    crawl_in_two_scrapy_processes(name, site, certificates, tmp_path, shared_store(redis_url), starts, record_property)
 
 
 @pytest.mark.slow
@@ -330,38 +335,22 @@ def test_two_scrapy_processes_sharing_scrapy_redis_queue_fetch_every_page_once(
 ):
     required("scrapy", "crawldedup[scrapy]")
     required("scrapy_redis", "scrapy-redis")
-    site, namespace = gated_site, f"zoo-{uuid.uuid4().hex[:8]}"
-    # Six start pages in the shared queue; two requests in flight per process at most: the first
-    # process holds two until the second asked, and the second finds four to take.
-    starts = [site.pages[site.ring[k * len(site.ring) // 6]].url for k in range(6)]
-    shared = {
-        **DUPEFILTER,
-        "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
-        "SCHEDULER_PERSIST": True,
-        "SCHEDULER_QUEUE_KEY": f"{namespace}:requests",
-        "REDIS_URL": redis_url,
-        "CRAWLDEDUP_STRATEGY": "set",
-        "CRAWLDEDUP_REDIS_URL": redis_url,
-        "CRAWLDEDUP_NAMESPACE": namespace,
-        "CONCURRENT_REQUESTS": 2,
-    }
-    commands = {
-        agent: scrapy_command(site, certificates, tmp_path, agent, {**shared, "USER_AGENT": agent}, starts)
-        for agent in AGENTS
-    }
-    done = run_all(commands, tmp_path)
-    stats = {agent: scrapy_stats(tmp_path, agent, done[agent]) for agent in AGENTS}
-    check(
-        "scrapy-redis[two processes, one queue]",
-        site,
-        site.dedup_free_crawl(starts),
-        sum(s.get("dupefilter/filtered", 0) for s in stats.values()),
-        record_property,
+    site, settings = gated_site, shared_store(redis_url)
+    settings.update(
+        SCHEDULER="scrapy_redis.scheduler.Scheduler",
+        SCHEDULER_PERSIST=True,
+        SCHEDULER_QUEUE_KEY=f"{settings['CRAWLDEDUP_NAMESPACE']}:requests",
+        REDIS_URL=redis_url,
+        # Six start pages in the shared queue, two requests in flight per process at most: the
+        # first process holds two until the second asked, and the second finds four to take.
+        CONCURRENT_REQUESTS=2,
     )
-    two_agents_took_part(site, AGENTS)
+    starts = [site.pages[site.ring[k * len(site.ring) // 6]].url for k in range(6)]
+    name = "scrapy-redis[two processes, one queue]"
+    stats = crawl_in_two_scrapy_processes(
+        name, site, certificates, tmp_path, settings, dict.fromkeys(AGENTS, starts), record_property
+    )
     assert all(s.get("scheduler/dequeued/redis", 0) >= 1 for s in stats.values()), stats
-    assert sum(s.get("crawldedup/redirected_known", 0) for s in stats.values()) >= site.permalinks
-    print(f"per process: {dict(site.fetches_by_agent)}")
 
 
 # --- crawlee, aiohttp, Node --------------------------------------------------------------------
@@ -380,12 +369,20 @@ CRAWLEE_MERGES_PATH_CASE = pytest.mark.xfail(strict=True, raises=PagesMissed, re
 @pytest.mark.parametrize("crawler", ["parsel", "beautifulsoup"])
 def test_crawlee_fetches_every_page_once(crawler, site, certificates, reference, redis_url, tmp_path, record_property):
     required("crawlee", "crawldedup[crawlee]")
+    # Through crawldedup's storage client and its HTTP client (crawlee's default client with
+    # redirects off: the zoo's CA trusted through SSL_CERT_FILE), every link followed
+    # (www.zoo.example is another host to crawlee), no retry (it would be a second fetch).
     options = {
         "crawler": crawler,
         "proxy": site.proxy,
         "start": START,
         "storage_dir": str(tmp_path / "storage"),
+        "purge": True,
+        "max_requests": None,
         "dedup": {"strategy": "set", "redis_url": redis_url, "namespace": f"zoo-{uuid.uuid4().hex[:8]}"},
+        "redirects": True,
+        "strategy": "all",
+        "retries": 0,
     }
     command = {
         "args": [sys.executable, str(CRAWLEE_WORKER), json.dumps(options)],
@@ -396,7 +393,7 @@ def test_crawlee_fetches_every_page_once(crawler, site, certificates, reference,
     ended_well("crawlee", done)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     check(f"crawlee[{crawler}]", site, reference, result["lost"] + result["redirected_known"], record_property)
-    assert result["failed"] == 0 and result["handled"] == len(reference.pages), result
+    assert result["handled"] == len(reference.pages), result
     assert result["redirected_known"] >= site.permalinks, result
 
 
