@@ -57,7 +57,9 @@ from ..canonical import (
 )
 from ..config import SETTINGS, DedupConfig
 from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_canonical
+from ..dedup.held import HOLD_SECONDS
 from ..dedup.state import state_policy
+from ..dedup.state_lock import StateLock
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
 from . import content
@@ -70,10 +72,13 @@ from ._io import (
     EXIT_STORE,
     EXIT_STORE_REFUSED,
     EXIT_USAGE,
+    IDLE_SECONDS,
+    MAX_LINE_BYTES,
     Block,
     CLIError,
     InputReader,
     Interruptions,
+    Lines,
     Output,
     Progress,
     UnwrittenPages,
@@ -84,6 +89,7 @@ from ._io import (
 from ._jobs import OrderedWork, available_cores
 from ._store_options import DEFAULT_SQLITE, add_policy_option, chosen_policy
 from .audit import Audit, render
+from .audit_rules import RuleLearner, parse_fingerprint
 from .doctor import add_command as add_doctor_command
 from .migrate import add_command as add_migrate_command
 from .serve import add_command as add_serve_command
@@ -107,20 +113,26 @@ DEFAULT_UNWRITTEN = "crawldedup.unwritten"
 # --------------------------------------------------------------------------- lines to URLs
 
 
-def _canonicalize_lines(
-    lines: List[str], base: Optional[str], policy: CanonicalPolicy, undecodable: bool = False
-) -> Canonicalized:
+def _canonicalize_lines(block: Lines, base: Optional[str], policy: CanonicalPolicy) -> Canonicalized:
     """Canonicalize lines as read: a ``BASE<TAB>LINK`` line against its own base, any other
-    line against ``base``.
+    line against ``base``; a line too long to keep (``block.too_long``) is invalid.
 
     The lines without a tab (nearly all of a frontier) go to one :func:`canonicalize_many` call
     that is all compiled; only the lines with one are split, and grouped by base
-    (:func:`canonicalize_each`), in Python.
-
-    :param undecodable: some lines may hold bytes that are not UTF-8 (``InputReader.undecodable``):
-        those links and bases are handed over as bytes, so the canonicalizer's reason names the
-        byte and its offset as it does for a caller of the API.
+    (:func:`canonicalize_each`), in Python. Lines holding bytes that are not UTF-8
+    (``block.undecodable``) are handed over as bytes, so the canonicalizer's reason names the
+    byte and its offset as it does for a caller of the API.
     """
+    found = _canonicalize_text(block.lines, base, policy, block.undecodable)
+    for row, (_, length) in block.too_long.items():
+        found.urls[row] = None
+        found.errors[row] = InvalidURL(f"line too long: {length:,} bytes, the most read is {MAX_LINE_BYTES:,}")
+    return found
+
+
+def _canonicalize_text(
+    lines: List[str], base: Optional[str], policy: CanonicalPolicy, undecodable: bool
+) -> Canonicalized:
     relative = [i for i, line in enumerate(lines) if BASE_SEPARATOR in line]
     if not relative:
         return canonicalize_many(as_read(lines) if undecodable else lines, base=base, policy=policy)
@@ -184,10 +196,12 @@ class PreparedLines(NamedTuple):
 def prepare_lines(batch: LineBatch, policy: CanonicalPolicy) -> PreparedLines:
     """Decode a batch of lines and canonicalize and fingerprint them (``BASE<TAB>LINK`` lines
     against their own base) with the run's canonical policy: the work of a ``--jobs`` worker."""
-    lines, undecodable = decode_lines(batch.data)
-    prepared = prepare_canonical(_canonicalize_lines(lines, batch.base, policy, undecodable))
+    block = decode_lines(batch.data)
+    lines = block.lines
+    prepared = prepare_canonical(_canonicalize_lines(block, batch.base, policy))
     errors = prepared.errors
-    rejects = [f"{lines[i]}\t{_reason(errors[i])}" for i in sorted(errors)]
+    shown = {row: f"{head}..." for row, (head, _) in block.too_long.items()}  # the head of a line too long
+    rejects = [f"{shown.get(i, lines[i])}\t{_reason(errors[i])}" for i in sorted(errors)]
     return PreparedLines(prepared, lines if batch.keep_lines else None, rejects)
 
 
@@ -224,6 +238,8 @@ class FilterRun:
         self.new = 0
         #: Pages of batches given up whose claims the store kept (in the unwritten-pages file).
         self.stranded = 0
+        #: Pages written whose commit the store never confirmed, and until when its leases hold them.
+        self.held: Optional[Tuple[int, float]] = None
 
     def run(self) -> None:
         """Claim every line of the inputs, a batch at a time, in input order; with ``--jobs``
@@ -252,7 +268,12 @@ class FilterRun:
             except BaseException:
                 self._give_back(batch, len(batch.won))
                 raise
-            batch.commit()
+            try:
+                batch.commit()
+            except StoreUnavailable:
+                if batch.held_until is not None:
+                    self.held = (len(batch.won_canonical()), batch.held_until)
+                raise
             if self.rejects is not None and batch_lines.rejects:
                 self.rejects.write_lines(batch_lines.rejects)
             self.lines += len(batch.won)
@@ -274,7 +295,7 @@ class FilterRun:
         """The end-of-run report for stderr (one screen)."""
         seconds = time.monotonic() - self.started
         rate = self.lines / seconds if seconds > 0 else 0.0
-        duplicates = self.lines - self.invalid - self.new - self.stranded
+        duplicates = self.lines - self.invalid - self.new - self.stranded - self.dedup.stats.held
         bloom = self.dedup.local_filter
         fill = bloom.fill_ratio
         error_now = bloom.estimated_error_rate
@@ -302,6 +323,13 @@ class FilterRun:
                 f"{stages[0].capacity:,}: {bloom.capacity:,} items in all, in {bloom.path}.stage1"
                 f"{f' .. .stage{len(stages) - 1}' if len(stages) > 2 else ''}"
             )
+        held = self.dedup.stats.held
+        if held:
+            rows.append(
+                f"  held by leases      {held:>12,}   pages another run or worker holds (a filter run's hold "
+                f"ends within {HOLD_SECONDS:g} s: a run after {_clock_time(time.time() + HOLD_SECONDS)} wins "
+                "those it left)"
+            )
         if self.dedup.store is not None:
             stats = self.dedup.stats
             rows.append(
@@ -309,6 +337,11 @@ class FilterRun:
                 f"{counted(stats.round_trips, 'round trip')}, {stats.answered_locally:,} answered locally"
             )
         return "\n".join(rows)
+
+
+def _clock_time(seconds: float) -> str:
+    """A time of day for a user, local time: ``14:03:27``."""
+    return time.strftime("%H:%M:%S", time.localtime(seconds))
 
 
 def _loss(new: int, error_now: float, dedup: Deduplicator) -> Tuple[str, str]:
@@ -338,17 +371,35 @@ def _loss(new: int, error_now: float, dedup: Deduplicator) -> Tuple[str, str]:
     )
 
 
-def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
-    """The Deduplicator for a ``filter`` run: options first, then the environment, then defaults.
+def _filter_config(args: argparse.Namespace) -> Tuple[DedupConfig, str]:
+    """The environment's settings for a ``filter`` run, and its state file.
 
-    :raises CLIError: for a bad setting (2), a bad state file (3) or an unreachable store (5).
+    :raises CLIError: for a bad environment variable (2).
     """
     try:
         config = DedupConfig.from_env()
     except ValueError as exc:  # names the variable
         raise usage_error("filter", str(exc)) from None
+    return config, args.state or config.state_path or DEFAULT_STATE
+
+
+def _lock_state(state: str) -> StateLock:
+    """Hold the state file for this run: one run at a time writes it.
+
+    :raises CLIError: (3) naming the process that holds it, or why the lock cannot be made.
+    """
+    try:
+        return StateLock(state)
+    except OSError as exc:
+        raise CLIError(EXIT_STATE, f"state file {state}: {exc.strerror or exc}") from None
+
+
+def _open_deduplicator(args: argparse.Namespace, config: DedupConfig, state: str) -> Deduplicator:
+    """The Deduplicator for a ``filter`` run: options first, then the environment, then defaults.
+
+    :raises CLIError: for a bad setting (2), a bad state file (3) or an unreachable store (5).
+    """
     strategy = args.strategy or config.strategy
-    state = args.state or config.state_path or DEFAULT_STATE
     try:
         return Deduplicator(
             strategy,
@@ -363,7 +414,7 @@ def _open_deduplicator(args: argparse.Namespace) -> Deduplicator:
             ttl_days=args.ttl_days,
             generations=args.generations,
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
-            policy=args.policy,
+            policy=chosen_policy(args.policy, "filter", args.policy_file),
             postgres_url=args.postgres_url,
         )
     except NamespaceConflict as exc:
@@ -388,7 +439,7 @@ def _os_error(exc: OSError, what: str) -> CLIError:
 
 def run_filter(args: argparse.Namespace) -> int:
     """Print the first occurrence of each page; see :func:`build_parser` for the options."""
-    reader = InputReader(args.inputs)
+    reader = InputReader(args.inputs, idle_seconds=args.flush_after)
     reader.check_readable()
     if args.jobs == 0:
         args.jobs = available_cores()
@@ -399,8 +450,14 @@ def run_filter(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CLIError(EXIT_IO, f"cannot write {args.rejects}: {exc.strerror or exc}") from None
     unwritten = UnwrittenPages(args.unwritten or DEFAULT_UNWRITTEN)
+    config, state = _filter_config(args)
     try:
-        dedup = _open_deduplicator(args)
+        lock = _lock_state(state)
+        try:
+            dedup = _open_deduplicator(args, config, state)
+        except BaseException:
+            lock.release()
+            raise
         try:
             with Interruptions() as interruptions:
                 job = FilterRun(args, dedup, reader, rejects, interruptions, unwritten)
@@ -426,12 +483,21 @@ def run_filter(args: argparse.Namespace) -> int:
         except BrokenPipeError:
             raise
         except OSError as exc:  # StoreUnavailable is a ConnectionError
-            raise _os_error(exc, f"state file {dedup.local_filter.path}") from None
+            error = _os_error(exc, f"state file {dedup.local_filter.path}")
+            if isinstance(exc, StoreUnavailable) and job.held is not None:
+                pages, until = job.held
+                error = CLIError(
+                    error.exit_code,
+                    f"{error}; {counted(pages, 'page')} of the last batch, written, stay held by this run's "
+                    f"leases until {_clock_time(until)} (a run after then prints them again)",
+                )
+            raise error from None
         finally:
             report = unwritten.report()
             if report:  # even with --quiet: pages the store keeps but nobody printed
                 print(f"crawldedup filter: {report}", file=sys.stderr)
             dedup.close()
+            lock.release()
     finally:
         if rejects is not None:
             rejects.stream.close()
@@ -447,13 +513,13 @@ def run_canonicalize(args: argparse.Namespace) -> int:
     The output stays line-aligned with the input (``paste`` them side by side); each invalid
     line's reason goes to stderr as ``NAME:LINE: reason`` and the exit code is 1.
     """
-    policy = chosen_policy(args.policy, "canonicalize")
+    policy = chosen_policy(args.policy, "canonicalize", args.policy_file)
     reader = InputReader(args.inputs)
     reader.check_readable()
     out = Output(_stdout(), "stdout")
     invalid = 0
-    for name, first_line, lines in reader.blocks():
-        result = _canonicalize_lines(lines, args.base, policy, reader.undecodable)
+    for name, first_line, block in reader.blocks():
+        result = _canonicalize_lines(block, args.base, policy)
         errors = result.errors
         out.write_lines([url or "" for url in result.urls])
         for index in sorted(errors):
@@ -469,7 +535,9 @@ def run_audit(args: argparse.Namespace) -> int:
     """Report the pages a log of fetched URLs holds more than once, and the spellings that merged."""
     reader = InputReader(args.inputs)
     reader.check_readable()
-    audit = Audit(chosen_policy(args.policy, "audit"))
+    if args.content:
+        return _audit_content(args, reader)
+    audit = Audit(chosen_policy(args.policy, "audit", args.policy_file))
     audit.read(reader)
     top = args.top if args.top is not None or args.json else AUDIT_TOP
     spellings = args.spellings if args.spellings is not None or args.json else AUDIT_SPELLINGS
@@ -477,6 +545,40 @@ def run_audit(args: argparse.Namespace) -> int:
     text = json.dumps(report, indent=2) + "\n" if args.json else render(report)
     Output(_stdout(), "stdout").write_lines(text.splitlines())
     return EXIT_OK
+
+
+def _audit_content(args: argparse.Namespace, reader: InputReader) -> int:
+    """``audit --content``: per host, which parameters changed the pages' content (keep), which
+    never did over --min-pages groups (drop), and a policy file of rules with --write-policy."""
+    learner = RuleLearner(chosen_policy(args.policy, "audit", args.policy_file), args.distance, args.min_pages)
+    bad = 0
+    for name, first, lines in reader.blocks():
+        for number, line in enumerate(lines, first):
+            url, tab, fingerprint = line.rstrip("\r\n").rpartition("\t")
+            try:
+                if not tab:
+                    raise ValueError("expected URL<TAB>SIMHASH")
+                learner.add(url, parse_fingerprint(fingerprint))
+            except ValueError as exc:
+                bad += 1
+                if bad <= 10:
+                    print(f"{name}:{number}: {exc}", file=sys.stderr)
+    rows = [
+        f"{item.host}\t{item.parameter}\t{item.verdict}\t{item.pages}\t{item.changed}" for item in learner.verdicts()
+    ]
+    Output(_stdout(), "stdout").write_lines(rows)
+    if args.write_policy:
+        try:
+            with open(args.write_policy, "w", encoding="utf-8") as out:
+                out.write(learner.policy_file())
+        except OSError as exc:
+            raise _os_error(exc, f"policy file {args.write_policy}") from None
+    print(
+        f"crawldedup audit: {counted(learner.records, 'page')}, {counted(learner.invalid + bad, 'line')} "
+        f"not read, {counted(len(rows), 'parameter')} judged",
+        file=sys.stderr,
+    )
+    return EXIT_INVALID if bad or learner.invalid else EXIT_OK
 
 
 def _stdout() -> IO[bytes]:
@@ -639,6 +741,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600], got {text!r}")
     return value
 
 
@@ -854,6 +966,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"lines per claim (default {BATCH_LINES:,}); output appears a batch at a time",
     )
     filt.add_argument(
+        "--flush-after",
+        type=_seconds,
+        default=IDLE_SECONDS,
+        metavar="SECONDS",
+        help="when a pipe has been silent this long, claim and write the lines read so far as a "
+        f"batch (default {IDLE_SECONDS:g}: a crawler still writing links gets its pages back at once)",
+    )
+    filt.add_argument(
         "--jobs",
         type=_jobs,
         default=0,
@@ -917,6 +1037,25 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"show the N most-used spellings of each page (default {AUDIT_SPELLINGS}; with --json: all)",
     )
     audit.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
+    audit.add_argument(
+        "--content",
+        action="store_true",
+        help="lines are URL<TAB>SIMHASH of fetched pages: print HOST PARAMETER VERDICT PAGES CHANGED, "
+        "where keep means the parameter changed the content and drop that it never did over --min-pages",
+    )
+    audit.add_argument(
+        "--distance", type=int, default=3, metavar="K", help="--content: bits apart that make two pages differ (3)"
+    )
+    audit.add_argument(
+        "--min-pages",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="--content: pages differing from another in a parameter alone needed to call it safe to drop (5)",
+    )
+    audit.add_argument(
+        "--write-policy", metavar="FILE", help="--content: write the learned per-host rules as a policy file"
+    )
     add_policy_option(audit)
     audit.set_defaults(run=run_audit)
 

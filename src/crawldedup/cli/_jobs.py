@@ -38,6 +38,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Deque, Generic, Iterator, List, Optional, Tuple, TypeVar, cast
 
+from ..bloom.writer_lock import forking_readers
 from ._io import EXIT_IO, CLIError
 
 try:
@@ -371,7 +372,8 @@ class OrderedWork(Generic[T, R]):
         # would copy their pages into each worker (copy on write), batch after batch.
         gc.freeze()
         try:
-            self._workers = [_Worker(self.function, context) for _ in range(self.jobs - 1)]
+            with forking_readers():  # the workers leave the state file to this process: it grows
+                self._workers = [_Worker(self.function, context) for _ in range(self.jobs - 1)]
         finally:
             gc.unfreeze()
         self._busy = [0] * len(self._workers)

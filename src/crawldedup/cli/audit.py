@@ -169,7 +169,8 @@ class Audit:
 
     def read(self, reader: InputReader) -> None:
         """Canonicalize every line of ``reader``, one block (~1 MiB of lines) per call."""
-        for _, _, lines in reader.blocks():
+        for _, _, block in reader.blocks():
+            lines = block.lines
             result = canonicalize_many(as_read(lines) if reader.undecodable else lines, policy=self.policy)
             self.lines += len(lines)
             self.invalid += len(result.errors)

@@ -189,8 +189,8 @@ def pages(names: List[str], base: str) -> Iterator[Page]:
     """
     for name in names or ["-"]:
         if _is_json_lines(name):
-            for _, first, lines in InputReader([name]).blocks():
-                for offset, line in enumerate(lines):
+            for _, first, block in InputReader([name]).blocks():
+                for offset, line in enumerate(block.lines):
                     if line.strip():
                         url, html, problem = _record(line)
                         yield name, first + offset, url, html, problem

@@ -102,7 +102,9 @@ class Report:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Run the checks; see :func:`add_command` for the options."""
-    config = store_config(args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS, "policy": "policy"})
+    config = store_config(
+        args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS, "policy": "policy", "policy_file": "policy_file"}
+    )
     if config.strategy == "local":
         raise CLIError(
             EXIT_USAGE,

@@ -156,7 +156,12 @@ def run_migrate(args: argparse.Namespace) -> int:
                 f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
                 f"not set: only set namespaces can be migrated",
             )
-        return _run(args, config, record["policy"], window_of_stamp(record.get("window")), target_url, target_namespace)
+        window = window_of_stamp(record.get("window"))
+        # The target keeps the source's window, what the crawl's workers use; a namespace made
+        # before windows were recorded gets the window of these settings (a default worker's).
+        explicit = args.ttl_days is not None or args.generations is not None
+        target_window = config.window if explicit or "window" not in record else window
+        return _run(args, config, record["policy"], window, target_window, target_url, target_namespace)
     except StoreRefused as exc:
         raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
@@ -170,6 +175,7 @@ def _run(
     config: DedupConfig,
     policy: str,
     window: Optional[Window],
+    target_window: Optional[Window],
     target_url: Optional[str],
     target_namespace: str,
 ) -> int:
@@ -181,9 +187,12 @@ def _run(
             policy_digest=policy,
             redis_url=target_url,
             sqlite_path=config.sqlite_path or DEFAULT_SQLITE,
+            postgres_url=config.postgres_url,
+            service_url=config.service_url,
             capacity=config.capacity,
             error_rate=config.error_rate,
             ttl_seconds=config.ttl_seconds,
+            window=target_window,
         ) as target,
     ):
         try:
@@ -201,10 +210,21 @@ def _run(
         if done.passes == 1:
             print(
                 f"crawldedup migrate: next, stop the workers, run the same command again (a last pass), then "
-                f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}",
+                f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}"
+                f"{_window_settings(target_window)} (the target's recrawl window: {window_text(target_window)})",
                 file=sys.stderr,
             )
     return EXIT_OK
+
+
+def _window_settings(window: Optional[Window]) -> str:
+    """The settings a worker needs for ``window``, beyond the defaults (empty when they are)."""
+    default = DedupConfig().window
+    if window == default:
+        return ""
+    if window is None:
+        return " VISITED_TTL_DAYS=0"
+    return f" VISITED_TTL_DAYS={window.seconds / 86_400:g} CRAWLDEDUP_GENERATIONS={window.generations}"
 
 
 def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:

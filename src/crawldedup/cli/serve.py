@@ -38,6 +38,7 @@ CONFIG_OPTIONS = {
     "generations": "generations",
     "postgres_url": "postgres_url",
     "policy": "policy",
+    "policy_file": "policy_file",
     **DURABILITY_OPTIONS,
 }
 

@@ -233,6 +233,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         batch = self._counted(batch)
         won = np.zeros(len(batch.canonical), dtype=bool)
         claimed = drive(self._pipeline.claim(batch.hashes, batch.valid, hold_seconds if leased else None), self._ask)
+        held_until = self._clock() + hold_seconds if leased else None
         won[batch.positions[claimed.won]] = True
         self._counter.add(won=len(claimed.won), lost=len(batch.valid) - len(claimed.won))
         return HeldBatch(
@@ -247,6 +248,7 @@ class Deduplicator(DedupCore[ClaimStore]):
             leased=leased,
             owner=self.worker_id,
             counter=self._counter,
+            held_until=held_until,
         )
 
     def _check_hold(self, hold_seconds: float) -> bool:
