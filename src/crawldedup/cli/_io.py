@@ -1,5 +1,5 @@
-"""Line input and output of the ``crawldedup`` command: exit codes, a gzip-aware line reader,
-batch writes, a progress bar, and signals that wait for the end of a batch."""
+"""Line input and output of the ``crawldedup`` command: a gzip-aware line reader, batch writes,
+a progress bar, and signals that wait for the end of a batch."""
 
 from __future__ import annotations
 
@@ -18,50 +18,13 @@ from typing import IO, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tup
 import numpy as np
 
 from .._wording import counted
+from .exits import CLIError, ExitCode
 
 try:
     import fcntl
     import termios
 except ImportError:  # pragma: no cover  (Windows: no pipe to wait on)
     fcntl = termios = None  # type: ignore[assignment]
-
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_STATE = 3
-EXIT_IO = 4
-EXIT_STORE = 5
-EXIT_STORE_REFUSED = 6
-
-#: Every exit code the command returns, and what it means: the table of ``--help``, of the
-#: ``crawldedup.cli`` docstring and of docs/cli.md (a test keeps the three the same).
-EXIT_CODES: Tuple[Tuple[int, str], ...] = (
-    (EXIT_OK, "success"),
-    (
-        EXIT_INVALID,
-        "canonicalize: at least one line was not an accepted URL; content: at least one page "
-        "could not be checked; doctor: at least one check failed",
-    ),
-    (EXIT_USAGE, "usage: an unknown option, a bad option value or a bad environment variable"),
-    (
-        EXIT_STATE,
-        "a state or filter file is missing, corrupt or incompatible, merge would overwrite a file, "
-        "or the store's namespace was made by another store kind or canonical policy, does not exist "
-        "(stats, migrate), is half way through a migration elsewhere, or holds a seed that is incomplete, of "
-        "another file or of another window",
-    ),
-    (EXIT_IO, "an input could not be read, or an output could not be written"),
-    (EXIT_STORE, "the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out, locked"),
-    (
-        EXIT_STORE_REFUSED,
-        "the claim store refused, not retried: a misconfiguration the message names (no "
-        "RedisBloom module, a wrong or missing password, ACL, a read-only replica, maxmemory, "
-        "not a SQLite database)",
-    ),
-    (130, "interrupted by SIGINT (Ctrl-C): the batch in flight was finished and the summary printed"),
-    (141, "stdout was closed by its reader, such as head (SIGPIPE)"),
-    (143, "terminated by SIGTERM: the batch in flight was finished and the summary printed"),
-)
 
 GZIP_MAGIC = b"\x1f\x8b"
 NEWLINE = 0x0A
@@ -94,14 +57,6 @@ IDLE = Idle()
 PROGRESS_INTERVAL = 0.2
 
 
-class CLIError(Exception):
-    """An expected failure: one line on stderr and an exit code, never a traceback."""
-
-    def __init__(self, exit_code: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
 # --------------------------------------------------------------------------- input
 
 
@@ -109,7 +64,7 @@ class InputReader:
     """Reads lines from files (``-`` is stdin), gunzipping any that starts with the gzip magic.
 
     :param names: paths, or ``-`` for stdin; none means stdin.
-    :raises CLIError: (``EXIT_IO``) an input that cannot be opened or read, or a broken gzip stream.
+    :raises CLIError: (``ExitCode.IO``) an input that cannot be opened or read, or a broken gzip stream.
     """
 
     def __init__(self, names: Sequence[str], *, idle_seconds: Optional[float] = None) -> None:
@@ -138,16 +93,16 @@ class InputReader:
     def check_readable(self) -> None:
         """Fail before any work when a named input is missing or not a readable file.
 
-        :raises CLIError: (``EXIT_IO``) naming the input.
+        :raises CLIError: (``ExitCode.IO``) naming the input.
         """
         for name in self.names:
             if name == "-":
                 continue
             if os.path.isdir(name):
-                raise CLIError(EXIT_IO, f"cannot read input {name}: Is a directory")
+                raise CLIError(ExitCode.IO, f"cannot read input {name}: Is a directory")
             if not os.access(name, os.R_OK):
                 problem = "Permission denied" if os.path.exists(name) else "No such file or directory"
-                raise CLIError(EXIT_IO, f"cannot read input {name}: {problem}")
+                raise CLIError(ExitCode.IO, f"cannot read input {name}: {problem}")
 
     def blocks(self) -> Iterator[Tuple[str, int, Lines]]:
         """Yield ``(input name, number of its first line, lines)`` blocks, newlines removed."""
@@ -168,7 +123,7 @@ class InputReader:
         try:
             return open(name, "rb")
         except OSError as exc:
-            raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
+            raise CLIError(ExitCode.IO, f"cannot read input {name}: {exc.strerror or exc}") from None
 
     def _chunks(self, name: str, stream: IO[bytes]) -> Iterator[Union[bytes, Idle]]:
         read = getattr(stream, "read1", stream.read)
@@ -178,7 +133,7 @@ class InputReader:
             try:
                 chunk = read(READ_BYTES)
             except OSError as exc:
-                raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
+                raise CLIError(ExitCode.IO, f"cannot read input {name}: {exc.strerror or exc}") from None
             if not chunk:
                 return
             self.bytes_read += len(chunk)
@@ -406,7 +361,7 @@ def _gunzip(name: str, head: bytes, chunks: Iterator[Union[bytes, Idle]]) -> Ite
                 try:
                     out = decoder.decompress(data, READ_BYTES)
                 except zlib.error as exc:
-                    raise CLIError(EXIT_IO, f"cannot read input {name}: broken gzip data ({exc})") from None
+                    raise CLIError(ExitCode.IO, f"cannot read input {name}: broken gzip data ({exc})") from None
                 if out:
                     yield out
                 data = decoder.unconsumed_tail
@@ -420,7 +375,7 @@ def _gunzip(name: str, head: bytes, chunks: Iterator[Union[bytes, Idle]]) -> Ite
         pending = b"" if isinstance(chunk, Idle) else chunk
     if in_member:
         raise CLIError(
-            EXIT_IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)"
+            ExitCode.IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)"
         )
 
 
@@ -473,7 +428,7 @@ class Output:
     Linux), and those lines must count as not written. A reader that exits first is a
     :class:`BrokenPipeError`.
 
-    :raises CLIError: (``EXIT_IO``) the stream cannot be written (disk full, closed pipe...).
+    :raises CLIError: (``ExitCode.IO``) the stream cannot be written (disk full, closed pipe...).
     """
 
     def __init__(self, stream: IO[bytes], name: str, *, until_read: bool = False) -> None:
@@ -498,7 +453,7 @@ class Output:
         except BaseException as exc:
             self._drop_batch(start)
             if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
-                raise CLIError(EXIT_IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
+                raise CLIError(ExitCode.IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
             raise
 
     def _write_all(self, data: bytes) -> None:
@@ -532,14 +487,14 @@ class Output:
     def sync(self) -> None:
         """Flush, and on a regular file fsync: what was written is on disk.
 
-        :raises CLIError: (``EXIT_IO``) when the file system refuses.
+        :raises CLIError: (``ExitCode.IO``) when the file system refuses.
         """
         try:
             self.stream.flush()
             if self.regular_file and self._fd is not None:
                 os.fsync(self._fd)
         except OSError as exc:
-            raise CLIError(EXIT_IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
+            raise CLIError(ExitCode.IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
 
     def _drop_batch(self, start: Optional[int]) -> None:
         """Drop what a failed batch left: truncate a regular file where the batch began, and send

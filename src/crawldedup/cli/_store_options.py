@@ -14,7 +14,7 @@ from typing import Any, Dict, Mapping, Optional
 from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, PolicyFileError, load_policy_file, policy_named
 from ..config import SETTINGS, DedupConfig
 from ..stores.factory import REDIS_STRATEGIES, STRATEGIES
-from ._io import EXIT_USAGE, CLIError
+from .exits import CLIError, ExitCode
 
 #: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
 DEFAULT_SQLITE = "crawldedup.sqlite"
@@ -98,7 +98,7 @@ def store_config(args: argparse.Namespace, command: str, options: Mapping[str, s
                 given[field] = SETTINGS[field].read(field, text)
         return replace(config, **given)
     except ValueError as exc:
-        raise CLIError(EXIT_USAGE, f"{exc}; see crawldedup {command} --help") from None
+        raise CLIError(ExitCode.USAGE, f"{exc}; see crawldedup {command} --help") from None
 
 
 def _policy_name(text: str) -> str:
@@ -139,7 +139,7 @@ def chosen_policy(name: Optional[str], command: str, file: Optional[str] = None)
         try:
             return load_policy_file(file)
         except PolicyFileError as exc:
-            raise CLIError(EXIT_USAGE, f"{exc}; see crawldedup {command} --help") from None
+            raise CLIError(ExitCode.USAGE, f"{exc}; see crawldedup {command} --help") from None
     text = name or os.environ.get(SETTINGS["policy"].variable, "")
     if not text.strip():
         return DEFAULT_POLICY
@@ -147,5 +147,5 @@ def chosen_policy(name: Optional[str], command: str, file: Optional[str] = None)
         return policy_named(text)
     except ValueError:
         raise CLIError(
-            EXIT_USAGE, f"{SETTINGS['policy'].complaint('policy', text)}; see crawldedup {command} --help"
+            ExitCode.USAGE, f"{SETTINGS['policy'].complaint('policy', text)}; see crawldedup {command} --help"
         ) from None
