@@ -118,7 +118,7 @@ SETTINGS: Dict[str, str] = {
 #: as each call to Scrapy's stats collector goes through a wrapper.
 STATS_SYNC_EVERY = 1024
 #: Deduplicator counters copied into Scrapy's stats (``crawldedup/<name>``).
-_MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hits", "false_hits")
+_MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hits", "false_hits", "redirected_known")
 
 
 def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
