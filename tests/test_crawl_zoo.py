@@ -357,15 +357,12 @@ def test_two_scrapy_processes_sharing_scrapy_redis_queue_fetch_every_page_once(
 
 
 #: crawlee's request queue keys a request by ``normalize_url``, which lowercases the whole URL: of
-#: two links the policy keeps apart (``/s/aB0`` and ``/s/Ab0``, path case kept) and crawldedup's
-#: queue client won both, the inner queue takes the second for the first and drops it, and its page
-#: is claimed but never fetched (test_crawlee_queues_every_request_it_won).
-CRAWLEE_REASON = "DedupRequestQueueClient queues won requests under crawlee's unique_key, which lowercases the path"
-CRAWLEE_MERGES_PATH_CASE = pytest.mark.xfail(strict=True, raises=PagesMissed, reason=CRAWLEE_REASON)
+#: two links the policy keeps apart (``/s/aB0`` and ``/s/Ab0``, path case kept), both won, the
+#: inner queue would take the second for the first; crawldedup's queue client queues them under
+#: their canonical URLs (test_crawlee_queues_every_request_it_won).
 
 
 @pytest.mark.slow
-@CRAWLEE_MERGES_PATH_CASE
 @pytest.mark.parametrize("crawler", ["parsel", "beautifulsoup"])
 def test_crawlee_fetches_every_page_once(crawler, site, certificates, reference, redis_url, tmp_path, record_property):
     required("crawlee", "crawldedup[crawlee]")
@@ -433,15 +430,9 @@ def node() -> str:
     return found
 
 
-#: ``claim_final`` of a page the chain holds subtracts from the ``lost`` counter, and a Prometheus
-#: counter (the service's metrics) refuses to go down: the call raises ValueError after the claim,
-#: which the service answers 400 (test_claim_final_of_the_chains_own_page_with_metrics).
-METRICS_REASON = "claim_final adds a negative `lost` delta, which the service's Prometheus counters refuse (400)"
-METRICS_REFUSE_A_NEGATIVE_COUNT = pytest.mark.xfail(strict=True, raises=CrawlerErrors, reason=METRICS_REASON)
 
 
 @pytest.mark.slow
-@METRICS_REFUSE_A_NEGATIVE_COUNT
 def test_a_node_crawler_through_the_service_fetches_every_page_once(
     node, site, certificates, reference, tmp_path, record_property
 ):
@@ -475,7 +466,6 @@ def test_a_node_crawler_through_the_service_fetches_every_page_once(
 # --- what the zoo found, one call each ---------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=METRICS_REASON)
 def test_claim_final_of_the_chains_own_page_with_metrics():
     required("prometheus_client", "crawldedup[metrics]")
     from crawldedup import Deduplicator
@@ -489,7 +479,6 @@ def test_claim_final_of_the_chains_own_page_with_metrics():
 
 
 @pytest.mark.asyncio
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=CRAWLEE_REASON)
 async def test_crawlee_queues_every_request_it_won(tmp_path):
     required("crawlee", "crawldedup[crawlee]")
     from crawlee import Request
