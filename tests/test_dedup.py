@@ -327,7 +327,7 @@ def test_bad_environment_value_names_the_variable(variable, value, message):
 
 
 def test_bad_constructor_value_names_the_setting():
-    with pytest.raises(ValueError, match="error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"):
+    with pytest.raises(ValueError, match="error_rate \\(CRAWLDEDUP_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"):
         Deduplicator("local", error_rate=0.0)
     with pytest.raises(ValueError, match="crawl_round must be"):
         Deduplicator("local", crawl_round="a b")
