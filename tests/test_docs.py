@@ -40,12 +40,12 @@ import os
 import re
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import pytest
-from conftest import ServeProcess
 from sybil import Document, Example, Region
 from sybil.evaluators.doctest import DocTestEvaluator
 from sybil.evaluators.python import PythonEvaluator
@@ -111,9 +111,7 @@ def read_blocks(text: str, page: Path) -> List[Block]:
             elif option == "slow":
                 block.slow = True
             else:
-                raise ValueError(
-                    f"{where}: unknown option {option!r} (server=redis, server=service, needs=MODULE, slow, skip: REASON)"
-                )
+                raise ValueError(f"{where}: unknown option {option!r} (server=NAME, needs=MODULE, slow, skip: REASON)")
         if block.language in SHOWN and (block.server or block.slow or block.skip):
             raise ValueError(f"{where}: a {block.language} block is not run: it takes no options")
         blocks.append(block)
@@ -278,11 +276,23 @@ def with_servers(text: str, blocks: List[Block], addresses: Dict[str, str]) -> s
     return "".join(pieces) + text[done:]
 
 
-@pytest.mark.parametrize("page", [page_param(page) for page in PAGES])
-def test_page_runs_as_written(page: Path, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch) -> None:
-    assert page.exists(), f"{page} not found (scripts/test and cibuildwheel copy it beside tests/)"
+def run_page(page: Path, workdir: Path, addresses: Dict[str, str]) -> None:
+    """Runs ``page``'s blocks in this process, in ``workdir``, the servers at ``addresses``."""
+    os.chdir(workdir)
     text = page.read_text(encoding="utf-8")
-    blocks = read_blocks(text, page)
+    text = with_servers(text, read_blocks(text, page), addresses)
+    PageRun(page, text, Shell(workdir, workdir.parent / "bin")).run(read_blocks(text, page))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the pages' shell is bash, their paths POSIX")
+@pytest.mark.parametrize("page", [page_param(page) for page in PAGES])
+def test_page_runs_as_written(page: Path, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Each page in an interpreter of its own, as a reader's session: what a block leaves behind
+    (variables, a default Prometheus registry, the environment) stays in it."""
+    from conftest import ServeProcess
+
+    assert page.exists(), f"{page} not found (scripts/test and cibuildwheel copy it beside tests/)"
+    blocks = read_blocks(page.read_text(encoding="utf-8"), page)
     needed = {block.server for block in blocks if block.server and not block.skip}
     addresses = {}
     service = None
@@ -296,13 +306,17 @@ def test_page_runs_as_written(page: Path, request: pytest.FixtureRequest, tmp_pa
         workdir = tmp_path / "page"
         workdir.mkdir()
         (workdir / "examples").symlink_to(ROOT / "examples")
-        monkeypatch.chdir(workdir)
-        text = with_servers(text, blocks, addresses)
-        run = PageRun(page, text, Shell(workdir, tmp_path / "bin"))
-        run.run(read_blocks(text, page))
+        done = subprocess.run(
+            [sys.executable, __file__, str(page), str(workdir), json.dumps(addresses)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_SECONDS,
+        )
     finally:
         if service is not None:
             service.stop()
+    assert done.returncode == 0, f"{page.name}:\n{done.stdout}{done.stderr}"
 
 
 def test_the_rules_refuse_what_they_should(tmp_path: Path) -> None:
@@ -330,3 +344,11 @@ def test_the_rules_refuse_what_they_should(tmp_path: Path) -> None:
         run("```python skip: needs a network\ndef (\n```\n")
     with pytest.raises(NameError):
         run("```python\nprint(urls)\n```\n")
+
+
+if __name__ == "__main__":
+    try:
+        run_page(Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]))
+    except Exception:
+        traceback.print_exc(file=sys.stdout)
+        sys.exit(1)
