@@ -344,6 +344,12 @@ def test_the_rules_refuse_what_they_should(tmp_path: Path) -> None:
         run("```python skip: needs a network\ndef (\n```\n")
     with pytest.raises(NameError):
         run("```python\nprint(urls)\n```\n")
+    run("```python needs=crawldedup_no_such_module\nprint(urls)\n```\n")  # compiled only
+    with pytest.raises(ValueError, match="unknown option"):
+        read_blocks("```python server=mongodb\nx\n```\n", page)
+    text = "```sh server=redis\nredis://127.0.0.1:6379/0\n```\nredis://127.0.0.1:6379/0\n"
+    moved = with_servers(text, read_blocks(text, page), {"redis": "127.0.0.1:7000"})
+    assert moved == text.replace("6379", "7000", 1)  # inside the block only
 
 
 if __name__ == "__main__":
