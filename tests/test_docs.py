@@ -8,7 +8,8 @@ blocks in the docs", is the reader's version of these rules:
 ``python``
     runs; a block that starts with ``>>>`` checks each line's output.
 ``console``
-    each ``$ `` command runs in bash and must print the lines below it (stdout and stderr).
+    each ``$ `` command runs in bash and must print the lines below it (stdout and stderr); it
+    may exit non-zero only when it shows what it prints.
 ``sh``
     runs in bash and must exit 0.
 ``text``, ``toml``, ``json``
@@ -97,8 +98,8 @@ def read_blocks(text: str, page: Path) -> List[Block]:
         block = Block(region.lexemes["language"], line, region)
         if block.language not in RUN + SHOWN:
             raise ValueError(f"{where}: a block's language is one of {', '.join(RUN + SHOWN)}, not {block.language!r}")
-        options, _, reason = region.lexemes["options"].partition("skip:")
-        if _:
+        options, skipped, reason = region.lexemes["options"].partition("skip:")
+        if skipped:
             block.skip = reason.strip()
             if not block.skip:
                 raise ValueError(f"{where}: skip: needs its reason")
@@ -112,23 +113,22 @@ def read_blocks(text: str, page: Path) -> List[Block]:
                 block.slow = True
             else:
                 raise ValueError(f"{where}: unknown option {option!r} (server=NAME, needs=MODULE, slow, skip: REASON)")
-        if block.language in SHOWN and (block.server or block.slow or block.skip):
+        if block.language in SHOWN and (block.server or block.needs or block.slow or block.skip):
             raise ValueError(f"{where}: a {block.language} block is not run: it takes no options")
         blocks.append(block)
     return blocks
 
 
 def page_param(page: Path) -> object:
-    marks = []
+    """The page as the test's parameter, marked ``slow`` and ``redis`` as its blocks ask (a page
+    that breaks the rules, or is missing, is left to its test to report)."""
     try:
         blocks = read_blocks(page.read_text(encoding="utf-8"), page)
     except (OSError, ValueError):
-        blocks = []  # the test says what is wrong
-    else:
-        if any(block.slow for block in blocks):
-            marks.append(pytest.mark.slow)
-        if any(block.server and not block.skip for block in blocks):
-            marks.append(pytest.mark.redis)
+        blocks = []
+    marks = [pytest.mark.slow] if any(block.slow for block in blocks) else []
+    if any(block.server and not block.skip for block in blocks):
+        marks.append(pytest.mark.redis)  # deselected where no server runs (the wheel builds, -m "not redis")
     return pytest.param(page, id=page.relative_to(ROOT).as_posix(), marks=marks)
 
 
@@ -248,9 +248,8 @@ class PageRun:
                 f"{self.page.name}:{block.line}: the {block.language} does not parse: {error}"
             ) from None
 
-    def run(self, blocks: List[Block]) -> int:
-        """Evaluates ``blocks`` (read from this page's text) in order; returns how many ran."""
-        ran = 0
+    def run(self, blocks: List[Block]) -> None:
+        """Evaluates ``blocks`` (read from this page's text) in order."""
         for block in blocks:
             if block.language in SHOWN:
                 self.check_data(block)
@@ -259,10 +258,8 @@ class PageRun:
             else:
                 for region in self.regions(block):
                     self.document.add(region)
-                ran += 1
         for example in self.document.examples():
             example.evaluate()
-        return ran
 
 
 def with_servers(text: str, blocks: List[Block], addresses: Dict[str, str]) -> str:
@@ -296,7 +293,7 @@ def test_page_runs_as_written(page: Path, request: pytest.FixtureRequest, tmp_pa
     needed = {block.server for block in blocks if block.server and not block.skip}
     addresses = {}
     service = None
-    if needed:
+    if "redis" in needed:
         redis_url = request.getfixturevalue("redis_url")
         addresses["redis"] = redis_url.split("//", 1)[1].split("/", 1)[0]
     if "service" in needed:
