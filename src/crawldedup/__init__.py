@@ -23,12 +23,7 @@ from .stores import (
     Durability,
     LeasesUnsupported,
     NamespaceConflict,
-    PostgresStore,
-    RedisBloomStore,
-    RedisKeyStore,
-    RedisShardedSetStore,
     RetryPolicy,
-    SQLiteStore,
     StoreRefused,
     StoreUnavailable,
 )
@@ -70,13 +65,20 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .service import AsyncServiceClient, ServiceClient
+    from .stores import PostgresStore, RedisBloomStore, RedisKeyStore, RedisShardedSetStore, SQLiteStore
+
+#: Names imported on first use: the service's clients need its extra (httpx, orjson), and the
+#: stores their server's client (redis-py, psycopg), so that the package imports without them.
+_LAZY_STORES = ("PostgresStore", "RedisBloomStore", "RedisKeyStore", "RedisShardedSetStore", "SQLiteStore")
 
 
 def __getattr__(name: str) -> Any:
-    # The service's clients need its extra (httpx, orjson): imported on first use, so that the
-    # core package imports without them.
     if name in ("AsyncServiceClient", "ServiceClient"):
         from . import service
 
         return getattr(service, name)
+    if name in _LAZY_STORES:
+        from . import stores
+
+        return getattr(stores, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,7 +43,7 @@ from typing import IO, Any, List, NamedTuple, NoReturn, Optional, Sequence, Supp
 import numpy as np
 
 from .. import __version__
-from .._checks import check_error_rate, check_name, check_postgres_url, redis_url_refusal
+from .._checks import check_error_rate, check_name
 from .._wording import counted
 from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
 from ..canonical import (
@@ -60,6 +60,7 @@ from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_canonical
 from ..dedup.state import state_policy
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES, STRATEGY_CHOICES, strategy_name
+from ..stores.urls import check_postgres_url, redis_url_refusal
 from . import content
 from ._io import (
     EXIT_CODES,
@@ -510,7 +511,7 @@ def run_info(args: argparse.Namespace) -> int:
         slots = f" in each of {first.window.live_count} slots" if isinstance(first, WindowedBloomFilter) else ""
         rows = [
             ("file", args.file),
-            ("format", f"crawldedup filter v{first._open_file().header.version}, 64-byte blocks, MurmurHash3 x64-128"),
+            ("format", f"crawldedup filter v{first.mapped_file().header.version}, 64-byte blocks, MurmurHash3 x64-128"),
             ("size", f"{size:,} bytes ({size / 2**20:,.1f} MiB)"),
             ("capacity", f"{first.capacity:,}{' per window' if windowed else ''}"),
             ("error rate", f"{first.error_rate:g}"),

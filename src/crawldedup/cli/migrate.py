@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from .._wording import counted
 from ..bloom import FilterFileError, GrowingFilter, open_filter_file
@@ -25,11 +25,16 @@ from ..stores.admin import namespace_record
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import REDIS_STRATEGIES, STRATEGIES, STRATEGY_OF_KIND, open_store
 from ..stores.migration import BATCH, Migration, MigrationConflict
-from ..stores.redis_keys import RedisKeyStore
 from ..stores.seed import SEED_CHUNK_BYTES, SeedConflict, upload_seed
 from ..windows import Window
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 from ._store_options import DEFAULT_SQLITE, store_config
+
+if TYPE_CHECKING:  # its module imports redis-py: imported when the source store is opened
+    from ..stores.redis_keys import RedisKeyStore
+
+#: The strategy whose namespaces can be migrated (its claim keys can be scanned).
+SOURCE_STRATEGY = "set"
 
 #: Option -> the DedupConfig field it sets (the source's Redis and namespace, the target's sizes).
 OPTIONS = {
@@ -55,7 +60,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         formatter_class=formatter,
     )
     source = migrate.add_mutually_exclusive_group(required=True)
-    source.add_argument("--from", dest="source", choices=[RedisKeyStore.strategy], help="the store the claims are in")
+    source.add_argument("--from", dest="source", choices=[SOURCE_STRATEGY], help="the store the claims are in")
     source.add_argument(
         "--from-state",
         metavar="FILE",
@@ -146,11 +151,11 @@ def run_migrate(args: argparse.Namespace) -> int:
             f"(the namespace {config.namespace!r} stays stamped with the set strategy)"
         )
     try:
-        record = namespace_record(RedisKeyStore.strategy, config.namespace, redis_url=config.redis_url)
+        record = namespace_record(SOURCE_STRATEGY, config.namespace, redis_url=config.redis_url)
         if record is None:
             raise CLIError(EXIT_STATE, f"namespace {config.namespace!r} does not exist: nothing to migrate")
         kind = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
-        if kind != RedisKeyStore.strategy:
+        if kind != SOURCE_STRATEGY:
             raise CLIError(
                 EXIT_STATE,
                 f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
@@ -174,7 +179,18 @@ def _run(
     target_namespace: str,
 ) -> int:
     with (
-        RedisKeyStore(config.redis_url, namespace=config.namespace, policy_digest=policy, window=window) as source,
+        cast(
+            "RedisKeyStore",
+            open_store(
+                SOURCE_STRATEGY,
+                namespace=config.namespace,
+                policy_digest=policy,
+                redis_url=config.redis_url,
+                capacity=config.capacity,
+                error_rate=config.error_rate,
+                window=window,
+            ),
+        ) as source,
         open_store(
             args.target,
             namespace=target_namespace,

@@ -14,10 +14,12 @@ still release them or let them expire, and a lasting copy would lose those pages
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional, Set, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, NamedTuple, Optional, Set, cast
 
 from .base import ClaimStore
-from .redis_keys import RedisKeyStore
+
+if TYPE_CHECKING:  # its module imports redis-py: imported once a store of it is opened
+    from .redis_keys import RedisKeyStore
 
 #: Keys per SCAN step and per claim of the target: 10,000 keeps a step near 10 ms of Redis time.
 BATCH = 10_000
@@ -56,7 +58,7 @@ class Migration:
 
     def record(self) -> Optional[Dict[str, str]]:
         """The migration's record, or None when none was started."""
-        stored = self.source._with_retries(lambda: self.source.client.hgetall(self.record_key))
+        stored = self.source.with_retries(lambda: self.source.client.hgetall(self.record_key))
         fields = cast(Dict[bytes, bytes], stored)  # the client returns bytes (no decode_responses)
         return {key.decode(): value.decode() for key, value in fields.items()} or None
 
@@ -107,15 +109,8 @@ class Migration:
 
     def _save(self, record: Dict[str, str]) -> None:
         fields: Dict[Any, Any] = dict(record)
-        self.source._with_retries(lambda: self.source.client.hset(self.record_key, mapping=fields))
+        self.source.with_retries(lambda: self.source.client.hset(self.record_key, mapping=fields))
 
     def _leased(self) -> Set[bytes]:
         """Fingerprints under a lease now (in flight: a few per worker), read once per pass."""
-
-        def read() -> Set[bytes]:
-            pipe = self.source.client.pipeline(transaction=False)
-            for leases, _ in self.source._lease_keys:
-                pipe.zrange(leases, 0, -1)
-            return {bytes(claim) for members in pipe.execute() for claim in members}
-
-        return self.source._with_retries(read)
+        return self.source.leased_ids()

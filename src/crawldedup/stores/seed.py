@@ -29,9 +29,8 @@ import sqlite3
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from .._plans import Plan
-from ._redis import RedisStore
-from .base import ClaimStore, StoreCall
-from .sqlite import SQLiteStore, Work
+from .base import STORES, ClaimStore, StoreCall
+from .sqlite import Work
 
 __all__ = [
     "SEED_CHUNK_BYTES",
@@ -229,9 +228,10 @@ class SQLiteSeeds(SeedLayout):
 
 def seed_layout(store: ClaimStore) -> Optional[SeedLayout]:
     """The seed layout of ``store``'s namespace; None for a store that keeps no seed (``service``)."""
-    if isinstance(store, SQLiteStore):
+    family = next(entry.family for entry in STORES if entry.strategy == store.strategy)
+    if family == "sqlite":
         return SQLiteSeeds(store.namespace)
-    if isinstance(store, RedisStore):
+    if family == "redis":
         return RedisSeeds(store.namespace)
     return None
 

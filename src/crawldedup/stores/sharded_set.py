@@ -40,7 +40,8 @@ from .._checks import check_capacity
 from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
 from ._redis import DEFAULT_GROUPS, DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
-from .base import StoreCall
+from .base import StoreCall, StoreOptions
+from .lua import lua
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
 #: under Redis's 512-entry intset limit (P(Poisson(400) > 512) = 3.4e-8 per shard).
@@ -50,6 +51,8 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _RECORD = np.dtype([("shard", "<u8"), ("member", "<i4")])
 #: Shards sampled by :meth:`RedisShardedSetStore.bytes_per_url`.
 SAMPLE_SHARDS = 64
+#: Shards counted per pipeline by :meth:`RedisShardedSetStore.count_claims`.
+COUNT_BATCH = 10_000
 #: An intset's header (encoding and length, 4 bytes each) before its members.
 INTSET_HEADER_BYTES = 8
 
@@ -63,105 +66,7 @@ INTSET_HEADER_BYTES = 8
 # With a window, claim_all answers the claims of one shard together when it has several in the
 # call: one SMISMEMBER per set looked up and one SADD, not G + 2 commands per claim. Without
 # one, a claim is one SADD, which batching would not make cheaper.
-_PRIMITIVES = (
-    """
-local WIDTH = 12
-local shard_keys = {}  -- a call has several claims per shard: its key is made once
-local function locate(r)
-  local shard, m = struct.unpack('<I8i4', r)
-  local k = shard_keys[shard]
-  if not k then
-    k = TAG .. ':' .. string.format('%d', shard)
-    shard_keys[shard] = k
-  end
-  return k, string.format('%d', m)
-end
-local SETS = {''}
-if GEN >= 0 then
-  SETS = {':L'}
-  for g = GEN, OLDEST, -1 do SETS[#SETS + 1] = ':' .. decimal(g) end
-end
-local function in_window(k, m)
-  for _, suffix in ipairs(SETS) do
-    if redis.call('SISMEMBER', k .. suffix, m) == 1 then return 1 end
-  end
-  return 0
-end
-local expiring = {}
-local function remember(k, ...)
-  local current = k .. ':' .. decimal(GEN)
-  redis.call('SADD', current, ...)
-  if not expiring[current] then  -- once per set and call: a repeated EXPIREAT NX changes nothing
-    redis.call('EXPIREAT', current, decimal(FORGET_AT), 'NX')
-    expiring[current] = true
-  end
-end
--- Members new to shard k go where a claim puts them: the shard (no window), the current
--- generation's set (lasting claims) or the leased set.
-local function put(k, ttl, ...)
-  if GEN < 0 then redis.call('SADD', k, ...)
-  elseif ttl > 0 then remember(k, ...)
-  else redis.call('SADD', k .. ':L', ...) end
-end
-local function claim_key(k, m, ttl)
-  if GEN < 0 then return redis.call('SADD', k, m) end
-  if in_window(k, m) == 1 then return 0 end
-  put(k, ttl, m)
-  return 1
-end
-"""
-    + ONE_BY_ONE
-    + """
-local function claim_shard(k, ms, rows, won, ttl)
-  local members, first_row, present = {}, {}, {}
-  for _, i in ipairs(rows) do
-    local m = ms[i]
-    if not first_row[m] then first_row[m] = i; members[#members + 1] = m end
-  end
-  for _, suffix in ipairs(SETS) do
-    for first = 1, #members, 1000 do
-      local found = redis.call('SMISMEMBER', k .. suffix, unpack(members, first, math.min(first + 999, #members)))
-      for j, v in ipairs(found) do if v == 1 then present[members[first + j - 1]] = true end end
-    end
-  end
-  local fresh = {}
-  for _, i in ipairs(rows) do
-    local m = ms[i]
-    if first_row[m] == i and not present[m] then won[i] = 1; fresh[#fresh + 1] = m else won[i] = 0 end
-  end
-  for first = 1, #fresh, 1000 do put(k, ttl, unpack(fresh, first, math.min(first + 999, #fresh))) end
-end
-local function claim_all(ks, ms, count, ttl)
-  if GEN < 0 then return claim_one_by_one(ks, ms, count, ttl) end
-  local won, rows_of, shards = {}, {}, {}
-  for i = 1, count do
-    local rows = rows_of[ks[i]]
-    if not rows then rows = {}; rows_of[ks[i]] = rows; shards[#shards + 1] = ks[i] end
-    rows[#rows + 1] = i
-  end
-  for _, k in ipairs(shards) do
-    local rows = rows_of[k]
-    if #rows == 1 then won[rows[1]] = claim_key(k, ms[rows[1]], ttl) else claim_shard(k, ms, rows, won, ttl) end
-  end
-  return won
-end
-local function claimed(k, m)
-  if GEN < 0 then return redis.call('SISMEMBER', k, m) end
-  return in_window(k, m)
-end
-local function visit(k, m, ttl)
-  if GEN >= 0 then
-    redis.call('SREM', k .. ':L', m)
-    remember(k, m)
-  end
-end
-local function unclaim(k, m)
-  if GEN < 0 then redis.call('SREM', k, m) return end
-  for _, suffix in ipairs(SETS) do redis.call('SREM', k .. suffix, m) end
-end
-local function claim_id(k, m) return string.match(k, '(%d+)$') .. ':' .. m end
-"""
-)
+_PRIMITIVES = lua("sharded_set_primitives") + ONE_BY_ONE + lua("sharded_set_batched")
 
 
 def shards_for(capacity: int, groups: int) -> int:
@@ -194,12 +99,29 @@ class RedisShardedSetStore(GroupedScriptStore):
         layout = {"shards": str(shards_for(capacity, kwargs.get("groups", DEFAULT_GROUPS))), "capacity": str(capacity)}
         super().__init__(url, layout=layout, **kwargs)
 
+    @classmethod
+    def from_options(cls, options: StoreOptions) -> RedisShardedSetStore:
+        return cls(capacity=options.capacity, **cls._redis_options(options))
+
     def _adopt_namespace(self) -> Plan[None]:
         yield from super()._adopt_namespace()
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
         self.capacity = int(self.meta["capacity"])
         self._shards_per_group = self.shards // self.groups
+
+    def count_claims(self) -> int:
+        """Members of every shard (every generation's sets too, with a window)."""
+        return self.with_retries(self._count_members)
+
+    def _count_members(self) -> int:
+        total = 0
+        for start in range(0, self.shards, COUNT_BATCH):
+            pipe = self.client.pipeline(transaction=False)
+            for shard in range(start, min(start + COUNT_BATCH, self.shards)):
+                pipe.scard(self._shard_key(shard))
+            total += sum(pipe.execute())
+        return total
 
     def _shard_key(self, shard: int) -> bytes:
         """``{<namespace>:<group>}:<shard>``; ``shard // (shards // groups)`` is ``(a * groups) >> 64``."""
