@@ -812,8 +812,12 @@ class GroupedScriptStore(RedisStore):
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
         self._lease_keys = [(tag + b":leases", tag + b":lease-urls") for tag in self._tags]
-        code = _AGE + self._primitives + _PRELUDE
+        code = _AGE + self._namespace_primitives() + _PRELUDE
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
+
+    def _namespace_primitives(self) -> str:
+        """The primitives of the namespace's layout (read once its record is adopted)."""
+        return self._primitives
 
     @abc.abstractmethod
     def _records(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, np.ndarray]:
@@ -862,6 +866,7 @@ class GroupedScriptStore(RedisStore):
         bounds = list(zip([0, *starts.tolist()], [*starts.tolist(), len(order)]))
         is_claim = np.concatenate([[0], np.cumsum(order < claims)])
         commands: List[Tuple[Any, ...]] = []
+        extras: List[Tuple[Any, ...]] = []
         for start, end in bounds:
             group = int(groups[order[start]])
             in_claims = int(is_claim[end] - is_claim[start])
@@ -886,10 +891,16 @@ class GroupedScriptStore(RedisStore):
                     *head,
                 )
             )
-        replies = yield from self._write(commands, writes=claims > 0)
+            extras.extend(self._group_extras(group, in_claims))
+        replies = yield from self._write([*commands, *extras], writes=claims > 0)
         answers = np.empty(len(order), dtype=np.uint8)
-        answers[order] = read_answers(replies)
+        answers[order] = read_answers(replies[: len(commands)])
         return answers
+
+    def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
+        """Commands sent after a group's script, in the same pipeline, for a call with ``claims``
+        claims in it (their replies are not answers): upkeep a layout does as it goes."""
+        return []
 
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes

@@ -73,6 +73,7 @@ def open_store(
     clock: Clock = system_clock,
     asynchronous: bool = False,
     durability: Optional[Durability] = None,
+    window_layout: Optional[str] = None,
 ) -> ClaimStore:
     """Open the store of ``strategy`` for one namespace.
 
@@ -89,6 +90,9 @@ def open_store(
     :param asynchronous: make the store's logic only, for :func:`open_async_store`.
     :param durability: when a Redis store answers a batch that writes (default: once its
         primary applied it); ``replicated`` is refused for the other stores.
+    :param window_layout: how a new windowed ``sharded-set`` namespace keeps its claims:
+        ``ticks`` (one lookup per claim, the default) or ``generations``; a namespace that
+        exists keeps its own.
     :raises ValueError: for an unknown strategy, ``local``, a missing location, or
         ``replicated`` durability for a store outside Redis.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
@@ -117,6 +121,7 @@ def open_store(
         clock=clock,
         asynchronous=asynchronous,
         durability=durability,
+        window_layout=window_layout,
     )
     return entry.load().from_options(options)
 

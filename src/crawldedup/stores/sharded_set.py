@@ -36,11 +36,12 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from .._checks import check_capacity
+from .._checks import check_capacity, complaint, integer_in
 from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
+from ..windows import Window
 from ._redis import DEFAULT_GROUPS, DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
-from .base import StoreCall, StoreOptions
+from .base import NamespaceConflict, StoreCall, StoreOptions
 from .lua import lua
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
@@ -68,6 +69,39 @@ INTSET_HEADER_BYTES = 8
 # one, a claim is one SADD, which batching would not make cheaper.
 _PRIMITIVES = lua("sharded_set_primitives") + ONE_BY_ONE + lua("sharded_set_batched")
 
+#: How a windowed namespace keeps its claims (its record's ``window_layout``). ``generations``:
+#: a set per shard and generation, a claim looked up in each live one (G + 2 lookups), the
+#: layout of namespaces made before ``ticks``. ``ticks``: a hash per shard whose values are
+#: the claims' ticks (one lookup per claim, the window exact to a tick); see
+#: ``lua/ticks_primitives.lua`` and docs/stores.md.
+GENERATIONS, TICKS = "generations", "ticks"
+WINDOW_LAYOUTS = (GENERATIONS, TICKS)
+#: The most ticks a window is cut into: a tick's value (mod 128) then fits listpack's 7-bit
+#: integer (one byte), and the ticks a hash holds between sweeps (a window and a quarter) fewer
+#: than 128.
+MAX_TICKS = 64
+#: Average members per hash at capacity: a hash stays a listpack while it holds at most
+#: ``hash-max-listpack-entries`` fields (128 by default), its claims of the last window and
+#: those forgotten since its last sweep (at most a quarter of a window) included.
+MEMBERS_PER_HASH = 80
+#: Claims of a call per hash the call sweeps in each group it claims in (the sweep's slices:
+#: at steady state a window's claims sweep every hash of the namespace once or more).
+CLAIMS_PER_SWEPT_HASH = 64
+_TICKS_PRIMITIVES = lua("ticks_primitives")
+
+
+def ticks_per_window(window: Window) -> int:
+    """The ticks of a window of G generations: the largest multiple of G up to :data:`MAX_TICKS`,
+    so that a tick never straddles a generation and the store forgets a claim no later than the
+    local filter does."""
+    return window.generations * (MAX_TICKS // window.generations)
+
+
+def ticks_shards_for(capacity: int, groups: int) -> int:
+    """Hash count of the ticks layout for ``capacity`` URLs a window: a multiple of ``groups``
+    near ``capacity / 80``."""
+    return groups * max(1, math.ceil(capacity / (MEMBERS_PER_HASH * groups)))
+
 
 def shards_for(capacity: int, groups: int) -> int:
     """Shard count for ``capacity`` URLs: a multiple of ``groups`` near ``capacity / 400``."""
@@ -91,19 +125,53 @@ class RedisShardedSetStore(GroupedScriptStore):
 
     strategy = "sharded-set"
     kind = "sharded-set"
-    commands = (*GroupedScriptStore.commands, "SADD", "SISMEMBER", "SMISMEMBER", "SREM", "EXPIREAT")
+    commands = (
+        *GroupedScriptStore.commands,
+        "SADD",
+        "SISMEMBER",
+        "SMISMEMBER",
+        "SREM",
+        "EXPIREAT",
+        "HMGET",
+        "PERSIST",
+        "DEL",
+    )
     _primitives = _PRIMITIVES
 
-    def __init__(self, url: Optional[str] = None, *, capacity: int, **kwargs: Any) -> None:
+    def __init__(
+        self, url: Optional[str] = None, *, capacity: int, window_layout: Optional[str] = None, **kwargs: Any
+    ) -> None:
         check_capacity(capacity)
-        layout = {"shards": str(shards_for(capacity, kwargs.get("groups", DEFAULT_GROUPS))), "capacity": str(capacity)}
+        if window_layout is not None and window_layout not in WINDOW_LAYOUTS:
+            raise ValueError(complaint("window_layout", f"one of {', '.join(WINDOW_LAYOUTS)} or None", window_layout))
+        windowed = kwargs.get("window") is not None
+        groups = kwargs.get("groups", DEFAULT_GROUPS)
+        #: The layout asked for; a namespace that exists keeps its own (see _adopt_namespace).
+        self._asked_layout = window_layout
+        ticks = windowed and window_layout != GENERATIONS
+        layout = {
+            "shards": str(ticks_shards_for(capacity, groups) if ticks else shards_for(capacity, groups)),
+            "capacity": str(capacity),
+        }
+        if windowed:
+            layout["window_layout"] = TICKS if ticks else GENERATIONS
         super().__init__(url, layout=layout, **kwargs)
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisShardedSetStore:
-        return cls(capacity=options.capacity, **cls._redis_options(options))
+        return cls(capacity=options.capacity, window_layout=options.window_layout, **cls._redis_options(options))
 
     def _adopt_namespace(self) -> Plan[None]:
+        #: How the namespace keeps a windowed claim, from its record: a namespace made before
+        #: the ticks layout has none and keeps generations, so workers never mix layouts.
+        self.window_layout = self.meta.get("window_layout", GENERATIONS) if self.window is not None else None
+        if self._asked_layout is not None and self.window_layout not in (None, self._asked_layout):
+            raise NamespaceConflict(
+                f"namespace {self.namespace!r} keeps its windowed claims in the {self.window_layout} layout, "
+                f"this store asks for {self._asked_layout}: leave window_layout unset to join it, or migrate it"
+            )
+        if self.window_layout == TICKS:
+            self._sweep_script = lua("age") + _TICKS_PRIMITIVES + lua("ticks_sweep")
         yield from super()._adopt_namespace()
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
@@ -122,6 +190,51 @@ class RedisShardedSetStore(GroupedScriptStore):
                 pipe.scard(self._shard_key(shard))
             total += sum(pipe.execute())
         return total
+
+    def _namespace_primitives(self) -> str:
+        return _TICKS_PRIMITIVES if self.window_layout == TICKS else self._primitives
+
+    def _age(self) -> Tuple[int, int, int]:
+        """The ticks layout's window arguments: the current tick, the oldest live one, and when a
+        hash stamped now may expire (its claims until its next sweep forgotten by then)."""
+        if self.window_layout != TICKS:
+            return super()._age()
+        assert self.window is not None
+        span = ticks_per_window(self.window)
+        tick = self.window.seconds / span
+        now = math.floor(self.clock() / tick)
+        return now, now - span, math.ceil((now + span // 4 + span + 1) * tick)
+
+    def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
+        if self.window_layout != TICKS or not claims:
+            return []
+        return [self._sweep_command(group, -(-claims // CLAIMS_PER_SWEPT_HASH))]
+
+    def _sweep_command(self, group: int, hashes: int) -> Tuple[Any, ...]:
+        first = group * self._shards_per_group
+        cursor = self._tags[group] + b":cursor"
+        return ("EVAL", self._sweep_script, 1, cursor, first, self._shards_per_group, hashes, *self._age())
+
+    def sweep(self, hashes_per_group: int = 1_000) -> int:
+        """Sweep the next ``hashes_per_group`` hashes of every group (the ticks layout): their
+        forgotten claims are deleted, and a hash left empty with them. Claims sweep as they go
+        (a hash per 64 claims of a call, and a hash when a claim touches it a quarter of a
+        window after its last sweep); this is for a namespace that rests, or a measurement.
+
+        :returns: the hashes swept (those due); 0 for another layout.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        integer_in("hashes_per_group", hashes_per_group, 1, 1 << 30)
+        if self.window_layout != TICKS:
+            return 0
+        commands = [self._sweep_command(group, hashes_per_group) for group in range(self.groups)]
+
+        def plan(_token: bytes) -> Plan[int]:
+            replies = yield from self._write(commands)
+            return sum(int(reply) for reply in replies)
+
+        call: StoreCall[int] = StoreCall(plan)
+        return self.perform(call)
 
     def _shard_key(self, shard: int) -> bytes:
         """``{<namespace>:<group>}:<shard>``; ``shard // (shards // groups)`` is ``(a * groups) >> 64``."""
