@@ -828,9 +828,10 @@ class GroupedScriptStore(RedisStore):
         """Seconds a lasting claim lives (0: forever); with a window, 1 (the window decides)."""
         return 1 if self.window is not None else 0
 
-    def _age(self) -> Tuple[int, int, int]:
-        """The scripts' window arguments: current generation, oldest live one, and when the
-        current one is forgotten (whole seconds, rounded up); ``(-1, 0, 0)`` without a window."""
+    def _age(self) -> Tuple[int, ...]:
+        """The scripts' window arguments, last of their arguments: current generation, oldest
+        live one, and when the current one is forgotten (whole seconds, rounded up); ``(-1, 0,
+        0)`` without a window. A layout may put its own before them."""
         if self.window is None:
             return -1, 0, 0
         now = self.clock()

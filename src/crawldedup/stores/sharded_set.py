@@ -80,10 +80,12 @@ WINDOW_LAYOUTS = (GENERATIONS, TICKS)
 #: integer (one byte), and the ticks a hash holds between sweeps (a window and a quarter) fewer
 #: than 128.
 MAX_TICKS = 64
-#: Average members per hash at capacity: a hash stays a listpack while it holds at most
-#: ``hash-max-listpack-entries`` fields (128 by default), its claims of the last window and
-#: those forgotten since its last sweep (at most a quarter of a window) included.
-MEMBERS_PER_HASH = 80
+#: Hashes per shard: 80 members per hash at capacity (400 / 5). A hash stays a listpack while
+#: it holds at most ``hash-max-listpack-entries`` fields (128 by default), its claims of the
+#: last window and those forgotten since its last sweep (at most a quarter of a window)
+#: included. A member's hash is its shard's number ``member mod SPLIT``: the members of a hash
+#: are a fifth of its shard's, so a 32-bit member collides with the same chance as in a set.
+SPLIT = 5
 #: Claims of a call per hash the call sweeps in each group it claims in (the sweep's slices:
 #: at steady state a window's claims sweep every hash of the namespace once or more).
 CLAIMS_PER_SWEPT_HASH = 64
@@ -95,12 +97,6 @@ def ticks_per_window(window: Window) -> int:
     so that a tick never straddles a generation and the store forgets a claim no later than the
     local filter does."""
     return window.generations * (MAX_TICKS // window.generations)
-
-
-def ticks_shards_for(capacity: int, groups: int) -> int:
-    """Hash count of the ticks layout for ``capacity`` URLs a window: a multiple of ``groups``
-    near ``capacity / 80``."""
-    return groups * max(1, math.ceil(capacity / (MEMBERS_PER_HASH * groups)))
 
 
 def shards_for(capacity: int, groups: int) -> int:
@@ -149,12 +145,11 @@ class RedisShardedSetStore(GroupedScriptStore):
         #: The layout asked for; a namespace that exists keeps its own (see _adopt_namespace).
         self._asked_layout = window_layout
         ticks = windowed and window_layout != GENERATIONS
-        layout = {
-            "shards": str(ticks_shards_for(capacity, groups) if ticks else shards_for(capacity, groups)),
-            "capacity": str(capacity),
-        }
+        layout = {"shards": str(shards_for(capacity, groups)), "capacity": str(capacity)}
         if windowed:
             layout["window_layout"] = TICKS if ticks else GENERATIONS
+        if ticks:
+            layout["split"] = str(SPLIT)
         super().__init__(url, layout=layout, **kwargs)
 
     @classmethod
@@ -175,35 +170,45 @@ class RedisShardedSetStore(GroupedScriptStore):
         yield from super()._adopt_namespace()
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
+        #: Hashes per shard of the ticks layout (1 otherwise).
+        self.split = int(self.meta.get("split", 1))
         self.capacity = int(self.meta["capacity"])
         self._shards_per_group = self.shards // self.groups
 
     def count_claims(self) -> int:
-        """Members of every shard (every generation's sets too, with a window)."""
+        """Members of every shard (without a window, or in the ticks layout: the claims its hashes
+        hold, those forgotten and not yet swept included)."""
         return self.with_retries(self._count_members)
 
     def _count_members(self) -> int:
+        ticks = self.window_layout == TICKS
         total = 0
         for start in range(0, self.shards, COUNT_BATCH):
             pipe = self.client.pipeline(transaction=False)
             for shard in range(start, min(start + COUNT_BATCH, self.shards)):
-                pipe.scard(self._shard_key(shard))
-            total += sum(pipe.execute())
+                if ticks:
+                    for sub in range(self.split):
+                        pipe.hlen(self._shard_key(shard) + b":h%d" % sub)
+                else:
+                    pipe.scard(self._shard_key(shard))
+            # A hash's stamp is no claim.
+            total += sum(max(0, count - 1) if ticks else count for count in pipe.execute())
         return total
 
     def _namespace_primitives(self) -> str:
         return _TICKS_PRIMITIVES if self.window_layout == TICKS else self._primitives
 
-    def _age(self) -> Tuple[int, int, int]:
-        """The ticks layout's window arguments: the current tick, the oldest live one, and when a
-        hash stamped now may expire (its claims until its next sweep forgotten by then)."""
+    def _age(self) -> Tuple[int, ...]:
+        """The ticks layout's window arguments: the hashes per shard, the current tick, the
+        oldest live one, and when a hash stamped now may expire (its claims until its next sweep
+        forgotten by then)."""
         if self.window_layout != TICKS:
             return super()._age()
         assert self.window is not None
         span = ticks_per_window(self.window)
         tick = self.window.seconds / span
         now = math.floor(self.clock() / tick)
-        return now, now - span, math.ceil((now + span // 4 + span + 1) * tick)
+        return self.split, now, now - span, math.ceil((now + span // 4 + span + 1) * tick)
 
     def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
         if self.window_layout != TICKS or not claims:

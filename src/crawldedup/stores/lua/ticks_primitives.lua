@@ -1,5 +1,6 @@
--- The ticks layout of a windowed sharded-set namespace: one hash per shard, "<shard key>:h",
--- whose fields are the members and whose values are the tick each was claimed at (mod 128),
+-- The ticks layout of a windowed sharded-set namespace: SPLIT hashes per shard,
+-- "<shard key>:h<member mod SPLIT>" (ARGV[#ARGV - 3] is SPLIT), whose fields are the members
+-- and whose values are the tick each was claimed at (mod 128),
 -- so that a claim is one lookup. GEN is the current tick NOW, OLDEST = NOW - SPAN (SPAN ticks
 -- make a window: a claim made at tick t is live while NOW - t <= SPAN), FORGET_AT when a hash
 -- stamped now may expire (the client's clock, whole seconds). A hash's field "s" holds the tick
@@ -8,16 +9,18 @@
 -- than 128 ticks apart: a value v decodes as t = B + ((v - B) mod 128), B = S - SPAN. A leased
 -- claim's value is "L" (its lease decides); a hash holding one does not expire.
 local WIDTH = 12
+local SPLIT = tonumber(ARGV[#ARGV - 3])
 local NOW, SPAN = GEN, GEN - OLDEST
 local HALF = math.floor(SPAN / 4)
 local TICK = decimal(NOW % 128)
-local shard_keys = {}
+local hash_keys = {}
 local function locate(r)
   local shard, m = struct.unpack('<I8i4', r)
-  local k = shard_keys[shard]
+  local id = shard * SPLIT + m % SPLIT
+  local k = hash_keys[id]
   if not k then
-    k = TAG .. ':' .. string.format('%d', shard) .. ':h'
-    shard_keys[shard] = k
+    k = TAG .. ':' .. string.format('%d', shard) .. ':h' .. decimal(m % SPLIT)
+    hash_keys[id] = k
   end
   return k, string.format('%d', m)
 end
@@ -120,4 +123,4 @@ local function visit(k, m, ttl)
   put(k, stamp, 1, m)
 end
 local function unclaim(k, m) redis.call('HDEL', k, m) end
-local function claim_id(k, m) return string.match(k, '(%d+):h$') .. ':' .. m end
+local function claim_id(k, m) return string.match(k, '(%d+):h%d+$') .. ':' .. m end
