@@ -18,6 +18,7 @@ import redis
 from crawldedup.fingerprints import Fingerprints
 from crawldedup.stores import Lease, NamespaceConflict
 from crawldedup.stores.factory import open_store
+from crawldedup.stores.migration import Migration, MigrationConflict
 from crawldedup.stores.sharded_set import CLAIMS_PER_SWEPT_HASH, RedisShardedSetStore, ticks_per_window
 from crawldedup.windows import ManualClock, Window
 
@@ -212,3 +213,53 @@ def test_the_ticks_layout_on_a_cluster(redis_cluster_url):
         assert not any(s.contains_many(pages[1_000:]))
         s.sweep()
         assert s.count_claims() == 1_000
+
+
+def test_migrate_moves_a_generations_namespace_into_the_ticks_layout_resumably(redis_url):
+    # A worker claims in the generations namespace across generations while passes copy it; a
+    # pass killed after its first batch resumes; after the last pass (the worker stopped) the
+    # ticks namespace holds every live claim, each seen at least W after it was made and
+    # forgotten no later than the generations layout forgets it.
+    rng = random.Random(5)
+    clock = ManualClock(START)
+    source = store(redis_url, clock, namespace="gens", window_layout="generations", capacity=4_000)
+    target = store(redis_url, clock, namespace="moved", capacity=4_000)
+    claimed_at: Dict[bytes, float] = {}
+
+    def work(count: int) -> None:
+        pages = [os.urandom(16) for _ in range(count)]
+        assert all(source.claim_many(pages))
+        claimed_at.update((page, clock()) for page in pages)
+        clock.advance(rng.uniform(0.1, 0.4) * WINDOW.span)
+
+    try:
+        for _ in range(8):
+            work(300)
+        with pytest.raises(MigrationConflict, match="ticks layout"):
+            Migration(source, store(redis_url, clock, namespace="other", capacity=40_000), batch=800)
+
+        class Killed(Exception):
+            pass
+
+        def kill(copied: int, present: int) -> None:
+            raise Killed
+
+        with pytest.raises(Killed):
+            Migration(source, target, batch=800).run_pass(progress=kill)
+        assert Migration(source, target, batch=800).record()["cursor"] != "0"
+        first = Migration(source, target, batch=800).run_pass(progress=lambda copied, present: work(20))
+        assert first.passes == 1
+        last = Migration(source, target, batch=800).run_pass()  # the worker stopped
+        assert last.passes == 2 and last.copied > 0  # what the worker claimed during the first pass
+        pages = list(claimed_at)
+        live = source.contains_many(pages)
+        assert sum(live) > 1_000 and target.contains_many(pages) == live
+        for _ in range(6):  # the window's bounds hold in the new layout, until every copy is forgotten
+            clock.advance(0.3 * WINDOW.span)
+            held = target.contains_many(pages)
+            for page, in_source, in_target in zip(pages, source.contains_many(pages), held):
+                assert in_target or not in_source or clock() - claimed_at[page] >= WINDOW.seconds
+                assert not in_target or in_source, "kept longer than the generations layout keeps it"
+    finally:
+        source.close()
+        target.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, Optional, cast
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union, cast
 
 from .._wording import counted
 from ..bloom import FilterFileError, GrowingFilter, open_filter_file
@@ -30,11 +30,13 @@ from ..windows import Window
 from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 from ._store_options import DEFAULT_SQLITE, store_config
 
-if TYPE_CHECKING:  # its module imports redis-py: imported when the source store is opened
+if TYPE_CHECKING:  # their module imports redis-py: imported when the source store is opened
     from ..stores.redis_keys import RedisKeyStore
+    from ..stores.sharded_set import RedisShardedSetStore
 
-#: The strategy whose namespaces can be migrated (its claim keys can be scanned).
-SOURCE_STRATEGY = "set"
+#: The strategies whose namespaces can be migrated: ``set`` (its claim keys can be scanned) into
+#: any store, and a windowed ``sharded-set`` of the generations layout into the ticks layout.
+SOURCE_STRATEGIES = ("set", "sharded-set")
 
 #: Option -> the DedupConfig field it sets (the source's Redis and namespace, the target's sizes).
 OPTIONS = {
@@ -52,15 +54,18 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     """Add ``migrate`` to the ``crawldedup`` command's subcommands."""
     migrate = commands.add_parser(
         "migrate",
-        help="copy a set namespace's claims into another store (resumable)",
-        description="Copy every claim of a set namespace into another store with SCAN in batches, recording "
+        help="copy a set namespace's claims into another store, or move a windowed sharded-set namespace "
+        "into the ticks layout (resumable)",
+        description="Copy every claim of a set namespace into another store with SCAN in batches (or every "
+        "live claim of a windowed sharded-set namespace of the generations layout into a new sharded-set "
+        "namespace of the ticks layout, shard by shard), recording "
         "the cursor so that a killed run resumes. Cutover: run it while the workers run, stop them, "
         "run it again, start them on the new strategy (docs/cli.md).",
         epilog=epilog,
         formatter_class=formatter,
     )
     source = migrate.add_mutually_exclusive_group(required=True)
-    source.add_argument("--from", dest="source", choices=[SOURCE_STRATEGY], help="the store the claims are in")
+    source.add_argument("--from", dest="source", choices=SOURCE_STRATEGIES, help="the store the claims are in")
     source.add_argument(
         "--from-state",
         metavar="FILE",
@@ -137,7 +142,9 @@ def run_migrate(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise _usage(f"--batch-size must be a positive integer, got {args.batch_size}")
     if config.redis_url is None:
-        raise _usage("the set source needs --redis-url (or $REDIS_URL)")
+        raise _usage(f"the {args.source} source needs --redis-url (or $REDIS_URL)")
+    if args.source == "sharded-set" and args.target != "sharded-set":
+        raise _usage("a sharded-set namespace moves into the ticks layout: give --to sharded-set")
     target_url = args.to_redis_url or config.redis_url
     target_namespace = args.to_namespace or config.namespace
     try:
@@ -148,20 +155,29 @@ def run_migrate(args: argparse.Namespace) -> int:
     if args.target != "sqlite" and target_url == config.redis_url and target_namespace == config.namespace:
         raise _usage(
             f"the target namespace must differ from the source's on the same Redis: give --to-namespace "
-            f"(the namespace {config.namespace!r} stays stamped with the set strategy)"
+            f"(the namespace {config.namespace!r} stays stamped with the {args.source} strategy)"
         )
     try:
-        record = namespace_record(SOURCE_STRATEGY, config.namespace, redis_url=config.redis_url)
+        record = namespace_record(args.source, config.namespace, redis_url=config.redis_url)
         if record is None:
             raise CLIError(EXIT_STATE, f"namespace {config.namespace!r} does not exist: nothing to migrate")
         kind = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
-        if kind != SOURCE_STRATEGY:
+        if kind != args.source:
             raise CLIError(
                 EXIT_STATE,
                 f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
-                f"not set: only set namespaces can be migrated",
+                f"not {args.source}: give --from {kind}",
             )
-        return _run(args, config, record["policy"], window_of_stamp(record.get("window")), target_url, target_namespace)
+        window = window_of_stamp(record.get("window"))
+        if args.source == "sharded-set" and (
+            window is None or record.get("window_layout", "generations") != "generations"
+        ):
+            raise CLIError(
+                EXIT_STATE,
+                f"namespace {config.namespace!r} keeps no generations of claims (it has no window, or is in the "
+                f"ticks layout already): nothing to migrate",
+            )
+        return _run(args, config, record, window, target_url, target_namespace)
     except StoreRefused as exc:
         raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
@@ -173,22 +189,27 @@ def run_migrate(args: argparse.Namespace) -> int:
 def _run(
     args: argparse.Namespace,
     config: DedupConfig,
-    policy: str,
+    record: Dict[str, str],
     window: Optional[Window],
     target_url: Optional[str],
     target_namespace: str,
 ) -> int:
+    policy = record["policy"]
+    # A sharded-set namespace moves into the ticks layout with its own window and sharding.
+    layouts = ("generations", "ticks") if args.source == "sharded-set" else (None, None)
+    capacity = int(record["capacity"]) if args.source == "sharded-set" else config.capacity
     with (
         cast(
-            "RedisKeyStore",
+            "Union[RedisKeyStore, RedisShardedSetStore]",
             open_store(
-                SOURCE_STRATEGY,
+                args.source,
                 namespace=config.namespace,
                 policy_digest=policy,
                 redis_url=config.redis_url,
-                capacity=config.capacity,
+                capacity=capacity,
                 error_rate=config.error_rate,
                 window=window,
+                window_layout=layouts[0],
             ),
         ) as source,
         open_store(
@@ -197,9 +218,11 @@ def _run(
             policy_digest=policy,
             redis_url=target_url,
             sqlite_path=config.sqlite_path or DEFAULT_SQLITE,
-            capacity=config.capacity,
+            capacity=capacity,
             error_rate=config.error_rate,
             ttl_seconds=config.ttl_seconds,
+            window=window if args.source == "sharded-set" else None,
+            window_layout=layouts[1],
         ) as target,
     ):
         try:

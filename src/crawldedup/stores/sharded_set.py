@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -131,6 +131,7 @@ class RedisShardedSetStore(GroupedScriptStore):
         "HMGET",
         "PERSIST",
         "DEL",
+        "SMEMBERS",
     )
     _primitives = _PRIMITIVES
 
@@ -167,6 +168,7 @@ class RedisShardedSetStore(GroupedScriptStore):
             )
         if self.window_layout == TICKS:
             self._sweep_script = lua("age") + _TICKS_PRIMITIVES + lua("ticks_sweep")
+            self._merge_script = lua("age") + _TICKS_PRIMITIVES + lua("ticks_merge")
         yield from super()._adopt_namespace()
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
@@ -219,6 +221,72 @@ class RedisShardedSetStore(GroupedScriptStore):
         first = group * self._shards_per_group
         cursor = self._tags[group] + b":cursor"
         return ("EVAL", self._sweep_script, 1, cursor, first, self._shards_per_group, hashes, *self._age())
+
+    def generation_members(self, first: int, count: int) -> List[Tuple[int, int, int]]:
+        """The lasting claims of shards ``first`` to ``first + count - 1`` of a namespace in the
+        generations layout: ``(shard, member, generation)`` for each member of a live
+        generation's set (leased members left out: their lease decides), one pipeline.
+
+        :raises ValueError: for a namespace in another layout.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        if self.window is None or self.window_layout != GENERATIONS:
+            raise ValueError(f"{self.description} keeps no generations of claims")
+        current = self.window.generation(self.clock())
+        sets = [
+            (shard, generation)
+            for shard in range(first, min(first + count, self.shards))
+            for generation in range(current - self.window.generations, current + 1)
+        ]
+
+        def plan(_token: bytes) -> Plan[List[Tuple[int, int, int]]]:
+            replies = yield [("SMEMBERS", self._shard_key(shard) + b":%d" % generation) for shard, generation in sets]
+            return [(shard, int(m), generation) for (shard, generation), ms in zip(sets, replies) for m in ms]
+
+        call: StoreCall[List[Tuple[int, int, int]]] = StoreCall(plan)
+        return self.perform(call)
+
+    def merge_generations(self, rows: List[Tuple[int, int, int]]) -> int:
+        """Copy ``(shard, member, generation)`` claims of a generations namespace with the same
+        window, groups and shards into this ticks namespace, each at the last tick of its
+        generation: seen as long as the generations layout would have it seen, at most, and at
+        least W after it was claimed. A claim this namespace holds at a later tick (or leased) is
+        kept; one already forgotten is left out. One pipeline.
+
+        :returns: the claims new to this namespace or moved to a later tick.
+        :raises ValueError: for a namespace in another layout.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        if self.window is None or self.window_layout != TICKS:
+            raise ValueError(f"{self.description} is no namespace of the ticks layout")
+        per_generation = ticks_per_window(self.window) // self.window.generations
+        latest: Dict[Tuple[int, int], int] = {}
+        for shard, member, generation in rows:
+            tick = (generation + 1) * per_generation - 1
+            latest[shard, member] = max(tick, latest.get((shard, member), tick))
+        by_hash: Dict[Tuple[int, int], List[Any]] = {}
+        for (shard, member), tick in latest.items():
+            by_hash.setdefault((shard, member % self.split), []).extend((member, tick))
+        age = self._age()
+        commands = [
+            (
+                "EVAL",
+                self._merge_script,
+                1,
+                self._lease_keys[shard // self._shards_per_group][0],
+                self._shard_key(shard) + b":h%d" % sub,
+                *pairs,
+                *age,
+            )
+            for (shard, sub), pairs in by_hash.items()
+        ]
+
+        def plan(_token: bytes) -> Plan[int]:
+            replies = yield from self._write(commands)
+            return sum(int(reply) for reply in replies)
+
+        call: StoreCall[int] = StoreCall(plan)
+        return self.perform(call) if commands else 0
 
     def sweep(self, hashes_per_group: int = 1_000) -> int:
         """Sweep the next ``hashes_per_group`` hashes of every group (the ticks layout): their

@@ -24,10 +24,12 @@ local function locate(r)
   end
   return k, string.format('%d', m)
 end
-local function live(v, stamp)
-  if v == 'L' then return true end
+local function tick_of(v, stamp)
   local base = stamp - SPAN
-  return NOW - (base + (tonumber(v) - base) % 128) <= SPAN
+  return base + (tonumber(v) - base) % 128
+end
+local function live(v, stamp)
+  return v == 'L' or NOW - tick_of(v, stamp) <= SPAN
 end
 -- Deletes the forgotten claims of hash k stamped at tick stamp, and stamps it NOW; the hash is
 -- deleted when nothing is left, and expires unless it holds a leased claim.
