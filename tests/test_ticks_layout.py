@@ -1,5 +1,5 @@
-"""sharded-set's ticks layout (windowed namespaces): one hash per shard, a claim's tick as its
-value, one lookup per claim; the window exact to a tick, memory bounded by sweeps.
+"""sharded-set's ticks layout (windowed namespaces): strings of 5-byte records (a member and the
+tick of its claim), one lookup per claim; the window exact to a tick, memory bounded by sweeps.
 
 Every test runs on a fake clock (the one clock the store ages by), against Redis 7, Valkey 8
 and Valkey 9; the real 2-second window of tests/test_store_windows.py runs the layout too.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import struct
 from typing import Dict, List
 
 import pytest
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.server_matrix
 
 DAY = 86_400.0
 WINDOW = Window(30 * DAY, 4)
-#: Ahead of the wall clock (hashes expire by it too: EXPIREAT of the store's clock).
+#: Ahead of the wall clock (strings expire by it too: EXAT of the store's clock).
 START = WINDOW.generation(1_800_000_000.0) * WINDOW.span + 0.3 * WINDOW.span
 
 
@@ -45,36 +46,45 @@ def store(redis_url: str, clock: ManualClock, window: Window = WINDOW, **extra: 
     return opened
 
 
-def hashes(client: redis.Redis, namespace: str = "ticks") -> List[bytes]:
-    """The namespace's hashes, ``{<namespace>:<g>}:<shard>:h<sub>``."""
-    name = re.compile(rb"\{%s:\d+\}:\d+:h\d+" % re.escape(namespace.encode()))
+def strings(client: redis.Redis, namespace: str = "ticks") -> List[bytes]:
+    """The namespace's strings of claims, ``{<namespace>:<g>}:<shard>:t<sub>``."""
+    name = re.compile(rb"\{%s:\d+\}:\d+:t\d+" % re.escape(namespace.encode()))
     return [key for key in client.scan_iter(match=b"{%s:*" % namespace.encode(), count=1_000) if name.fullmatch(key)]
 
 
-def fields(client: redis.Redis, namespace: str = "ticks") -> int:
-    """Claims the namespace's hashes hold (their stamps left out)."""
+def held(client: redis.Redis, namespace: str = "ticks") -> int:
+    """Claims the namespace's strings hold: 5 bytes each after a 5-byte header."""
     pipe = client.pipeline(transaction=False)
-    keys = hashes(client, namespace)
+    keys = strings(client, namespace)
     for key in keys:
-        pipe.hlen(key)
-    return sum(pipe.execute()) - len(keys)
+        pipe.strlen(key)
+    lengths = pipe.execute()
+    assert all(length > 5 and (length - 5) % 5 == 0 for length in lengths)
+    return sum(lengths) // 5 - len(keys)
 
 
-def test_a_new_windowed_namespace_keeps_ticks_in_listpack_hashes(redis_url):
+def test_a_new_windowed_namespace_keeps_five_byte_records_of_member_and_tick(redis_url):
     clock = ManualClock(START)
     client = redis.Redis.from_url(redis_url)
+    pages = [os.urandom(16) for _ in range(2_000)]
     with store(redis_url, clock) as s:
-        assert s.window_layout == "ticks" and s.meta["window_layout"] == "ticks"
-        assert all(s.claim_many([os.urandom(16) for _ in range(2_000)]))
-    keys = hashes(client)
-    assert keys and all(client.type(key) == b"hash" for key in keys)
-    assert {client.object("encoding", key) for key in keys} == {b"listpack"}
+        assert s.window_layout == "ticks" and s.meta["window_layout"] == "ticks" and s.split == 2
+        assert all(s.claim_many(pages))
+    keys = strings(client)
+    assert keys and all(client.type(key) == b"string" and 0 < client.ttl(key) for key in keys)
     span = ticks_per_window(WINDOW)
     now = int(START // (WINDOW.seconds / span))
-    stored = client.hgetall(keys[0])
-    assert int(stored.pop(b"s")) == now
-    assert set(stored.values()) == {str(now % 128).encode()}  # every claim's tick, mod 128
-    assert all(-(2**31) <= int(member) < 2**31 for member in stored)  # 32-bit members
+    members = set()
+    for key in keys:
+        value = client.get(key)
+        stamp, leased = struct.unpack(">IB", value[:5])
+        assert (stamp, leased) == (now, 0)
+        records = [value[i : i + 5] for i in range(5, len(value), 5)]
+        assert {record[4] for record in records} == {now % 255}  # every claim's tick, mod 255
+        sub = int(key.rpartition(b":t")[2])
+        assert all(struct.unpack("<i", record[:4])[0] % 2 == sub for record in records)
+        members.update(record[:4] for record in records)
+    assert members == {page[8:12] for page in pages}  # fingerprint bytes 8-11
     client.close()
 
 
@@ -89,7 +99,7 @@ def test_a_namespace_made_before_the_ticks_layout_keeps_generations(redis_url):
         assert joined.window_layout == "generations"
         assert not any(joined.claim_many(pages))
         assert all(joined.claim_many([os.urandom(16) for _ in range(100)]))
-    assert hashes(client) == []  # nothing written in the other layout
+    assert strings(client) == []  # nothing written in the other layout
     with pytest.raises(NamespaceConflict, match="generations layout, this store asks for ticks"):
         store(redis_url, clock, window_layout="ticks")
     client.close()
@@ -121,7 +131,7 @@ def test_each_claim_is_seen_for_the_window_and_forgotten_within_a_tick(redis_url
 
 
 def test_batched_claims_answer_as_claims_one_by_one(redis_url):
-    # One call with a shard's claims together (one HMGET and one HSET per hash) answers as the
+    # One call with a string's claims together (one GET and one SET per string) answers as the
     # same claims sent one per call: repeats, lease claims, done and release, across sweeps.
     rng = random.Random(21)
     clock = ManualClock(START)
@@ -168,9 +178,9 @@ def test_a_leased_claim_outlives_the_window_until_its_lease_decides(redis_url):
 
 def test_memory_stays_bounded_over_a_simulated_month(redis_url):
     # W = 3 days; every 4 hours of a month 300 new pages and 300 repeats are claimed. The
-    # hashes never hold more than the claims of the last 1.5 windows (a claim is deleted at the
-    # first sweep of its hash after W, and a claim's call sweeps a hash per 64 claims); once the
-    # claims stop and the window has passed, sweep() leaves no hash.
+    # strings never hold more than the claims of the last 1.5 windows (a claim is dropped at the
+    # first sweep of its string after W, and a claim's call sweeps a string per 64 claims); once
+    # the claims stop and the window has passed, sweep() leaves no string.
     window = Window(3 * DAY, 4)
     clock = ManualClock(START)
     client = redis.Redis.from_url(redis_url)
@@ -189,15 +199,15 @@ def test_memory_stays_bounded_over_a_simulated_month(redis_url):
             history.append((clock(), sum(won)))
             seen.extend(fresh)
             recent = sum(n for at, n in history if clock() - at <= 1.5 * window.seconds)
-            held = fields(client)
-            assert held <= recent, f"{held} claims held, {recent} made in the last 1.5 windows"
-            worst = max(worst, held / sum(n for at, n in history if clock() - at <= window.seconds))
+            kept = held(client)
+            assert kept <= recent, f"{kept} claims held, {recent} made in the last 1.5 windows"
+            worst = max(worst, kept / sum(n for at, n in history if clock() - at <= window.seconds))
             clock.advance(DAY / steps_per_day)
         assert worst < 1.5
         clock.advance(window.seconds + window.seconds / ticks_per_window(window) + 1)
-        while s.sweep(hashes_per_group=3):
+        while s.sweep(strings_per_group=3):
             pass
-        assert hashes(client) == []
+        assert strings(client) == []
     client.close()
 
 

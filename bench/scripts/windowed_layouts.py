@@ -200,7 +200,7 @@ def memory(url: str, client: redis.Redis, n: int) -> None:
             after: Optional[float] = None
             if isinstance(store, RedisShardedSetStore) and store.window_layout == "ticks":
                 clock.advance(WINDOW.seconds + WINDOW.seconds / ticks_per_window(WINDOW) + 1)
-                while store.sweep(hashes_per_group=10_000):
+                while store.sweep(strings_per_group=10_000):
                     pass
                 after = (used(client) - before) / n
         rows.append((design, with_receipts, filled, after, rate))

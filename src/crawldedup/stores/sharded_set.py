@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -71,23 +72,20 @@ _PRIMITIVES = lua("sharded_set_primitives") + ONE_BY_ONE + lua("sharded_set_batc
 
 #: How a windowed namespace keeps its claims (its record's ``window_layout``). ``generations``:
 #: a set per shard and generation, a claim looked up in each live one (G + 2 lookups), the
-#: layout of namespaces made before ``ticks``. ``ticks``: a hash per shard whose values are
-#: the claims' ticks (one lookup per claim, the window exact to a tick); see
+#: layout of namespaces made before ``ticks``. ``ticks``: strings of 5-byte records (member,
+#: tick of its claim), one lookup per claim, the window exact to a tick; see
 #: ``lua/ticks_primitives.lua`` and docs/stores.md.
 GENERATIONS, TICKS = "generations", "ticks"
 WINDOW_LAYOUTS = (GENERATIONS, TICKS)
-#: The most ticks a window is cut into: a tick's value (mod 128) then fits listpack's 7-bit
-#: integer (one byte), and the ticks a hash holds between sweeps (a window and a quarter) fewer
-#: than 128.
+#: The most ticks a window is cut into: the ticks a string holds between sweeps (a window and
+#: a quarter) stay fewer than 255, the values of a tick's byte (mod 255; 255 marks a lease).
 MAX_TICKS = 64
-#: Hashes per shard: 80 members per hash at capacity (400 / 5). A hash stays a listpack while
-#: it holds at most ``hash-max-listpack-entries`` fields (128 by default), its claims of the
-#: last window and those forgotten since its last sweep (at most a quarter of a window)
-#: included. A member's hash is its shard's number ``member mod SPLIT``: the members of a hash
-#: are a fifth of its shard's, so a 32-bit member collides with the same chance as in a set.
-SPLIT = 5
-#: Claims of a call per hash the call sweeps in each group it claims in (the sweep's slices:
-#: at steady state a window's claims sweep every hash of the namespace once or more).
+#: Strings per shard of the ticks layout: 200 claims per string at capacity (400 / 2), 5 bytes
+#: each. A member's string is its shard's number ``member mod SPLIT``: the members of a string
+#: are half its shard's, so a 32-bit member collides with the same chance as in a set.
+SPLIT = 2
+#: Claims of a call per string the call sweeps in each group it claims in (the sweep's slices:
+#: at steady state a window's claims sweep every string of the namespace once or more).
 CLAIMS_PER_SWEPT_HASH = 64
 _TICKS_PRIMITIVES = lua("ticks_primitives")
 
@@ -128,9 +126,8 @@ class RedisShardedSetStore(GroupedScriptStore):
         "SMISMEMBER",
         "SREM",
         "EXPIREAT",
-        "HMGET",
-        "PERSIST",
         "DEL",
+        "GETRANGE",
         "SMEMBERS",
     )
     _primitives = _PRIMITIVES
@@ -178,7 +175,7 @@ class RedisShardedSetStore(GroupedScriptStore):
         self._shards_per_group = self.shards // self.groups
 
     def count_claims(self) -> int:
-        """Members of every shard (without a window, or in the ticks layout: the claims its hashes
+        """Members of every shard (without a window, or in the ticks layout: the claims its strings
         hold, those forgotten and not yet swept included)."""
         return self.with_retries(self._count_members)
 
@@ -190,20 +187,20 @@ class RedisShardedSetStore(GroupedScriptStore):
             for shard in range(start, min(start + COUNT_BATCH, self.shards)):
                 if ticks:
                     for sub in range(self.split):
-                        pipe.hlen(self._shard_key(shard) + b":h%d" % sub)
+                        pipe.strlen(self._shard_key(shard) + b":t%d" % sub)
                 else:
                     pipe.scard(self._shard_key(shard))
-            # A hash's stamp is no claim.
-            total += sum(max(0, count - 1) if ticks else count for count in pipe.execute())
+            # A string's 5-byte header is no claim; each claim is 5 bytes.
+            total += sum(max(0, count - 5) // 5 if ticks else count for count in pipe.execute())
         return total
 
     def _namespace_primitives(self) -> str:
         return _TICKS_PRIMITIVES if self.window_layout == TICKS else self._primitives
 
     def _age(self) -> Tuple[int, ...]:
-        """The ticks layout's window arguments: the hashes per shard, the current tick, the
-        oldest live one, and when a hash stamped now may expire (its claims until its next sweep
-        forgotten by then)."""
+        """The ticks layout's window arguments: the strings per shard, the current tick, the
+        oldest live one, and when a string stamped now may expire (its claims until its next
+        sweep forgotten by then)."""
         if self.window_layout != TICKS:
             return super()._age()
         assert self.window is not None
@@ -217,10 +214,10 @@ class RedisShardedSetStore(GroupedScriptStore):
             return []
         return [self._sweep_command(group, -(-claims // CLAIMS_PER_SWEPT_HASH))]
 
-    def _sweep_command(self, group: int, hashes: int) -> Tuple[Any, ...]:
+    def _sweep_command(self, group: int, strings: int) -> Tuple[Any, ...]:
         first = group * self._shards_per_group
         cursor = self._tags[group] + b":cursor"
-        return ("EVAL", self._sweep_script, 1, cursor, first, self._shards_per_group, hashes, *self._age())
+        return ("EVAL", self._sweep_script, 1, cursor, first, self._shards_per_group, strings, *self._age())
 
     def generation_members(self, first: int, count: int) -> List[Tuple[int, int, int]]:
         """The lasting claims of shards ``first`` to ``first + count - 1`` of a namespace in the
@@ -264,9 +261,9 @@ class RedisShardedSetStore(GroupedScriptStore):
         for shard, member, generation in rows:
             tick = (generation + 1) * per_generation - 1
             latest[shard, member] = max(tick, latest.get((shard, member), tick))
-        by_hash: Dict[Tuple[int, int], List[Any]] = {}
+        by_string: Dict[Tuple[int, int], List[Any]] = {}
         for (shard, member), tick in latest.items():
-            by_hash.setdefault((shard, member % self.split), []).extend((member, tick))
+            by_string.setdefault((shard, member % self.split), []).extend((struct.pack("<i", member), tick))
         age = self._age()
         commands = [
             (
@@ -274,11 +271,11 @@ class RedisShardedSetStore(GroupedScriptStore):
                 self._merge_script,
                 1,
                 self._lease_keys[shard // self._shards_per_group][0],
-                self._shard_key(shard) + b":h%d" % sub,
+                self._shard_key(shard) + b":t%d" % sub,
                 *pairs,
                 *age,
             )
-            for (shard, sub), pairs in by_hash.items()
+            for (shard, sub), pairs in by_string.items()
         ]
 
         def plan(_token: bytes) -> Plan[int]:
@@ -288,19 +285,19 @@ class RedisShardedSetStore(GroupedScriptStore):
         call: StoreCall[int] = StoreCall(plan)
         return self.perform(call) if commands else 0
 
-    def sweep(self, hashes_per_group: int = 1_000) -> int:
-        """Sweep the next ``hashes_per_group`` hashes of every group (the ticks layout): their
-        forgotten claims are deleted, and a hash left empty with them. Claims sweep as they go
-        (a hash per 64 claims of a call, and a hash when a claim touches it a quarter of a
+    def sweep(self, strings_per_group: int = 1_000) -> int:
+        """Sweep the next ``strings_per_group`` strings of every group (the ticks layout): their
+        forgotten claims are dropped, and a string left empty with them. Claims sweep as they go
+        (a string per 64 claims of a call, and a string when a claim touches it a quarter of a
         window after its last sweep); this is for a namespace that rests, or a measurement.
 
-        :returns: the hashes swept (those due); 0 for another layout.
+        :returns: the strings swept (those due); 0 for another layout.
         :raises StoreUnavailable: when Redis cannot be reached.
         """
-        integer_in("hashes_per_group", hashes_per_group, 1, 1 << 30)
+        integer_in("strings_per_group", strings_per_group, 1, 1 << 30)
         if self.window_layout != TICKS:
             return 0
-        commands = [self._sweep_command(group, hashes_per_group) for group in range(self.groups)]
+        commands = [self._sweep_command(group, strings_per_group) for group in range(self.groups)]
 
         def plan(_token: bytes) -> Plan[int]:
             replies = yield from self._write(commands)
