@@ -324,10 +324,28 @@ class RedisShardedSetStore(GroupedScriptStore):
         jemalloc allocates for it (``MEMORY USAGE`` counts an intset at its length; 1,608 bytes take
         1,792); None while the sampled shards are all empty."""
         keys = [self._shard_key(random.randrange(self.shards)) for _ in range(SAMPLE_SHARDS)]
+        if self.window_layout == TICKS:  # strings of 5-byte records
+            keys = [key + b":t%d" % random.randrange(self.split) for key in keys]
+            return StoreCall(lambda _token: self._sample_strings(keys))
         if self.window is not None:  # the current generation's sets
             generation = self.window.generation(self.clock())
             keys = [key + b":%d" % generation for key in keys]
         return StoreCall(lambda _token: self._sample(keys))
+
+    def _sample_strings(self, keys: List[bytes]) -> Plan[Optional[float]]:
+        """Memory per claim of the ticks layout's sampled strings: ``MEMORY USAGE`` (the key, its
+        value at the allocator's size, its dict entry) plus jemalloc's rounding of the dict entry,
+        over the records they hold."""
+        replies = yield [
+            command for key in keys for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("STRLEN", key))
+        ]
+        used = claims = 0
+        for usage, length in zip(replies[0::2], replies[1::2]):
+            if usage is None or length <= 5:
+                continue
+            used += usage + allocated_bytes(DICT_ENTRY_BYTES) - DICT_ENTRY_BYTES
+            claims += (length - 5) // 5
+        return used / claims if claims else None
 
     def _sample(self, keys: List[bytes]) -> Plan[Optional[float]]:
         replies = yield [
