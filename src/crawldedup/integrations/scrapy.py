@@ -51,7 +51,15 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from .._checks import integer_in
-from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, InvalidURL, canonicalize, policy_named
+from ..canonical import (
+    DEFAULT_POLICY,
+    POLICIES,
+    CanonicalPolicy,
+    InvalidURL,
+    canonicalize,
+    load_policy_file,
+    policy_named,
+)
 from ..config import SETTINGS as CONFIG_SETTINGS
 from ..config import DedupConfig
 from ..content import page_text, simhash
@@ -110,12 +118,16 @@ SETTINGS: Dict[str, str] = {
 #: as each call to Scrapy's stats collector goes through a wrapper.
 STATS_SYNC_EVERY = 1024
 #: Deduplicator counters copied into Scrapy's stats (``crawldedup/<name>``).
-_MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hits", "false_hits")
+_MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hits", "false_hits", "redirected_known")
 
 
 def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
-    """``CRAWLDEDUP_POLICY``: a CanonicalPolicy, a policy's name (``v1``, ``v2``), or a dict (or its
-    JSON text) of fields to change in the default policy (``{"version": 1, ...}`` for policy 1's)."""
+    """``CRAWLDEDUP_POLICY``: a CanonicalPolicy, a policy's name (``v1``, ``v2``, ``v3``), or a dict
+    (or its JSON text) of fields to change in the named policy of its ``version`` (default 3:
+    ``{"version": 1, ...}`` changes policy 1's)."""
+    path = settings.get("CRAWLDEDUP_POLICY_FILE")
+    if path:  # a policy file (docs/canonical-policy.md) wins, as --policy-file does
+        return load_policy_file(path)
     if value is None or value == "":
         return DEFAULT_POLICY
     if isinstance(value, CanonicalPolicy):
@@ -136,7 +148,10 @@ def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
             f"CRAWLDEDUP_POLICY: unknown field(s) {', '.join(unknown)}; the fields are {', '.join(sorted(names))}"
         )
     try:
-        return dataclasses.replace(DEFAULT_POLICY, **overrides)
+        # The named policy of the version asked for, so that {"version": 2} is policy 2 whole.
+        version = overrides.get("version", DEFAULT_POLICY.version)
+        base = next((policy for policy in POLICIES.values() if policy.version == version), DEFAULT_POLICY)
+        return dataclasses.replace(base, **overrides)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"CRAWLDEDUP_POLICY: {exc}") from None
 
