@@ -719,7 +719,7 @@ class ClaimStore(abc.ABC):
         """Send one request of a plan and return its reply (the sync channel)."""
         raise NotImplementedError
 
-    async def _aconnect(self) -> None:
+    async def _aconnect(self) -> None:  # noqa: B027 (a store without a connection keeps this)
         """Connect the async channel (once; a store made asynchronous connects nothing before)."""
 
     async def _asend(self, request: Any) -> Any:

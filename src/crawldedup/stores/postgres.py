@@ -114,7 +114,8 @@ _ALIASES_TABLE = (
     "CREATE INDEX IF NOT EXISTS aliases_{id}_age ON {table} (generation)",
 )
 _RECORD = (
-    f"SELECT id, layout, store, fingerprint, policy, recrawl_window, to_regclass('{SCHEMA}.claims_' || id) IS NOT NULL, "
+    f"SELECT id, layout, store, fingerprint, policy, recrawl_window, "
+    f"to_regclass('{SCHEMA}.claims_' || id) IS NOT NULL, "
     f"to_regclass('{SCHEMA}.aliases_' || id) IS NOT NULL FROM {SCHEMA}.namespaces WHERE name = %s"
 )
 _SPLIT = "SELECT substring({0}::bytea FROM i * 16 + 1 FOR 16) FROM generate_series(0, length({0}::bytea) / 16 - 1) AS i"
@@ -144,7 +145,8 @@ _MEASURE = "SELECT pg_total_relation_size('{table}')::float8, count(*) FROM {tab
 _RECORD_ALIASES = (
     """INSERT INTO {table} (requested, final, generation)
     SELECT DISTINCT ON (requested) requested, final, %(generation)s::int8 FROM (
-        SELECT i, substring(%(requested)s::bytea FROM i * 16 + 1 FOR 16), substring(%(finals)s::bytea FROM i * 16 + 1 FOR 16)
+        SELECT i, substring(%(requested)s::bytea FROM i * 16 + 1 FOR 16),
+               substring(%(finals)s::bytea FROM i * 16 + 1 FOR 16)
         FROM generate_series(0, length(%(requested)s::bytea) / 16 - 1) AS i) AS pairs (i, requested, final)
     ORDER BY requested, i DESC
     ON CONFLICT (requested) DO UPDATE SET final = excluded.final, generation = excluded.generation""",

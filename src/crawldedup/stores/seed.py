@@ -60,8 +60,9 @@ _SEED_SCHEMA = (
 class SeedRecord(NamedTuple):
     """What a namespace's seed is: the digest and size of its bytes, the sizes of the files they
     join (``parts``, comma-separated: a state file, then the stage files it grew, in order), its
-    chunks (their size, how many, and how many are uploaded), the canonical policy and recrawl window it was made with (the
-    window's :meth:`~crawldedup.windows.Window.describe`, or ``none``), and where it came from."""
+    chunks (their size, how many, and how many are uploaded), the canonical policy and recrawl
+    window it was made with (the window's :meth:`~crawldedup.windows.Window.describe`, or
+    ``none``), and where it came from."""
 
     digest: str
     size: int
