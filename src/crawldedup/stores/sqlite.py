@@ -20,7 +20,8 @@ window and NULL without one (such a claim never expires); the column is added on
 every file, those made before it existed included. ``recrawl_window`` stamps the window a
 namespace was made for (``base.window_stamp``): a store of another window is refused, naming
 both; a namespace made before the column existed (NULL) opens with any. With a window, a claim
-whose ``claimed_at`` is before the oldest live generation (``Window.live_since``) is won again by the next claim, atomically:
+whose ``claimed_at`` is before the oldest live generation (``Window.live_since``) is won again
+by the next claim, atomically:
 ``INSERT ... ON CONFLICT DO UPDATE SET claimed_at = ... WHERE claimed_at < ?``.
 
 Every step is a plan (:mod:`crawldedup._plans`) whose requests are functions over the
