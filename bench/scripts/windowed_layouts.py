@@ -28,6 +28,7 @@ import shutil
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -67,7 +68,7 @@ def stream(round_: int, urls: int, repeats: bool) -> Tuple[List[List[str]], int]
     new = (f"https://round{round_}.example/item/{i}?ref=x" for i in range(urls))
     calls: List[List[str]] = []
     seen: List[str] = []
-    for start in range(0, urls, BATCH):
+    for _ in range(0, urls, BATCH):
         fresh = BATCH if not repeats or not seen else BATCH // 10
         call = [next(new) for _ in range(fresh)]
         call += [rng.choice(seen) for _ in range(BATCH - fresh)]
@@ -124,9 +125,10 @@ def speed(url: str, client: redis.Redis, urls: int, rounds: int) -> None:
             rates: Dict[str, float] = {}
             for name in names if r % 2 == 0 else names[::-1]:
                 if name == "seed design":
-                    run: Callable[[], int] = lambda: seed_design(calls, client)  # noqa: E731
+                    run: Callable[[], int] = partial(seed_design, calls, client)
                 else:
-                    run = lambda name=name: deduplicator(name, calls, url, f"r{r}-{name}".replace(", ", "-"), distinct)  # noqa: E731
+                    namespace = f"r{r}-{name}".replace(", ", "-")
+                    run = partial(deduplicator, name, calls, url, namespace, distinct)
                 results.setdefault(name, []).append(timed(run, distinct, urls, client))
                 rates[name] = results[name][-1][0]
                 client.flushall()
@@ -135,7 +137,8 @@ def speed(url: str, client: redis.Redis, urls: int, rounds: int) -> None:
         kind = "90% repeats" if repeats else "all new"
         print(f"\n{urls:,} URLs ({kind}), calls of {BATCH:,}, window {DAYS} days in 4 generations, {rounds} rounds")
         print(
-            "| design | claims/s, median [range] | x seed design, median [range] | client CPU us/claim | server CPU us/claim |"
+            "| design | claims/s, median [range] | x seed design, median [range] "
+            "| client CPU us/claim | server CPU us/claim |"
         )
         print("|---|---|---|---|---|")
         for name, rows in results.items():
