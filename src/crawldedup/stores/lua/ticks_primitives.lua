@@ -122,12 +122,13 @@ local function claim_all(ks, ms, count, ttl)
           s = retick(s, p, value, leasing)
           won[i], changed = 1, true
         else
-          records[#records + 1] = m .. value
+          records[#records + 1] = m
+          records[#records + 1] = value
           won[i] = 1
         end
       end
     end
-    if #records > 0 or changed then store(k, appended(s, records, #records * leasing)) end
+    if #records > 0 or changed then store(k, appended(s, records, #records / 2 * leasing)) end
   end
   return won
 end
