@@ -388,7 +388,7 @@ class RedisStore(ClaimStore):
     @classmethod
     def _redis_options(cls, options: StoreOptions) -> Dict[str, Any]:
         """The arguments every Redis store takes from ``options``."""
-        url = required(options.redis_url, cls.strategy, "redis_url", "REDIS_URL")
+        url = required(options.redis_url, cls.strategy, "redis_url", "CRAWLDEDUP_REDIS_URL")
         return {"url": url, "durability": options.durability, **options.common()}
 
     async def _aconnect(self) -> None:

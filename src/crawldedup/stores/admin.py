@@ -36,5 +36,5 @@ def namespace_record(
     if entry.family == "postgres":
         location = required(postgres_url, entry.strategy, "postgres_url", "CRAWLDEDUP_POSTGRES_URL")
     else:
-        location = required(redis_url, entry.strategy, "redis_url", "REDIS_URL")
+        location = required(redis_url, entry.strategy, "redis_url", "CRAWLDEDUP_REDIS_URL")
     return entry.load().read_record(namespace, location)
