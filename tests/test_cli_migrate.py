@@ -17,9 +17,8 @@ import pytest
 import redis
 
 from crawldedup import Deduplicator
-from crawldedup.bloom import hash_many
 from crawldedup.canonical import DEFAULT_POLICY
-from crawldedup.fingerprints import Fingerprints
+from crawldedup.fingerprints import Fingerprints, hash_many
 from crawldedup.stores import NamespaceConflict, RedisKeyStore
 
 COMMAND = [sys.executable, "-m", "crawldedup", "migrate", "--from", "set"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, NamespaceConflict, canonicalize
-from crawldedup.bloom import BloomFilter, FilterFileError, hash_many
+from crawldedup.bloom import BloomFilter, FilterFileError
 from crawldedup.config import DedupConfig
 from crawldedup.dedup import Deduplicator, open_state
+from crawldedup.fingerprints import hash_many
 
 WWW_POLICY = CanonicalPolicy(strip_www=True)
 
