@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import random
@@ -15,6 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
@@ -438,6 +440,18 @@ def missing(message: str) -> NoReturn:
     if IN_CI:
         pytest.fail(message)
     pytest.skip(message)
+
+
+def required_module(name: str, extra: str = "engines") -> ModuleType:
+    """The module ``name`` of an optional extra; a test without it skips locally and fails under
+    ``CI=true`` (scripts/test installs the ``test`` extra, which holds every engine)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        message = f"{name} is not installed ({exc}): pip install crawldedup[{extra}]"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message, allow_module_level=True)  # called where a test module imports
 
 
 def required_sentinel() -> List[str]:
@@ -895,6 +909,7 @@ _NOT_ON_VALKEY = {"bloom", "redisbloom", "sqlite", "postgres"}
 #: twin made them (test_bloom.py and test_canonical_differential.py hold the twins equal).
 TWIN_MODULES = frozenset(
     {
+        "test_arrow",
         "test_bloom",
         "test_bloom_format",
         "test_bloom_growing",

@@ -2,9 +2,10 @@
 
 MurmurHash3 x64-128 (seed 0) of the canonical string's UTF-8 bytes, as two little-endian uint64
 halves ``(h1, h2)``; :func:`fingerprint` is the same 16 bytes. The selector of the layer:
-:func:`hash_many` is the compiled twin's (``_fingerprints_c``, hashing without the GIL) when it
-is built and allowed (see ``crawldedup._env``), else the typed reference's
-(``_fingerprints_py``, over mmh3), which :data:`py_hash_many` always names. Nothing but this
+:func:`hash_many` and :func:`hash_buffers` (a column's keys in Arrow's layout) are the
+compiled twin's (``_fingerprints_c``, hashing without the GIL) when it is built and allowed
+(see ``crawldedup._env``), else the typed reference's (``_fingerprints_py``, over mmh3);
+:data:`py_hash_many` always names the reference's. Nothing but this
 module imports a twin. A batch's rows travel as :class:`Fingerprints` (:mod:`.batch`).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._env import compiled
-from ._fingerprints_py import Key, fingerprint, hash_many, hash_one, key_bytes
+from ._fingerprints_py import Key, fingerprint, hash_buffers, hash_many, hash_one, key_bytes
 from .batch import FINGERPRINT_BYTES, Fingerprints, multiply_shift, take_rows
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Fingerprints",
     "Key",
     "fingerprint",
+    "hash_buffers",
     "hash_many",
     "hash_one",
     "key_bytes",
@@ -37,7 +39,8 @@ FINGERPRINT_ID = "murmur3-x64-128"
 py_hash_many = hash_many
 
 _compiled = None if TYPE_CHECKING else compiled("crawldedup.fingerprints._fingerprints_c")
-#: True when :func:`hash_many` is the compiled twin's.
+#: True when :func:`hash_many` and :func:`hash_buffers` (a column's keys in Arrow's layout) are the compiled twin's.
 HAS_EXTENSION = _compiled is not None
 if not TYPE_CHECKING and _compiled is not None:
     hash_many = _compiled.hash_many
+    hash_buffers = _compiled.hash_buffers

@@ -10,10 +10,11 @@ next keys' objects ahead of use. :class:`KeyChunk` and :func:`hash_key` are decl
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from libc.stdint cimport uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
 import numpy as np
 
+from .._checks import check_offsets
 from ._fingerprints_py import key_bytes
 
 
@@ -164,4 +165,43 @@ def hash_many(items):
         chunk.load(sequence, start)
         with nogil:
             chunk.hash_keys(&out[start, 0])
+    return hashes
+
+
+ctypedef fused Offset:
+    int32_t
+    int64_t
+
+
+cdef bint _offsets_fit(const Offset[::1] offsets, Py_ssize_t size) noexcept nogil:
+    """Whether the offsets ascend from 0 or more to at most ``size`` (``check_offsets``' rule)."""
+    cdef Py_ssize_t i
+    cdef int64_t previous = 0
+    for i in range(offsets.shape[0]):
+        if offsets[i] < previous or offsets[i] > size:
+            return False
+        previous = offsets[i]
+    return offsets.shape[0] > 0
+
+
+def hash_buffers(const Offset[::1] offsets, const unsigned char[::1] data):
+    """Return the ``(n, 2)`` rows of the keys of a column in Arrow's layout (key ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]``), hashed without the GIL; equal to the reference's.
+
+    :raises ValueError: for offsets that do not ascend within ``data``.
+    """
+    cdef Py_ssize_t count = offsets.shape[0] - 1, i, size = data.shape[0]
+    cdef const unsigned char* text = &data[0] if size else <const unsigned char*>b""
+    cdef bint fit
+    with nogil:
+        fit = _offsets_fit(offsets, size)
+    if not fit:
+        check_offsets(np.asarray(offsets).tolist(), size)  # raises, naming the offset
+    hashes = np.empty((count, 2), dtype=np.uint64)
+    if count == 0:
+        return hashes
+    cdef uint64_t[:, ::1] out = hashes
+    with nogil:
+        for i in range(count):
+            cdd_murmur3_x64_128(text + offsets[i], <size_t>(offsets[i + 1] - offsets[i]), HASH_SEED, &out[i, 0])
     return hashes

@@ -13,6 +13,8 @@ from typing import Iterable, Union
 import mmh3
 import numpy as np
 
+from .._checks import ColumnBytes, Offsets, check_offsets
+
 Key = Union[str, bytes, bytearray, memoryview]
 
 
@@ -73,3 +75,16 @@ def hash_many(items: Iterable[object]) -> np.ndarray:
     else:
         joined = b"".join([digest(key_bytes(item)) for item in items])
     return np.frombuffer(joined, dtype="<u8").reshape(-1, 2).astype(np.uint64)
+
+
+def hash_buffers(offsets: Offsets, data: ColumnBytes) -> np.ndarray:
+    """Return the ``(n, 2)`` rows of the keys of a binary or text column laid out as Arrow lays
+    one out: key ``i`` is ``data[offsets[i]:offsets[i + 1]]`` (``n + 1`` ascending offsets).
+
+    ``hash_buffers(offsets, data)[i]`` is ``hash_many([key_i])[0]``.
+
+    :raises ValueError: for offsets that do not ascend within ``data``.
+    """
+    raw = bytes(data)
+    check_offsets(offsets, len(raw))
+    return hash_many([raw[start:stop] for start, stop in zip(offsets[:-1], offsets[1:])])
