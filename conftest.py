@@ -454,6 +454,32 @@ def required_module(name: str, extra: str = "engines") -> ModuleType:
         pytest.skip(message, allow_module_level=True)  # called where a test module imports
 
 
+@pytest.fixture(scope="session")
+def spark_session() -> Iterator[Any]:
+    """One local[2] Spark session (its JVM starts once) for every test of the session that
+    needs Spark; its driver listens on loopback and its workers run this interpreter."""
+    required_module("pyspark")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from crawldedup.offline.on_spark import spark_session as make
+
+    session = make("local[2]")
+    session.conf.set("spark.sql.shuffle.partitions", "4")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def dask_client() -> Iterator[Any]:
+    """One distributed.LocalCluster (a worker process, two threads) and its client for the session."""
+    required_module("dask")
+    distributed = required_module("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            yield client
+
+
 def required_sentinel() -> List[str]:
     """The Sentinel command: under ``CI=true`` Debian's ``redis-sentinel`` (what scripts/test
     installs), elsewhere also ``redis-server --sentinel``."""

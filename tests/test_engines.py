@@ -5,7 +5,6 @@ and Ray start once per session (the slow tests share them)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
@@ -99,32 +98,11 @@ def test_polars_expression_eager_and_lazy():
     assert kept.height == sum(expected(u, b)[1] is None for u, b in ROWS)
 
 
-@pytest.fixture(scope="session")
-def spark():
-    required_module("pyspark")
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver listens on loopback only
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers import this crawldedup
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("crawldedup-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
-
-
 @pytest.mark.slow
-def test_spark_map_in_arrow(spark):
+def test_spark_map_in_arrow(spark_session):
     from crawldedup.integrations.spark import with_url_columns
 
-    frame = spark.createDataFrame(TABLE).repartition(3)
+    frame = spark_session.createDataFrame(TABLE).repartition(3)
     made = with_url_columns(frame, base="base")
     assert [f.name for f in made.schema.fields][-3:] == ["canonical", "error", "fingerprint"]
     got = [
@@ -132,15 +110,6 @@ def test_spark_map_in_arrow(spark):
         for r in made.collect()
     ]
     check_rows(got)
-
-
-@pytest.fixture(scope="session")
-def dask_client() -> Iterator[object]:
-    required_module("dask")
-    distributed = required_module("distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as client:
-            yield client
 
 
 @pytest.mark.slow

@@ -86,6 +86,7 @@ from ._store_options import DEFAULT_SQLITE, add_policy_option, chosen_policy
 from .audit import Audit, render
 from .doctor import add_command as add_doctor_command
 from .migrate import add_command as add_migrate_command
+from .offline import add_command as add_offline_command
 from .serve import add_command as add_serve_command
 from .stats import add_command as add_stats_command
 
@@ -937,6 +938,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_doctor_command(commands, epilog, _Formatter)
     add_stats_command(commands, epilog, _Formatter, _round_name)
     add_migrate_command(commands, epilog, _Formatter)
+    add_offline_command(commands, epilog, _Formatter)
     return parser
 
 
