@@ -19,8 +19,8 @@ from typing import Any
 
 from .._wording import counted
 from ..bloom import FilterFileError
-from ._io import EXIT_IO, EXIT_OK, EXIT_STATE, EXIT_USAGE, CLIError
 from ._store_options import add_policy_option, chosen_policy
+from .exits import CLIError, ExitCode, usage_error
 
 __all__ = ["ENGINES", "add_command"]
 
@@ -91,9 +91,7 @@ def _window(days: Any) -> Any:
     if days is None:
         return None
     if not days > 0:
-        raise CLIError(
-            EXIT_USAGE, f"--window-days must be a positive number, got {days}; see crawldedup offline --help"
-        )
+        raise usage_error("offline", f"--window-days must be a positive number, got {days}")
     return timedelta(days=days)
 
 
@@ -103,14 +101,14 @@ def _failure(exc: BaseException) -> CLIError:
     from ..offline import HistoryError
 
     if isinstance(exc, (HistoryError, FilterFileError)):
-        return CLIError(EXIT_STATE, str(exc))
+        return CLIError(ExitCode.STATE, str(exc))
     if isinstance(exc, KeyError):
-        return CLIError(EXIT_USAGE, f"{exc.args[0]}; see crawldedup offline --help")
+        return usage_error("offline", str(exc.args[0]))
     if isinstance(exc, ImportError):
-        return CLIError(EXIT_USAGE, f"{exc}: pip install crawldedup[engines]")
+        return CLIError(ExitCode.USAGE, f"{exc}: pip install crawldedup[engines]")
     if isinstance(exc, OSError):
-        return CLIError(EXIT_IO, f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
-    return CLIError(EXIT_USAGE, f"{exc}; see crawldedup offline --help")
+        return CLIError(ExitCode.IO, f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    return usage_error("offline", str(exc))
 
 
 def run_offline(args: argparse.Namespace) -> int:
@@ -145,7 +143,7 @@ def run_offline(args: argparse.Namespace) -> int:
         f"history {report.history_before:,} -> {report.history_after:,} pages",
         file=sys.stderr,
     )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_to_state(args: argparse.Namespace) -> int:
@@ -164,7 +162,7 @@ def run_to_state(args: argparse.Namespace) -> int:
     except (ImportError, OSError, ValueError, KeyError) as exc:
         raise _failure(exc) from None
     print(f"crawldedup offline: {args.state} holds {counted(pages, 'page')} of {args.history}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_from_state(args: argparse.Namespace) -> int:
@@ -180,4 +178,4 @@ def run_from_state(args: argparse.Namespace) -> int:
         f"already there); history {report.history_before:,} -> {report.history_after:,} pages",
         file=sys.stderr,
     )
-    return EXIT_OK
+    return ExitCode.OK

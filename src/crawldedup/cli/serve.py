@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, Dict, Optional
 
 from ..bloom import FilterFileError
 from ..config import SETTINGS, DedupConfig
 from ..dedup.aio import AsyncDeduplicator
+from ..service.limits import OPTIONS as LIMIT_OPTIONS  # nothing of the service extra: --help shows them
+from ..service.limits import Limits
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import STRATEGIES
-from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 from ._store_options import DURABILITY_OPTIONS, add_durability_options, add_policy_option
+from .exits import CLIError, ExitCode, usage_error
 
 #: The port ``serve`` listens on without --port.
 DEFAULT_PORT = 8707
@@ -38,6 +40,7 @@ CONFIG_OPTIONS = {
     "generations": "generations",
     "postgres_url": "postgres_url",
     "policy": "policy",
+    "policy_file": "policy_file",
     **DURABILITY_OPTIONS,
 }
 
@@ -101,16 +104,22 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         "the same id settle each other's leases",
     )
     serve.add_argument(
-        "--max-body-bytes", type=int, metavar="N", help="largest request body (default 16 MiB; more: 413)"
+        "--open-healthz",
+        action="store_true",
+        help="answer GET /healthz without the token, for load balancers' probes (its status alone: no data)",
     )
-    serve.add_argument(
-        "--max-batch", type=int, metavar="N", help="most URLs or keys in one call (default 100,000; more: 413)"
-    )
+    limits = serve.add_argument_group("limits", "what each client may use (docs/service.md, Limits)")
+    for field in fields(Limits):
+        default = field.default
+        kind = float if isinstance(default, float) else int
+        shown = f"{default:g}" if isinstance(default, float) else f"{default:,}"
+        limits.add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=kind,
+            metavar="S" if kind is float else "N",
+            help=f"{LIMIT_OPTIONS[field.name]} (default {shown})",
+        )
     serve.set_defaults(run=run_serve)
-
-
-def _usage(message: str) -> CLIError:
-    return CLIError(EXIT_USAGE, f"{message}; see crawldedup serve --help")
 
 
 def service_config(args: argparse.Namespace) -> DedupConfig:
@@ -127,7 +136,7 @@ def service_config(args: argparse.Namespace) -> DedupConfig:
                 given[field] = SETTINGS[field].read(field, text)
         return replace(config, **given)
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("serve", str(exc)) from None
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -137,27 +146,23 @@ def run_serve(args: argparse.Namespace) -> int:
         from ..service import app, server
     except ImportError as exc:
         raise CLIError(
-            EXIT_USAGE,
+            ExitCode.USAGE,
             f"crawldedup serve needs the service extra ({exc.name} is missing): pip install 'crawldedup[service]'",
         ) from None
     config = service_config(args)
-    limits = {
-        name: value
-        for name, value in (("max_body_bytes", args.max_body_bytes), ("max_batch", args.max_batch))
-        if value is not None
-    }
-    for name, value in limits.items():
-        if value < 1:
-            raise _usage(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    try:
+        limits = service_limits(args, server.fit_descriptors)
+    except ValueError as exc:
+        raise usage_error("serve", str(exc)) from None
     token: Optional[str] = None
     try:
         if args.token_file is not None:
             token = server.read_token(args.token_file)
         server.check_bind(args.host, token)
     except OSError as exc:
-        raise _usage(f"--token-file {args.token_file}: {exc.strerror or exc}") from None
+        raise usage_error("serve", f"--token-file {args.token_file}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("serve", str(exc)) from None
 
     async def main(stop: server.Stop) -> None:
         dedup = await _open(config, args)
@@ -165,10 +170,12 @@ def run_serve(args: argparse.Namespace) -> int:
             try:
                 sock = server.listen(args.host, args.port)
             except OSError as exc:
-                raise CLIError(EXIT_USAGE, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+                raise CLIError(
+                    ExitCode.USAGE, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+                ) from None
             metrics = DedupMetrics()  # prometheus_client's default registry: the process's own metrics too
             metrics.attach(dedup)
-            service = app.ServiceApp(dedup, metrics, token=token, **limits)
+            service = app.ServiceApp(dedup, metrics, token=token, open_healthz=args.open_healthz, limits=limits)
             where = server.address(sock)
             await server.serve(
                 service,
@@ -185,7 +192,26 @@ def run_serve(args: argparse.Namespace) -> int:
 
     server.run(main)
     print("crawldedup serve: stopped", file=sys.stderr, flush=True)
-    return EXIT_OK
+    return ExitCode.OK
+
+
+def service_limits(args: argparse.Namespace, fit: Any) -> Limits:
+    """The limits given as options over the defaults, ``max_connections`` fitted to the descriptors
+    (``fit(max_connections, reserved)``; a line on stderr when it had to be lowered).
+
+    :raises ValueError: for a limit that is not positive, or bodies over the buffered bytes.
+    """
+    given = {field.name: getattr(args, field.name) for field in fields(Limits) if getattr(args, field.name) is not None}
+    limits = Limits(**given)
+    fitted = fit(limits.max_connections, limits.store_connections)
+    if fitted < limits.max_connections:
+        print(
+            f"crawldedup serve: --max-connections lowered to {fitted:,}: the file descriptors (ulimit -n) "
+            f"allow no more beside the store's {limits.store_connections}",
+            file=sys.stderr,
+        )
+        limits = replace(limits, max_connections=fitted)
+    return limits
 
 
 async def _open(config: DedupConfig, args: argparse.Namespace) -> AsyncDeduplicator:
@@ -198,12 +224,12 @@ async def _open(config: DedupConfig, args: argparse.Namespace) -> AsyncDeduplica
         dedup = AsyncDeduplicator(config=config, verify_hits=args.verify_hits, worker_id=args.worker_id)
         return await dedup.open()
     except StoreRefused as exc:
-        raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
+        raise CLIError(ExitCode.STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
-        raise CLIError(EXIT_STORE, str(exc)) from None
+        raise CLIError(ExitCode.STORE, str(exc)) from None
     except (NamespaceConflict, FilterFileError) as exc:
-        raise CLIError(EXIT_STATE, str(exc)) from None
+        raise CLIError(ExitCode.STATE, str(exc)) from None
     except OSError as exc:
-        raise CLIError(EXIT_STATE, f"state file {config.state_path}: {exc.strerror or exc}") from None
+        raise CLIError(ExitCode.STATE, f"state file {config.state_path}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("serve", str(exc)) from None
