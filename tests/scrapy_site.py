@@ -46,7 +46,7 @@ def spellings(source: int, target: int) -> List[str]:
             f"/item?{query}&utm_source=newsletter&utm_medium=email",  # tracking
             f"http://SHOP.example:80/item?{swapped}#details",  # host case, default port, fragment
             relative,  # relative to the linking page
-            f"/item/?{query}&sessionid=s{target}",  # trailing slash, session id
+            f"/item/?{query}&jsessionid=s{target}",  # trailing slash, session id
             f"//{HOST}/item?{query}&gclid=Cj{target}",  # scheme-relative, click id
         ]
     else:
@@ -58,7 +58,7 @@ def spellings(source: int, target: int) -> List[str]:
             f"/p/{target}/",  # trailing slash
             f"/p/{target}?utm_source=feed&utm_campaign=spring",  # tracking
             relative,  # relative to the linking page
-            f"/p/./{target}?ref=home",  # dot segment, referral tag
+            f"/p/./{target}?ref_src=home",  # dot segment, referral tag
             f"//{HOST}/p/{target}?fbclid=IwAR{target}",  # scheme-relative, click id
         ]
     # Three spellings per link, rotating with the source so that every spelling appears.

@@ -46,7 +46,7 @@ def test_local_strategy_spellings_have_one_winner():
 
 
 def test_invalid_urls_are_reported_not_raised(store_strategy, store_location):
-    urls = ["https://ok.example/a", "mailto:x@y.example", "https://ok.example/b", 42, "http://bad..host/"]
+    urls = ["https://ok.example/a", "mailto:x@y.example", "https://ok.example/b", 42, "http://bad host/"]
     with dedup(store_strategy, store_location) as d:
         batch = d.claim_batch(urls)  # type: ignore[list-item]
         assert batch.won == [True, False, True, False, False]
@@ -208,7 +208,7 @@ def test_a_store_of_another_policy_is_refused(tmp_path):
     with pytest.raises(
         ValueError,
         match=f"custom canonical policy \\({WWW_POLICY.digest}\\), this crawl uses "
-        f"canonical policy 2 \\({DEFAULT_POLICY.digest}\\)",
+        f"canonical policy 3 \\({DEFAULT_POLICY.digest}\\)",
     ):
         Deduplicator("sqlite", store=store)
     store.close()

@@ -560,7 +560,7 @@ def _chain(row: int, links: Chain) -> List[URL]:
         return [links]
     if isinstance(links, (bytearray, memoryview)) or not isinstance(links, Sequence):
         raise TypeError(f"requested[{row}] must be a URL or a sequence of URLs, got {type(links).__name__}")
-    return list(links)
+    return list(cast(Sequence[URL], links))
 
 
 def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: CanonicalPolicy) -> Canonicalized:
