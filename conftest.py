@@ -476,7 +476,9 @@ def dask_client() -> Iterator[Any]:
     """One distributed.LocalCluster (a worker process, two threads) and its client for the session."""
     required_module("dask")
     distributed = required_module("distributed")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, host="127.0.0.1", dashboard_address=":0"
+    ) as cluster:
         with distributed.Client(cluster) as client:
             yield client
 

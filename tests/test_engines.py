@@ -130,6 +130,16 @@ def _na(value: object) -> bool:
     return value is None or value is pd.NA
 
 
+@pytest.mark.slow
+def test_spark_pages_of_keeps_the_pages_in_link_order(spark_session):
+    from crawldedup.integrations.spark import pages_of
+
+    frame = spark_session.createDataFrame(TABLE).repartition(1)
+    got = [(r["url"], bytes(r["fingerprint"])) for r in pages_of(frame, base="base").collect()]
+    want = [(canonical, fp) for canonical, _, fp in (expected(u, b) for u, b in ROWS) if canonical is not None]
+    assert got == want
+
+
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[object]:
     ray = required_module("ray")

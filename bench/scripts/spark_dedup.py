@@ -2,8 +2,11 @@
 
 Usage: python bench/scripts/spark_dedup.py LINKS.parquet OUT_DIR [--only crawldedup,w3lib,raw]
 
-- ``crawldedup``: ``with_url_columns`` (mapInArrow over the Arrow kernels), then
-  ``dropDuplicates`` on the 16-byte fingerprint: one row per page.
+- ``crawldedup``: ``pages_of`` (mapInArrow over the Arrow kernels: each link's canonical URL and
+  fingerprint, refused links left out in the worker), then ``dropDuplicates`` on the 16-byte
+  fingerprint: one row per page.
+- ``crawldedup-columns``: the same with ``with_url_columns`` (every input column back, plus
+  canonical, error and fingerprint), filtered in Spark.
 - ``w3lib``: ``w3lib.url.canonicalize_url`` in a pandas UDF, then ``dropDuplicates`` on its
   output: the usual Python way.
 - ``raw``: ``dropDuplicates`` on the raw strings: no canonicalization, so every spelling of a

@@ -8,7 +8,8 @@
 
 :func:`url_columns` is one expression over ``map_batches``: Polars hands it whole columns as
 Arrow, and the kernels of :mod:`crawldedup.arrow` answer them without the GIL, into a struct of
-``canonical`` (String), ``error`` (String) and ``fingerprint`` (Binary, 16 bytes).
+``canonical`` (String), ``error`` (String) and ``fingerprint`` (Binary, 16 bytes). It is
+elementwise (a row's answer is its own), so the streaming engine runs it batch by batch.
 """
 
 from __future__ import annotations
@@ -50,11 +51,14 @@ def url_columns(
     url = pl.col(url) if isinstance(url, str) else url
     dtype = pl.Struct({"canonical": pl.String, "error": pl.String, "fingerprint": pl.Binary})
     if base is None:
-        return url.map_batches(lambda urls: _made(urls.to_arrow(), None, policy), return_dtype=dtype)
+        return url.map_batches(
+            lambda urls: _made(urls.to_arrow(), None, policy), return_dtype=dtype, is_elementwise=True
+        )
     base = pl.col(base) if isinstance(base, str) else base
     return pl.struct(url.alias("url"), base.alias("base")).map_batches(
         lambda rows: _made(rows.struct.field("url").to_arrow(), rows.struct.field("base").to_arrow(), policy),
         return_dtype=dtype,
+        is_elementwise=True,
     )
 
 

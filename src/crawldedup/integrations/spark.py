@@ -16,10 +16,11 @@ from typing import Any, Iterator, Optional, Tuple
 
 import pyarrow as pa
 
+from ..arrow import url_columns
 from ..arrow import with_url_columns as arrow_url_columns
 from ..canonical import CanonicalPolicy
 
-__all__ = ["URL_COLUMNS", "url_batches", "with_url_columns"]
+__all__ = ["URL_COLUMNS", "page_batches", "pages_of", "url_batches", "with_url_columns"]
 
 #: The names of the columns added, in order.
 URL_COLUMNS: Tuple[str, str, str] = ("canonical", "error", "fingerprint")
@@ -60,3 +61,31 @@ def with_url_columns(
         ]
     )
     return frame.mapInArrow(lambda batches: url_batches(batches, url, base, policy), schema)
+
+
+def page_batches(
+    batches: Iterator[pa.RecordBatch], url: str, base: Optional[str], policy: Optional[CanonicalPolicy]
+) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function of :func:`pages_of`: each batch's pages, its refused and
+    null links left out in the worker, so that only they cross back to the JVM."""
+    for batch in batches:
+        made = url_columns(batch.column(url), bases=batch.column(base) if base is not None else None, policy=policy)
+        kept = made.canonical.is_valid()
+        yield pa.RecordBatch.from_arrays(
+            [
+                made.canonical.filter(kept).combine_chunks().cast(pa.string()),
+                made.fingerprint.filter(kept).combine_chunks().cast(pa.binary()),
+            ],
+            names=["url", "fingerprint"],
+        )
+
+
+def pages_of(frame: Any, url: str = "url", base: Optional[str] = None, policy: Optional[CanonicalPolicy] = None) -> Any:
+    """The pages of ``frame``'s links: ``url`` (canonical) and ``fingerprint`` (binary, 16 bytes)
+    of each link that is one, in link order, repeats kept (``dropDuplicates(["fingerprint"])``
+    keeps one of each). The lean form of :func:`with_url_columns` for a job that needs no more."""
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    schema = StructType([StructField("url", StringType()), StructField("fingerprint", BinaryType())])
+    columns = [url] + ([base] if base is not None else [])
+    return frame.select(*columns).mapInArrow(lambda batches: page_batches(batches, url, base, policy), schema)

@@ -152,7 +152,7 @@ def run_on_dask(job: Job, *, scheduler: Optional[str] = None, client: Optional[A
     info = job.history_info()
     own = None
     if client is None:
-        own = Client(scheduler) if scheduler else Client(LocalCluster(dashboard_address=None))
+        own = Client(scheduler) if scheduler else Client(LocalCluster(host="127.0.0.1", dashboard_address=":0"))
     try:
         return _run(job, info)
     finally:
