@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_urls import engine_urls  # noqa: E402
 
 pa = required_module("pyarrow")
+#: The kernels run on both twins' buffer paths: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
 from crawldedup.arrow import (  # noqa: E402
     FINGERPRINT_TYPE,
     canonicalize_array,
