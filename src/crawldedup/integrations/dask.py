@@ -44,8 +44,9 @@ def with_url_columns(
     """``frame`` (a ``dask.dataframe.DataFrame``) with the columns ``canonical``, ``error`` and
     ``fingerprint`` of column ``url``, resolved against column ``base`` when given."""
     import pandas as pd
+    from dask.dataframe.utils import make_meta
 
-    meta = url_partition(frame._meta, url, base, policy)
+    meta = url_partition(make_meta(frame), url, base, policy)
     meta = meta.astype(
         {
             "canonical": pd.ArrowDtype(pa.large_string()),

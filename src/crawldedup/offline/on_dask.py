@@ -166,6 +166,7 @@ def run_on_dask(job: Job, *, scheduler: Optional[str] = None, client: Optional[A
 def _run(job: Job, info: HistoryInfo) -> JobReport:
     import dask
     import dask.dataframe as dd
+    from dask.dataframe.utils import make_meta
 
     columns = [job.url] + ([job.base] if job.base is not None else [])
     links = dd.read_parquet(list(job.links), columns=columns)
@@ -176,7 +177,7 @@ def _run(job: Job, info: HistoryInfo) -> JobReport:
         report.links += counts["links"]
         report.null += counts["null"]
         report.refused += counts["refused"]
-    pages = dd.from_delayed(page_parts, meta=_pages(links._meta, job, info.partitions)[0])
+    pages = dd.from_delayed(page_parts, meta=_pages(make_meta(links), job, info.partitions)[0])
     shuffled = pages.shuffle(on="prefix", npartitions=min(info.partitions, max(1, pages.npartitions)))
     scratch = scratch_beside(job.history, "new")
     scratch.mkdir()
