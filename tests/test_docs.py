@@ -12,8 +12,9 @@ blocks in the docs", is the reader's version of these rules:
     may exit non-zero only when it shows what it prints.
 ``sh``
     runs in bash and must exit 0.
-``text``, ``toml``, ``json``
-    not code (diagrams, formulas, what a command prints elsewhere); TOML and JSON must parse.
+``text``, ``toml``, ``json``, ``sql``
+    not code (diagrams, formulas, what a command prints elsewhere, a query with parameters);
+    TOML and JSON must parse.
 ``server=redis``, ``server=service``
     the Redis the tests start (conftest ``redis_url``) answers at ``127.0.0.1:6379`` in the
     block, a ``crawldedup serve`` of the test's own at ``127.0.0.1:8707``.
@@ -62,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 RUN = ("python", "console", "sh")
-SHOWN = ("text", "toml", "json")
+SHOWN = ("text", "toml", "json", "sql")
 #: The address a block marked ``server=NAME`` writes for that server.
 ADDRESSES = {"redis": "127.0.0.1:6379", "service": "127.0.0.1:8707"}
 #: The whole line after a fence: the language, then the block's options.

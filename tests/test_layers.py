@@ -310,6 +310,7 @@ def test_the_rule_sees_an_import_circle(tmp_path):
     assert _circles(_import_graph(root, paths)) == []
 
 
+ENGINE_INTEGRATIONS = {f"crawldedup.integrations.{name}" for name in ("dask", "duckdb", "polars", "ray", "spark")}
 MODULES = sorted({_module_name(p) for p in SOURCES if p.suffix == ".py"} - {"crawldedup.__main__"})
 
 
@@ -319,5 +320,7 @@ def test_each_module_imports_on_its_own(module):
         pytest.importorskip("scrapy")
     if module == "crawldedup.metrics":
         pytest.importorskip("prometheus_client")
+    if module.startswith(("crawldedup.arrow", "crawldedup.offline")) or module in ENGINE_INTEGRATIONS:
+        pytest.importorskip("pyarrow")  # the arrow extra; each engine itself is imported on first use
     result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
