@@ -58,10 +58,11 @@ def _free_ports(count: int) -> List[int]:
     A port the kernel handed out with ``bind(("127.0.0.1", 0))`` lies in the range it also
     takes the source ports of outgoing connections from: on a machine whose tests open
     thousands of client connections, one of them can take it before the server binds it (a
-    cluster node then exits at start). Ports below the range are only ever taken by a bind.
+    cluster node then exits at start). Ports below the range are only ever taken by a bind, and
+    those from 20000 up by no engine of the tests either (Ray's workers bind 10002 to 19999).
     """
     ephemeral = _ephemeral_ports()
-    candidates = _worker_share([port for port in range(10000, 65536) if port not in ephemeral])
+    candidates = _worker_share([port for port in range(20000, 65536) if port not in ephemeral])
     held: List[socket.socket] = []
     try:
         for port in _PORT_CHOICE.sample(candidates, len(candidates)):
@@ -332,11 +333,11 @@ def kill_all(processes: Sequence[subprocess.Popen]) -> None:
         process.wait(timeout=10)
 
 
-def _wait_for(what: str, ready: Callable[[], bool], timeout: float) -> None:
+def _wait_for(what: str, ready: Callable[[], bool], timeout: float, state: Optional[Callable[[], str]] = None) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} not within {timeout}s")
+            raise RuntimeError(f"{what} not within {timeout}s" + (f": {state()}" if state else ""))
         time.sleep(0.1)
 
 
@@ -384,7 +385,7 @@ class SentinelSet:
     def servers(self) -> List[RedisServer]:
         return [self.primary, *self.replicas]
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 60.0) -> None:
         for server in self.servers:
             server.start()
         _wait_for(
@@ -392,7 +393,22 @@ class SentinelSet:
             lambda: all(_replication(r.port).get("master_link_status") == "up" for r in self.replicas),
             timeout,
         )
-        for port in self.sentinel_ports:
+        for index in range(len(self.sentinel_ports)):
+            self.sentinels.append(self._start_sentinel(index, timeout))
+        # Each Sentinel has found the replicas and the other Sentinels (through the primary).
+        _wait_for(
+            "sentinels ready",
+            lambda: all(self._sentinel_sees(port) for port in self.sentinel_ports),
+            timeout,
+            lambda: f"they see {[self._sentinel_counts(port) for port in self.sentinel_ports]}",
+        )
+
+    def _start_sentinel(self, index: int, timeout: float) -> subprocess.Popen:
+        """The ``index``-th Sentinel, answering: one that exits at start (its port taken between
+        the choice and the bind, by a program that binds ports of its own) starts again on
+        another port."""
+        for _attempt in range(3):
+            port = self.sentinel_ports[index]
             config = Path(self.workdir) / f"sentinel-{port}.conf"
             config.write_text(
                 f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.workdir}\n"
@@ -402,22 +418,27 @@ class SentinelSet:
                 f"sentinel parallel-syncs {self.SERVICE} 2\n"
                 + (f"requirepass {self.sentinel_password}\n" if self.sentinel_password else "")
             )
-            self.sentinels.append(
-                subprocess.Popen(
-                    [*self.sentinel_command, str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-                )
+            process = subprocess.Popen(
+                [*self.sentinel_command, str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
-        # Each Sentinel has found the replicas and the other Sentinels (through the primary).
-        _wait_for("sentinels ready", lambda: all(self._sentinel_sees(port) for port in self.sentinel_ports), timeout)
+            deadline = time.monotonic() + timeout
+            while process.poll() is None and time.monotonic() < deadline:
+                if _ask(port, "PING", timeout=0.5, password=self.sentinel_password):
+                    return process
+                time.sleep(0.05)
+            kill_all([process])
+            self.sentinel_ports[index] = _free_port()
+        raise RuntimeError(f"redis-sentinel did not start on any of 3 ports ({self.sentinel_command})")
 
-    def _sentinel_sees(self, port: int) -> bool:
+    def _sentinel_counts(self, port: int) -> Tuple[int, int]:
+        """(replicas, other Sentinels) the Sentinel on ``port`` knows of; (-1, -1) when it does not answer."""
         info = _ask(port, "SENTINEL", "MASTER", self.SERVICE, password=self.sentinel_password)
         if not info:
-            return False
-        return (
-            int(info.get(b"num-slaves", 0)) == len(self.replicas)
-            and int(info.get(b"num-other-sentinels", 0)) == len(self.sentinel_ports) - 1
-        )
+            return (-1, -1)
+        return (int(info.get(b"num-slaves", 0)), int(info.get(b"num-other-sentinels", 0)))
+
+    def _sentinel_sees(self, port: int) -> bool:
+        return self._sentinel_counts(port) == (len(self.replicas), len(self.sentinel_ports) - 1)
 
     def primary_port(self) -> Optional[int]:
         """The primary's port as the first Sentinel that answers names it."""

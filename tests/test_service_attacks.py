@@ -211,8 +211,8 @@ async def closed(reader: asyncio.StreamReader) -> bytes:
     """What the server sent before it closed the connection (polled with a generous bound)."""
     try:
         return await asyncio.wait_for(reader.read(), BOUND)
-    except ConnectionResetError:  # the client was still sending when the server closed
-        return RESET
+    except ConnectionError:  # the client was still sending when the server closed: a reset
+        return RESET  # or a broken pipe, as the kernel's timing has it
 
 
 def test_slowloris_and_idle_connections_are_closed_by_the_timeouts(serve):
