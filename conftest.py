@@ -888,45 +888,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 _NOT_ON_VALKEY = {"bloom", "redisbloom", "sqlite", "postgres"}
 
 
-#: The test modules of the layers that have a pure-Python twin (the Bloom filter, the
-#: canonicalizer, the content fingerprints) and of what reads their answers directly (a local
-#: Deduplicator, state files, windows, the inputs' limits). scripts/test's pure-Python run
-#: (``CRAWLDEDUP_NO_EXTENSIONS=1``) runs these alone (``-m twins``): the stores, the service, the
-#: CLI and the integrations are the same Python code over the same fingerprint arrays whichever
-#: twin made them (test_bloom.py and test_canonical_differential.py hold the twins equal).
-TWIN_MODULES = frozenset(
-    {
-        "test_bloom",
-        "test_bloom_format",
-        "test_bloom_growing",
-        "test_bloom_processes",
-        "test_bloom_windowed",
-        "test_bloom_writers",
-        "test_canonical",
-        "test_canonical_differential",
-        "test_canonical_policy2",
-        "test_canonical_properties",
-        "test_canonical_whatwg",
-        "test_content_check",
-        "test_content_corpus",
-        "test_content_index",
-        "test_content_simhash",
-        "test_dedup",
-        "test_dedup_packed",
-        "test_dedup_windows",
-        "test_disk_full",
-        "test_fingerprints",
-        "test_fuzz",
-        "test_limits",
-        "test_policy_upgrade",
-    }
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks ``redis`` every test that uses a real Redis server (or cluster), and ``postgres`` every
-    one that uses PostgreSQL, so ``-m "not redis and not postgres"`` deselects them, and leaves out the Valkey runs of tests that need RedisBloom or no server.
-    Marks ``twins`` the tests of :data:`TWIN_MODULES` and every test run with each twin in turn
+    one that uses PostgreSQL, so ``-m "not redis and not postgres"`` deselects them, and leaves
+    out the Valkey runs of tests that need RedisBloom or no server.
+    Marks ``twins`` every test run with each twin in turn (a module of a twin's layer marks itself)
     (``bloom_cls``, ``canonical_impl``).
 
     The wheel builds (cibuildwheel) run where no redis-server exists and deselect these.
@@ -946,7 +912,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.redis)
         if "postgres_server" in names:
             item.add_marker(pytest.mark.postgres)
-        if item.path.stem in TWIN_MODULES or {"bloom_cls", "canonical_impl"} & names:
+        if {"bloom_cls", "canonical_impl"} & names:
             item.add_marker(pytest.mark.twins)
         kept.append(item)
     if dropped:

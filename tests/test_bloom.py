@@ -22,6 +22,9 @@ from crawldedup import bloom, fingerprints
 from crawldedup.bloom import storage
 from crawldedup.bloom.sizing import choose_shape, expected_false_positive_rate
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 HASH_FUNCTIONS = [pytest.param(fingerprints.hash_many, id="py")]
 if bloom.HAS_EXTENSION:
     from crawldedup.bloom import _bloom_c as _bloom

@@ -152,9 +152,11 @@ def test_claims_killed_half_way_resume_and_every_page_stays_seen(target, total, 
 
     resumed = migrate(target, redis_url, tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    copied, present = map(
-        lambda n: int(n.replace(",", "")),
-        re.search(r"pass 1 done: ([\d,]+) claims copied to .*, ([\d,]+) already there", resumed.stderr).groups(),
+    copied, present = (
+        int(n.replace(",", ""))
+        for n in re.search(
+            r"pass 1 done: ([\d,]+) claims copied to .*, ([\d,]+) already there", resumed.stderr
+        ).groups()
     )
     # The batch in flight when it was killed may have reached the target: it is found there again
     # (a SCAN step may return more keys than its COUNT, total // 50).

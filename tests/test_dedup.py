@@ -9,6 +9,9 @@ from crawldedup.bloom import BloomFilter, FilterFileError, hash_many
 from crawldedup.config import DedupConfig
 from crawldedup.dedup import Deduplicator, open_state
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 WWW_POLICY = CanonicalPolicy(strip_www=True)
 
 SPELLINGS = [
@@ -309,7 +312,8 @@ def test_constructor_does_not_read_the_environment(monkeypatch):
         (
             "DEDUP_STRATEGY",
             "redis",
-            "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service \\(bloom: redisbloom\\), got 'redis'",
+            "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite, "
+            "postgres, service \\(bloom: redisbloom\\), got 'redis'",
         ),
         ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),
         ("BLOOM_CAPACITY", "0", "capacity \\(BLOOM_CAPACITY\\) must be an integer"),
@@ -327,7 +331,9 @@ def test_bad_environment_value_names_the_variable(variable, value, message):
 
 
 def test_bad_constructor_value_names_the_setting():
-    with pytest.raises(ValueError, match="error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"):
+    with pytest.raises(
+        ValueError, match="error_rate \\(CRAWLDEDUP_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"
+    ):
         Deduplicator("local", error_rate=0.0)
     with pytest.raises(ValueError, match="crawl_round must be"):
         Deduplicator("local", crawl_round="a b")

@@ -165,7 +165,7 @@ def test_a_store_failing_during_commit(
             won_by_b = [url for url, won in zip(rival.canonical, rival.won) if won]
             held.commit()  # retried: a's pages are lasting now, or refused where b took them over
             won_by_a_again = [u for u, won in zip(urls, a.claim_many(urls)) if won]
-        lost = set(canonicalize(u) for u in urls) - set(printed) - set(won_by_b)
+        lost = {canonicalize(u) for u in urls} - set(printed) - set(won_by_b)
         won_twice = set(printed) & set(won_by_b)
         assert lost == set() and won_by_a_again == []
         assert len(printed) == 500

@@ -257,7 +257,7 @@ def test_namespace_keys_of_another_type_are_refused_once(redis_url, admin, strat
 def test_bad_redis_url_names_the_setting_and_hides_the_password():
     for call, name in [
         (lambda url: make("set", url), "url"),
-        (lambda url: Deduplicator("set", redis_url=url), "redis_url (REDIS_URL)"),
+        (lambda url: Deduplicator("set", redis_url=url), "redis_url (CRAWLDEDUP_REDIS_URL)"),
         (lambda url: Deduplicator.from_env({"DEDUP_STRATEGY": "set", "REDIS_URL": url}), "redis_url (REDIS_URL)"),
     ]:
         with pytest.raises(ValueError) as raised:
@@ -279,7 +279,7 @@ def test_bad_redis_url_names_the_setting_and_hides_the_password():
     ],
 )
 def test_unusable_redis_urls_are_refused_before_connecting(url, problem):
-    with pytest.raises(ValueError, match="redis_url \\(REDIS_URL\\) must be") as raised:
+    with pytest.raises(ValueError, match="redis_url \\(CRAWLDEDUP_REDIS_URL\\) must be") as raised:
         Deduplicator("set", redis_url=url)
     assert problem in str(raised.value)
 
@@ -290,7 +290,10 @@ def test_unusable_redis_urls_are_refused_before_connecting(url, problem):
 def test_busy_server_is_retried_until_it_answers(redis_url, admin):
     """BUSY (a long script running) is transient: the claim waits it out through retries."""
     admin.config_set("busy-reply-threshold", "50")
-    spin = "local s = redis.call('TIME') repeat local t = redis.call('TIME') until (t[1] - s[1]) * 1e6 + t[2] - s[2] > 1.5e6"
+    spin = (
+        "local s = redis.call('TIME') repeat local t = redis.call('TIME') "
+        "until (t[1] - s[1]) * 1e6 + t[2] - s[2] > 1.5e6"
+    )
     retry = RetryPolicy(retries=20, backoff_seconds=0.1, max_backoff_seconds=0.5)
     store = open_store(
         "set", namespace="busy", policy_digest=DIGEST, redis_url=redis_url, capacity=10, error_rate=0.01, retry=retry

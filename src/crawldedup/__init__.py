@@ -27,6 +27,7 @@ __all__ = [
     "load_policy_file",
     "Canonicalized",
     "ClaimBatch",
+    "DedupConfig",
     "DedupStats",
     "Deduplicator",
     "Durability",
@@ -71,6 +72,7 @@ _HOMES: Dict[str, str] = {
     ),
     **dict.fromkeys(("AsyncDeduplicator", "ClaimBatch", "Deduplicator", "DedupStats", "open_state"), ".dedup"),
     "fingerprint": ".fingerprints",
+    "DedupConfig": ".config",
     **dict.fromkeys(
         (
             "AliasesUnsupported",
@@ -109,6 +111,7 @@ if TYPE_CHECKING:
         canonicalize_many,
         load_policy_file,
     )
+    from .config import DedupConfig
     from .dedup import AsyncDeduplicator, ClaimBatch, Deduplicator, DedupStats, open_state
     from .fingerprints import fingerprint
     from .service import AsyncServiceClient, ServiceClient

@@ -418,13 +418,13 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         "--capacity",
         type=positive_int,
         metavar="N",
-        help="URLs a new filter is sized for (default $BLOOM_CAPACITY or 10,000,000)",
+        help="URLs a new filter is sized for (default $CRAWLDEDUP_CAPACITY or 10,000,000)",
     )
     filt.add_argument(
         "--error-rate",
         type=probability,
         metavar="P",
-        help="false-positive rate of a new filter at capacity (default $BLOOM_ERROR_RATE or 0.01)",
+        help="false-positive rate of a new filter at capacity (default $CRAWLDEDUP_ERROR_RATE or 0.01)",
     )
     filt.add_argument(
         "--output",
@@ -437,7 +437,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         "--strategy",
         type=strategy,
         metavar="{" + ",".join(STRATEGIES) + "}",
-        help="claim through the local filter alone (default) or a store ($DEDUP_STRATEGY; "
+        help="claim through the local filter alone (default) or a store ($CRAWLDEDUP_STRATEGY; "
         + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items())
         + ")",
     )
@@ -445,7 +445,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         "--redis-url",
         type=redis_url,
         metavar="URL",
-        help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)",
+        help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($CRAWLDEDUP_REDIS_URL)",
     )
     filt.add_argument(
         "--sqlite",
@@ -463,7 +463,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         type=days,
         metavar="DAYS",
         help="the recrawl window: a page is seen for DAYS, then won again; 0 = for ever "
-        "($VISITED_TTL_DAYS, default 30)",
+        "($CRAWLDEDUP_TTL_DAYS, default 30)",
     )
     filt.add_argument(
         "--generations",

@@ -1,7 +1,7 @@
 """``crawldedup serve``: the fingerprint service, one AsyncDeduplicator behind HTTP/JSON.
 
 The Deduplicator is configured as ``crawldedup filter``'s is: its options, then the environment
-(``DEDUP_STRATEGY``, ``REDIS_URL``...), then the defaults. It is opened before the server
+(``CRAWLDEDUP_STRATEGY``, ``CRAWLDEDUP_REDIS_URL``...), then the defaults. It is opened before the server
 listens, so a bad setting, state file or store ends the command with filter's exit codes and one
 line on stderr; once it listens, a line ``crawldedup serve: listening on http://HOST:PORT ...``
 goes to stderr. SIGTERM (or SIGINT) drains the requests in flight, closes the Deduplicator
@@ -65,9 +65,11 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         "--token-file", metavar="FILE", help="a file whose first line is the bearer token every request must carry"
     )
     serve.add_argument(
-        "--strategy", metavar="{" + ",".join(STRATEGIES) + "}", help="the claim store ($DEDUP_STRATEGY; default local)"
+        "--strategy",
+        metavar="{" + ",".join(STRATEGIES) + "}",
+        help="the claim store ($CRAWLDEDUP_STRATEGY; default local)",
     )
-    serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($REDIS_URL)")
+    serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($CRAWLDEDUP_REDIS_URL)")
     serve.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
     serve.add_argument(
         "--postgres-url", metavar="URL", help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)"
@@ -80,13 +82,15 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         "--state", metavar="FILE", help="the local filter's file ($CRAWLDEDUP_STATE; default: in memory)"
     )
     serve.add_argument(
-        "--capacity", metavar="N", help="URLs the local filter and store are sized for ($BLOOM_CAPACITY)"
+        "--capacity", metavar="N", help="URLs the local filter and store are sized for ($CRAWLDEDUP_CAPACITY)"
     )
-    serve.add_argument("--error-rate", metavar="P", help="false-positive rate of the local filter ($BLOOM_ERROR_RATE)")
+    serve.add_argument(
+        "--error-rate", metavar="P", help="false-positive rate of the local filter ($CRAWLDEDUP_ERROR_RATE)"
+    )
     serve.add_argument(
         "--ttl-days",
         metavar="DAYS",
-        help="the recrawl window: lifetime of a claim in the store and the local filter ($VISITED_TTL_DAYS)",
+        help="the recrawl window: lifetime of a claim in the store and the local filter ($CRAWLDEDUP_TTL_DAYS)",
     )
     serve.add_argument(
         "--generations", metavar="G", help="generations the local filter's window is cut into ($CRAWLDEDUP_GENERATIONS)"

@@ -305,9 +305,10 @@ class DedupCore(Generic[S]):
     def from_env(cls: Type[D], environ: Optional[Any] = None, **overrides: Any) -> D:
         """A Deduplicator configured by the environment (read once, here); ``overrides`` win.
 
-        Variables: ``DEDUP_STRATEGY``, ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``,
-        ``BLOOM_ERROR_RATE``, ``CRAWLDEDUP_STATE``, ``CRAWLDEDUP_NAMESPACE``, ``CRAWLDEDUP_SQLITE``,
-        ``CRAWLDEDUP_GENERATIONS``, ``CRAWLDEDUP_SERVICE_URL``, ``CRAWLDEDUP_POLICY``.
+        Variables: ``CRAWLDEDUP_<FIELD>`` for each field of :class:`~crawldedup.config.DedupConfig`
+        (``CRAWLDEDUP_STRATEGY``, ``CRAWLDEDUP_REDIS_URL``, ``CRAWLDEDUP_STATE``...). Five also
+        answer to their older names, read when the ``CRAWLDEDUP_`` one is unset: ``DEDUP_STRATEGY``,
+        ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``, ``BLOOM_ERROR_RATE``.
 
         :raises ValueError: for a variable that cannot be parsed or is out of range, naming it.
         """
@@ -560,7 +561,7 @@ def _chain(row: int, links: Chain) -> List[URL]:
         return [links]
     if isinstance(links, (bytearray, memoryview)) or not isinstance(links, Sequence):
         raise TypeError(f"requested[{row}] must be a URL or a sequence of URLs, got {type(links).__name__}")
-    return list(links)
+    return list(cast(Sequence[URL], links))
 
 
 def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: CanonicalPolicy) -> Canonicalized:

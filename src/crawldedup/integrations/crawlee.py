@@ -40,7 +40,7 @@ import time
 from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 from urllib.parse import urljoin, urlsplit
 
 from crawlee import Request
@@ -54,6 +54,9 @@ from crawlee.storage_clients._base import DatasetClient, KeyValueStoreClient, Re
 from crawlee.storage_clients.models import AddRequestsResponse, ProcessedRequest, RequestQueueMetadata
 
 from ..canonical import canonicalize_many
+
+if TYPE_CHECKING:
+    from crawlee._types import HttpMethod  # crawlee names the type of its methods there only
 from ..dedup import AsyncDeduplicator
 
 __all__ = ["DedupHttpClient", "DedupRequestQueueClient", "DedupStorageClient", "KEY_PREFIX", "MAX_REDIRECTS"]
@@ -192,7 +195,7 @@ def _origin(url: str) -> tuple:
     return parts.scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 
 
-def _redirected_method(status: int, method: str) -> str:
+def _redirected_method(status: int, method: HttpMethod) -> HttpMethod:
     """The method of a redirect's next request, as the Fetch Standard says (HTTP-redirect fetch)."""
     if (status in (301, 302) and method == "POST") or (status == 303 and method not in ("GET", "HEAD")):
         return "GET"

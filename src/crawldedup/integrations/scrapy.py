@@ -157,7 +157,10 @@ def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
 
 
 def _config_from_settings(settings: BaseSettings, spider_name: Optional[str]) -> DedupConfig:
-    """The Deduplicator's settings from Scrapy's, each checked by DedupConfig and named if wrong."""
+    """The Deduplicator's settings: Scrapy's ``CRAWLDEDUP_*`` settings over the environment's
+    variables of the same names, each checked by DedupConfig and named if wrong."""
+    environment = DedupConfig.from_env()
+    in_environment = {field for field, setting in CONFIG_SETTINGS.items() if setting.find(os.environ)}
     values: Dict[str, Any] = {}
     for setting, field in SETTINGS.items():
         value = settings.get(setting)
@@ -170,14 +173,15 @@ def _config_from_settings(settings: BaseSettings, spider_name: Optional[str]) ->
         except ValueError as exc:
             raise ValueError(f"{setting}: {exc}") from None
         values[field] = value
-    if "namespace" not in values and spider_name:
+    given = set(values) | in_environment
+    if "namespace" not in given and spider_name:
         values["namespace"] = f"scrapy:{spider_name}"
-    if "state_path" not in values:
+    if "state_path" not in given:
         jobdir = job_dir(settings)
         if jobdir:
             values["state_path"] = os.fspath(Path(jobdir) / STATE_FILE_NAME)
     try:
-        return DedupConfig(**values)
+        return dataclasses.replace(environment, **values)
     except ValueError as exc:
         raise ValueError(f"{exc} (the default namespace is scrapy:<spider name>; set CRAWLDEDUP_NAMESPACE)") from None
 

@@ -2,7 +2,7 @@
 
 A Deduplicator with this store keeps its own local filter and canonicalizes as usual; only its
 local misses travel, as fingerprints, to the service, whose own store answers them. So
-``DEDUP_STRATEGY=service`` makes every shell (the CLI, the Scrapy dupefilter, crawlee) use a
+``CRAWLDEDUP_STRATEGY=service`` makes every shell (the CLI, the Scrapy dupefilter, crawlee) use a
 service by configuration alone, leases and two-phase claims included. On opening, the service
 checks that the client's namespace and canonical policy are its own
 (:class:`~crawldedup.NamespaceConflict` otherwise): every client of a service follows one policy.
