@@ -37,8 +37,12 @@ one line and an exit code (:mod:`.exits`).
 
 from __future__ import annotations
 
-import signal
 from typing import Optional, Sequence
+
+# Light (the standard library and the exit codes): the commands load inside run(), so that a
+# Ctrl-C while they load ends the command quietly too. Imported here, before main() is defined,
+# so that the submodule .main never takes the place of the function main on this package.
+from .main import run
 
 __all__ = ["main"]
 
@@ -46,14 +50,7 @@ __all__ = ["main"]
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``crawldedup`` command (:func:`.main.run`).
 
-    Only :mod:`.main` is imported here, and it imports nothing heavy: the commands load inside
-    :func:`.main.run`, so that a Ctrl-C while they load ends the command quietly too.
-
     :param argv: the arguments (``sys.argv[1:]`` when None).
     :returns: the exit code (see the module docstring).
     """
-    try:
-        from .main import run
-    except KeyboardInterrupt:
-        return 128 + signal.SIGINT
     return run(argv)

@@ -11,6 +11,7 @@ from .._checks import check_error_rate, check_name, check_postgres_url, redis_ur
 from ..canonical import InvalidURL, canonicalize
 from ..config import SETTINGS
 from ..stores.factory import STRATEGY_CHOICES, strategy_name
+from ..stores.service import check_service_url
 from .exits import EXIT_CODES, usage_error
 
 #: The help of the input files of the commands that read lines.
@@ -74,6 +75,23 @@ def strategy(text: str) -> str:
         raise argparse.ArgumentTypeError(f"must be one of {STRATEGY_CHOICES}, got {text!r}") from None
 
 
+def namespace_name(text: str) -> str:
+    try:
+        return check_name("a namespace", text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def bits(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"must be a number of bits in [0, 64], got {text!r}")
+    return value
+
+
 def round_name(text: str) -> str:
     try:
         return check_name("a round", text)
@@ -93,6 +111,29 @@ def postgres_url(text: str) -> str:
         return check_postgres_url("the value", text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def service_url(text: str) -> str:
+    try:
+        return check_service_url(text.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("service_url ")) from None
+
+
+def file_path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must be a file path, got ''")
+    return text
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number in [0, 65535] (0: a free one), got {text!r}")
+    return value
 
 
 def base_url(text: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
 from types import ModuleType
 from typing import Optional, Sequence, Tuple
 
@@ -70,6 +69,8 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
             if error is None:
                 error = internal_error(exc)
                 if os.environ.get(TRACEBACK_VARIABLE) == "1":
+                    import traceback
+
                     traceback.print_exc(file=sys.stderr)
             _drop_stdout()
             print(f"crawldedup: error: {error}", file=sys.stderr)

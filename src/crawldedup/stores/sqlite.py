@@ -190,7 +190,13 @@ _TRANSIENT_CODES = (5, 6)
 
 def file_problem(path: Path, error: BaseException) -> str:
     """What is wrong with the database file at ``path``, which gave ``error``, in a few words."""
-    text = str(error)
+    try:
+        return _file_problem(path, str(error))
+    except OSError as exc:  # a path the system refuses to look at (too long, a loop of links...)
+        return f"the path cannot be used: {exc.strerror or exc}"
+
+
+def _file_problem(path: Path, text: str) -> str:
     if path.is_dir():
         return "the path is a directory, not a SQLite database file"
     if not path.parent.is_dir():
