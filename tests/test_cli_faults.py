@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -193,25 +194,29 @@ def test_faults(forks: Forks, materials: Path, tmp_path: Path):
             labels.append((name, fault))
     results = dict(zip(labels, forks.run(cases)))
     for (name, fault), result in results.items():
-        assert_clean(result, f"{name}, {fault}")
-        base = results[name, "base"]
-        assert base.code == BASES[name].code, (name, base)
-        if fault == "base":
-            continue
-        if fault in ("stdout closed", "stdout full"):
-            if base.out:  # a command that prints: one line, exit code 4
-                assert result.code == ExitCode.IO, (name, fault, result)
-                reason = "Bad file descriptor" if fault == "stdout closed" else "No space left on device"
-                assert result.err == f"crawldedup: error: cannot write stdout: {reason}\n", (name, fault)
-            else:
-                assert result.code == base.code, (name, fault, result)
-        elif fault in ("stderr closed", "stderr full"):  # diagnostics lost, nothing else
+        check_fault(name, fault, result, results[name, "base"])
+
+
+def check_fault(name: str, fault: str, result: Result, base: Result) -> None:
+    """What a run with ``fault`` must do, against the same run without it (``base``)."""
+    assert_clean(result, f"{name}, {fault}")
+    assert base.code == BASES[name].code, (name, base)
+    if fault == "base":
+        return
+    if fault in ("stdout closed", "stdout full"):
+        if base.out:  # a command that prints: one line, exit code 4
+            assert result.code == ExitCode.IO, (name, fault, result)
+            reason = "Bad file descriptor" if fault == "stdout closed" else "No space left on device"
+            assert result.err == f"crawldedup: error: cannot write stdout: {reason}\n", (name, fault)
+        else:
             assert result.code == base.code, (name, fault, result)
-            assert bool(result.out) == bool(base.out), (name, fault)
-        elif name != "serve":
-            assert result.code == ExitCode.SIGINT, (name, fault, result)
-        else:  # serve stops on SIGINT as on SIGTERM: exit code 0 (docs/service.md)
-            assert result.code in (ExitCode.OK, ExitCode.SIGINT), (name, fault, result)
+    elif fault in ("stderr closed", "stderr full"):  # diagnostics lost, nothing else
+        assert result.code == base.code, (name, fault, result)
+        assert bool(result.out) == bool(base.out), (name, fault)
+    elif name != "serve":
+        assert result.code == ExitCode.SIGINT, (name, fault, result)
+    else:  # serve stops on SIGINT as on SIGTERM: exit code 0 (docs/service.md)
+        assert result.code in (ExitCode.OK, ExitCode.SIGINT), (name, fault, result)
 
 
 def test_filter_loses_no_page_to_a_fault(forks: Forks, materials: Path, tmp_path: Path):
@@ -302,3 +307,88 @@ def test_a_bad_value_of_any_option_is_one_line(forks: Forks, materials: Path, tm
 def test_every_bad_value_of_every_option_is_one_line(forks: Forks, materials: Path, tmp_path: Path):
     cases = _bad_value_cases(tmp_path, materials, first_only=False)
     _check_bad_values(cases, forks.run([c for _, c in cases]))
+
+
+#: A fresh interpreter that raises SIGINT as it is about to import MODULE, then runs the command.
+SIGINT_ON_IMPORT = """
+import importlib.abc, signal, sys
+
+class SigintOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == sys.argv[1]:
+            sys.meta_path.remove(self)
+            signal.raise_signal(signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, SigintOnImport())
+from crawldedup.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "module, argv",
+    [
+        ("crawldedup.cli.main", ["info", "made.bloom"]),  # as the command's package loads
+        ("crawldedup.cli._args", ["info", "made.bloom"]),  # as the commands load
+        ("numpy", ["canonicalize", "links.txt"]),
+        ("crawldedup.cli.serve", ["stats", "--state", "made.bloom"]),
+        ("crawldedup.service.server", ["serve", "--port", "0"]),  # as serve loads the service
+    ],
+)
+def test_sigint_while_the_commands_load_ends_quietly(materials: Path, module: str, argv: List[str]):
+    result = subprocess.run(
+        [sys.executable, "-c", SIGINT_ON_IMPORT, module, *argv],
+        cwd=materials,
+        capture_output=True,
+        timeout=60,
+        env={name: value for name, value in os.environ.items() if name not in VARIABLES},
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (ExitCode.SIGINT, b"", b"")
+
+
+#: The faults as a shell makes them, for a fresh interpreter.
+REDIRECTIONS = {
+    "stdout closed": ">&-",
+    "stdout full": ">/dev/full",
+    "stderr closed": "2>&-",
+    "stderr full": "2>/dev/full",
+}
+
+
+@pytest.mark.slow
+def test_faults_through_the_shell(materials: Path, tmp_path: Path):
+    """The faults of test_faults, each through the shell's redirection to ``python -m crawldedup``:
+    what the interpreter's own start makes of a closed or full descriptor counts too."""
+    env = {name: value for name, value in os.environ.items() if name not in VARIABLES}
+    env["CRAWLDEDUP_CAPACITY"] = "1000"
+    runs = []
+    for name, base in BASES.items():
+        if base.sigint is not None:  # serve ends on a signal at a moment only the forks can choose
+            continue
+        for fault in ("base", *REDIRECTIONS):
+            directory = tmp_path / name / fault.replace(" ", "-")
+            shutil.copytree(materials, directory)
+            command = " ".join(shlex.quote(word) for word in [sys.executable, "-m", "crawldedup", *base.argv])
+            runs.append(((name, fault), directory, f"{command} {REDIRECTIONS.get(fault, '')}"))
+    results: Dict[Any, Result] = {}
+    for start in range(0, len(runs), 2):  # two at a time
+        started = [
+            (
+                label,
+                subprocess.Popen(
+                    ["sh", "-c", line],
+                    cwd=directory,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                ),
+            )
+            for label, directory, line in runs[start : start + 2]
+        ]
+        for label, process in started:
+            out, err = process.communicate(timeout=120)
+            results[label] = Result(process.returncode, out, err.decode(errors="replace"), False)
+    for (name, fault), result in results.items():
+        check_fault(name, fault, result, results[name, "base"])

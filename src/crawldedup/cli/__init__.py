@@ -37,12 +37,16 @@ one line and an exit code (:mod:`.exits`).
 
 from __future__ import annotations
 
+import signal
 from typing import Optional, Sequence
 
 # Light (the standard library and the exit codes): the commands load inside run(), so that a
 # Ctrl-C while they load ends the command quietly too. Imported here, before main() is defined,
 # so that the submodule .main never takes the place of the function main on this package.
-from .main import run
+try:
+    from .main import run
+except KeyboardInterrupt:  # Ctrl-C while the command itself loads: it ends as quietly
+    raise SystemExit(128 + signal.SIGINT) from None
 
 __all__ = ["main"]
 
