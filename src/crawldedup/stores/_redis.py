@@ -41,7 +41,15 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
-from .._checks import SENTINEL_SCHEME, check_name, check_redis_url, integer_in, parse_sentinel_url, redact_url
+from .._checks import (
+    SENTINEL_SCHEME,
+    check_name,
+    check_redis_url,
+    integer_in,
+    parse_sentinel_url,
+    redact_text,
+    redact_url,
+)
 from .._plans import Plan, drive
 from ..canonical.policy import policy_conflict
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
@@ -534,9 +542,7 @@ class RedisStore(ClaimStore):
         return isinstance(getattr(self, "client", None), (RedisCluster, redis.asyncio.cluster.RedisCluster))
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact_text(text, self._secrets)
 
     def _reason(self, error: BaseException) -> str:
         return self._redact(f"{type(error).__name__}: {server_text(error)}")

@@ -12,12 +12,12 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.cluster import RedisCluster
 
-from .._checks import PathArg, redact_url
+from .._checks import PathArg, redact_text, redact_url
 from ._redis import GroupedScriptStore, RedisStore, connect
 from .base import ClaimStore, StoreRefused, StoreUnavailable
 from .postgres import CONNECT_TIMEOUT_SECONDS, SCHEMA, PostgresStore, connection_problem
@@ -211,9 +211,11 @@ def namespace_record(
         finally:
             client.close()
     except redis.AuthenticationError as exc:
-        raise StoreRefused(redact_url(redis_url), 1, str(exc), "the server refused the URL's password") from None
+        raise StoreRefused(
+            redact_url(redis_url), 1, redact_text(str(exc)), "the server refused the URL's password"
+        ) from None
     except redis.RedisError as exc:
-        raise StoreUnavailable(redact_url(redis_url), 1, f"{type(exc).__name__}: {exc}") from None
+        raise StoreUnavailable(redact_url(redis_url), 1, redact_text(f"{type(exc).__name__}: {exc}")) from None
     fields = cast(Dict[bytes, bytes], stored)  # the client returns bytes (no decode_responses)
     return {key.decode(): value.decode() for key, value in fields.items()} or None
 
@@ -231,7 +233,10 @@ def _postgres_record(url: str, namespace: str) -> Optional[Dict[str, str]]:
             ).fetchone()
     except psycopg.Error as exc:
         problem = connection_problem(exc, urlsplit(url).password is not None)
-        reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        password = urlsplit(url).password
+        reason = redact_text(
+            f"{type(exc).__name__}: {' '.join(str(exc).split())}", (password, unquote(password) if password else None)
+        )
         if problem is not None:
             raise StoreRefused(redact_url(url), 1, reason, problem) from None
         raise StoreUnavailable(redact_url(url), 1, reason) from None

@@ -36,7 +36,7 @@ from typing import (
     Union,
 )
 
-from .._checks import check_name, complaint, integer_in, number_in
+from .._checks import check_name, complaint, integer_in, number_in, redact_text
 from .._plans import Plan, drive, together
 from .._wording import counted
 from ..canonical.policy import policy_conflict
@@ -496,8 +496,9 @@ class ClaimStore(abc.ABC):
     # -- errors, retries and tokens, shared by both drivers ------------------------------------
 
     def _redact(self, text: str) -> str:
-        """Remove secrets (a password from the connection URL) from an error text."""
-        return text
+        """``text`` with the passwords it may hold hidden (:func:`~crawldedup._checks.redact_text`):
+        a store with a password of its own names it."""
+        return redact_text(text)
 
     def _refusal(self, error: BaseException) -> Optional[str]:
         """What is wrong, and how to fix it, when ``error`` (one of :attr:`store_errors`) is

@@ -35,9 +35,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, NamedTuple, Optional, Sequence, Tuple, Type, Union
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from .._checks import check_name, check_postgres_url, redact_url
+from .._checks import POSTGRES_URL_RULE, check_name, check_postgres_url, complaint, redact_text, redact_url
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
@@ -169,6 +169,8 @@ def connection_problem(error: BaseException, has_password: bool) -> Optional[str
                 "postgresql://USER:PASSWORD@host:port/database"
             )
         return "the server refused the URL's user or password (a wrong password, or an unknown user)"
+    if "role" in text and "does not exist" in text:  # trust or peer authentication: no password asked
+        return "the URL's user is not a role of the server: create it (CREATE ROLE ... LOGIN) or name another"
     if state == "3D000" or ("database" in text and "does not exist" in text):
         return "the URL's database does not exist: create it (createdb NAME) or name another"
     if state == "42501" or "permission denied" in text:
@@ -226,6 +228,7 @@ class PostgresStore(ClaimStore):
         super().__init__(retry, window, clock, asynchronous=asynchronous)
         self._url = check_postgres_url("url", url)
         self._password = urlsplit(url).password
+        self._check_conninfo()
         self.namespace = check_name("namespace", namespace)
         self.policy_digest = check_policy_digest(policy_digest)
         self._table, self._aliases = "", ""
@@ -247,10 +250,25 @@ class PostgresStore(ClaimStore):
         return f"postgres store {redact_url(self._url)} namespace {self.namespace!r}"
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._password, "***") if self._password else text
+        password = self._password
+        return redact_text(text, (password, unquote(password) if password else None))
 
     def _refusal(self, error: BaseException) -> Optional[str]:
         return connection_problem(error, self._password is not None)
+
+    def _check_conninfo(self) -> None:
+        """Refuse a URL libpq cannot read (a space, a bad percent-escape), as every bad setting is.
+
+        :raises ValueError: naming what libpq refuses, the password hidden.
+        """
+        import psycopg
+
+        try:
+            psycopg.conninfo.conninfo_to_dict(self._url)
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(
+                f"{complaint('url', POSTGRES_URL_RULE, redact_url(self._url))}: {self._redact(' '.join(str(exc).split()))}"
+            ) from None
 
     # -- the channel: one connection, autocommit, one transaction per request ---------------
 
