@@ -6,6 +6,12 @@ in a fresh interpreter (``sys.modules[name] = None`` makes its import fail as a 
 
 import subprocess
 import sys
+from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
 
 import pytest
 
@@ -15,9 +21,35 @@ CASES = [
     ("orjson", "import crawldedup.service", "service"),
     ("httpx", "from crawldedup import ServiceClient; ServiceClient('http://127.0.0.1:1')", "service"),
     ("httpx", "from crawldedup import AsyncServiceClient; AsyncServiceClient('http://127.0.0.1:1')", "service"),
+    (
+        "httpx",
+        "from crawldedup import Deduplicator; Deduplicator('service', service_url='http://127.0.0.1:1')",
+        "service",
+    ),
     ("prometheus_client", "import crawldedup.metrics", "metrics"),
     ("selectolax", "from crawldedup.content import page_text; page_text('<p>x</p>')", "content"),
+    ("scrapy", "import crawldedup.scrapy", "scrapy"),
+    ("scrapy", "import crawldedup.integrations.scrapy", "scrapy"),
+    ("crawlee", "import crawldedup.integrations.crawlee", "crawlee"),
+    (
+        "psycopg",
+        "from crawldedup import PostgresStore; PostgresStore('postgresql://h/db', namespace='n', policy_digest='0' * 16)",
+        "postgres",
+    ),
+    (
+        "psycopg",
+        "from crawldedup import Deduplicator; Deduplicator('postgres', postgres_url='postgresql://h/db')",
+        "postgres",
+    ),
 ]
+#: Extras that no feature needs alone: hiredis only speeds redis-py up; test and bench are ours.
+NOT_FEATURES = {"hiredis", "test", "bench"}
+
+
+def test_every_extra_has_a_case():
+    with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as file:
+        extras = set(tomllib.load(file)["project"]["optional-dependencies"])
+    assert extras - NOT_FEATURES == {extra for _, _, extra in CASES}
 
 
 @pytest.mark.parametrize("absent, code, extra", CASES, ids=[f"{case[0]}:{case[2]}-{i}" for i, case in enumerate(CASES)])
@@ -29,3 +61,40 @@ def test_a_missing_extra_is_named_in_one_line(absent: str, code: str, extra: str
     assert last_line.startswith("ImportError: "), result.stderr
     assert f"pip install 'crawldedup[{extra}]'" in last_line, last_line
     assert absent in last_line, last_line
+
+
+#: The commands that need an extra, the package made absent and the extra their line must name.
+COMMANDS = [
+    ("httptools", ["serve", "--port", "0"], "service"),
+    ("prometheus_client", ["serve", "--port", "0"], "service"),
+    ("selectolax", ["content", "-"], "content"),
+    (
+        "psycopg",
+        ["filter", "--strategy", "postgres", "--postgres-url", "postgresql://h/db", "--state", "s.bloom"],
+        "postgres",
+    ),
+    (
+        "httpx",
+        ["filter", "--strategy", "service", "--service-url", "http://127.0.0.1:1", "--state", "s.bloom"],
+        "service",
+    ),
+]
+
+
+@pytest.mark.parametrize("absent, argv, extra", COMMANDS, ids=[f"{case[1][0]}-{case[0]}" for case in COMMANDS])
+def test_a_command_without_its_extra_names_the_package_in_one_line(tmp_path: Path, absent: str, argv, extra: str):
+    script = f"import sys\nsys.modules[{absent!r}] = None\nfrom crawldedup.cli import main\nsys.exit(main({argv!r}))\n"
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, input=b"", capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert (
+        result.stderr == f"crawldedup: error: crawldedup serve needs {absent}: pip install 'crawldedup[{extra}]'\n"
+        or (
+            argv[0] != "serve"
+            and result.stderr.startswith("crawldedup: error: ")
+            and result.stderr.count("\n") == 1
+            and f"needs {absent}: pip install 'crawldedup[{extra}]'" in result.stderr
+        )
+    ), result.stderr
+    assert not (tmp_path / "s.bloom").exists()

@@ -251,10 +251,7 @@ class ContentRun:
 def run_content(args: argparse.Namespace) -> int:
     """Check each page of the inputs and print its verdict; see :func:`add_parser` for the options."""
     InputReader(args.inputs).check_readable()
-    try:
-        page_text("")  # selectolax, before anything is stored
-    except ImportError as exc:
-        raise usage_error("content", str(exc)) from None
+    page_text("")  # selectolax, before anything is stored
     dedup = _open(args)
     try:
         job = ContentRun(dedup, args.batch_size)

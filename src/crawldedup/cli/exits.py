@@ -20,6 +20,8 @@ import os
 from contextlib import contextmanager
 from typing import Iterator, Optional, Tuple, Type
 
+from .._extras import is_missing_extra
+
 __all__ = ["CLIError", "EXIT_CODES", "ExitCode", "error_for", "internal_error", "usage_error", "using"]
 
 #: Set to 1, a bug's line is followed by its traceback.
@@ -122,6 +124,8 @@ def error_for(exc: BaseException, about: Optional[str] = None, code: ExitCode = 
     """
     if isinstance(exc, CLIError):
         return exc
+    if is_missing_extra(exc):  # names the package and its pip install line
+        return CLIError(ExitCode.USAGE, str(exc))
     for kind, exit_code in _exit_of():
         if isinstance(exc, kind):
             return CLIError(exit_code, str(exc))

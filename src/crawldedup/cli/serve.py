@@ -15,6 +15,7 @@ import sys
 from dataclasses import fields, replace
 from typing import Any, Dict, Optional
 
+from .._extras import needs_extra
 from ..bloom import FilterFileError
 from ..config import SETTINGS, DedupConfig
 from ..dedup.aio import AsyncDeduplicator
@@ -152,14 +153,9 @@ def service_config(args: argparse.Namespace) -> DedupConfig:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT; see :func:`add_command` for the options."""
-    try:
+    with needs_extra("crawldedup serve", "service"):
         from ..metrics import DedupMetrics
         from ..service import app, server
-    except ImportError as exc:
-        raise CLIError(
-            ExitCode.USAGE,
-            f"crawldedup serve needs the service extra ({exc.name} is missing): pip install 'crawldedup[service]'",
-        ) from None
     config = service_config(args)
     try:
         limits = service_limits(args, server.fit_descriptors)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
+from .._extras import needs_extra
 from ..dedup import ClaimBatch
 from ..stores.base import RetryPolicy, StoreUnavailable
 from .protocol import CALLS, invalid_urls, listed, read_answer, request_body
@@ -25,10 +26,8 @@ from .protocol import CALLS, invalid_urls, listed, read_answer, request_body
 
 def _httpx() -> Any:
     """httpx, which the clients talk through, or an ImportError that says how to install it."""
-    try:
+    with needs_extra("crawldedup's service clients", "service"):
         import httpx
-    except ModuleNotFoundError:
-        raise ImportError("crawldedup's service clients need httpx: pip install 'crawldedup[service]'") from None
     return httpx
 
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, NamedTuple, Opt
 from urllib.parse import unquote, urlsplit
 
 from .._checks import POSTGRES_URL_RULE, check_name, check_postgres_url, complaint, redact_text, redact_url
+from .._extras import missing_extra
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
@@ -224,7 +225,7 @@ class PostgresStore(ClaimStore):
         if not PostgresStore.store_errors:
             PostgresStore.store_errors = _store_errors()
         if not PostgresStore.store_errors:
-            raise ImportError("the postgres store needs psycopg 3: pip install 'crawldedup[postgres]'")
+            raise missing_extra("the postgres store", "postgres", "psycopg")
         super().__init__(retry, window, clock, asynchronous=asynchronous)
         self._url = check_postgres_url("url", url)
         self._password = urlsplit(url).password

@@ -27,6 +27,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import numpy as np
 
 from .._checks import check_name, complaint, redact_url
+from .._extras import needs_extra
 from .._plans import Plan, drive
 from ..fingerprints import Fingerprints
 from .aliases import Aliases
@@ -146,7 +147,8 @@ class ServiceStore(ClaimStore):
         retry: Optional[RetryPolicy] = None,
         asynchronous: bool = False,
     ) -> None:
-        import httpx
+        with needs_extra("the service store", "service"):
+            import httpx
 
         super().__init__(retry, asynchronous=asynchronous)
         self.url, in_url = split_token(url)
