@@ -12,6 +12,7 @@ from typing import Iterable, List, Sequence, Union
 import mmh3
 import numpy as np
 
+from ._checks import check_batch
 from ._wording import counted
 
 Key = Union[str, bytes, bytearray, memoryview]
@@ -63,13 +64,23 @@ def take_rows(hashes: np.ndarray, rows: Union[np.ndarray, Sequence[int]]) -> np.
     return np.take(hashes, np.asarray(rows, dtype=np.intp), axis=0)
 
 
+def check_keys(items: object) -> None:
+    """Refuse one key where a batch of keys is expected: a ``str`` (or bytes) iterates by its
+    characters, which would each become a key. Both twins of the filter check here.
+
+    :raises TypeError: for a ``str``, ``bytes``, ``bytearray`` or ``memoryview``.
+    """
+    check_batch("items", items, "keys (str or bytes)")
+
+
 def hash_many(items: Iterable[object]) -> np.ndarray:
     """Return the ``(n, 2)`` uint64 array of ``(h1, h2)`` rows for ``items``.
 
     ``hashes[i].tobytes() == fingerprint(items[i])`` on little-endian hosts.
 
-    :raises TypeError: when an item is neither ``str`` nor bytes-like.
+    :raises TypeError: when ``items`` is a single key, or an item is neither ``str`` nor bytes-like.
     """
+    check_keys(items)
     digest = mmh3.hash_bytes
     if not isinstance(items, (list, tuple)):
         items = list(items)

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._checks import PathArg
 from .._wording import counted
-from ..fingerprints import hash_many
+from ..fingerprints import check_keys, hash_many
 from .format import BLOCK_BITS, Header, check_parameters
 from .sizing import choose_shape
 from .storage import BloomFile
@@ -137,9 +137,11 @@ class FilterBase:
     def update(self, items: Iterable[Any]) -> None:
         """Add every key of ``items`` (any iterable, consumed in chunks).
 
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
+        :raises TypeError: for a single key (a ``str`` or bytes: its characters are not keys), or
+            a key that is neither ``str`` nor bytes-like.
         :raises io.UnsupportedOperation: when the filter is read-only.
         """
+        check_keys(items)
         iterator = iter(items)
         while True:
             chunk = list(itertools.islice(iterator, UPDATE_CHUNK))
@@ -156,7 +158,8 @@ class FilterBase:
     def add_many(self, items: Iterable[Any]) -> np.ndarray:
         """Add keys in order; return a bool array, True where the key was new when added.
 
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like (nothing is added).
+        :raises TypeError: for a single key (a ``str`` or bytes, not a batch), or a key that is
+            neither ``str`` nor bytes-like (nothing is added).
         :raises io.UnsupportedOperation: when the filter is read-only.
         :raises ValueError: when the filter is closed.
         """
@@ -165,7 +168,8 @@ class FilterBase:
     def contains_many(self, items: Iterable[Any]) -> np.ndarray:
         """Return a bool array, True where the key is probably in the filter.
 
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
+        :raises TypeError: for a single key (a ``str`` or bytes, not a batch), or a key that is
+            neither ``str`` nor bytes-like.
         :raises ValueError: when the filter is closed.
         """
         return self.contains_hashes(self._hash_keys(items))

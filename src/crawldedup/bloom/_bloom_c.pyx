@@ -25,7 +25,7 @@ import numpy as np
 
 from . import format as _format
 from ._base import FilterBase, as_hash_array, closed_error, read_only_error
-from ..fingerprints import key_bytes
+from ..fingerprints import check_keys, key_bytes
 
 
 cdef extern from "Python.h":
@@ -418,9 +418,10 @@ def hash_many(items):
 
     Equal to ``crawldedup.fingerprints.hash_many``; hashes with the GIL released.
 
-    :raises TypeError: for an item that is neither ``str`` nor bytes-like.
+    :raises TypeError: for a single key, or an item that is neither ``str`` nor bytes-like.
     :raises UnicodeEncodeError: for a ``str`` without a UTF-8 form.
     """
+    check_keys(items)
     sequence = PySequence_Fast(items, "items must be iterable")
     cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence)
     cdef Py_ssize_t start
@@ -562,6 +563,7 @@ cdef inline int check_writable(_CBloomCore core) except -1:
 
 cdef object run_keys(_CBloomCore core, items, bint adding):
     """Hash and probe ``items`` with the GIL released, holding the filter's lock."""
+    check_keys(items)
     sequence = PySequence_Fast(items, "items must be iterable")
     cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence)
     result = np.zeros(count, dtype=bool)
