@@ -267,9 +267,12 @@ class DedupConfig:
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> DedupConfig:
         """Read every variable once from ``environ`` (default ``os.environ``); unset ones keep their default.
 
+        :raises TypeError: for an ``environ`` that is not a mapping.
         :raises ValueError: for a value that cannot be parsed or is out of range, naming the variable.
         """
         environ = os.environ if environ is None else environ
+        if not isinstance(environ, Mapping):
+            raise TypeError(f"environ must be a mapping of variables to values, got {type(environ).__name__}")
         values: Dict[str, object] = {}
         read: Dict[str, str] = {}
         for field, setting in SETTINGS.items():

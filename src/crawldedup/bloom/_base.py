@@ -87,6 +87,7 @@ class FilterBase:
     def open(cls: type[_Filter], path: PathArg, mode: str = "r") -> _Filter:
         """Open an existing filter file: ``"r"`` to query it, ``"r+"`` to add to it as well.
 
+        :raises TypeError: for a path that is not a ``str`` or path-like object.
         :raises ValueError: for another mode.
         :raises FilterFileError: when the path is missing, a directory or not a valid filter.
         :raises BlockingIOError: with ``"r+"``, when another process writes the file and one of
@@ -322,6 +323,7 @@ class FilterBase:
     def copy(self: _Filter, path: Optional[PathArg] = None, *, overwrite: bool = False) -> _Filter:
         """Return a copy with the same shape, bits, metadata and count (in memory without ``path``).
 
+        :raises TypeError: for a path that is not a ``str`` or path-like object.
         :raises FileExistsError: when ``path`` exists and ``overwrite`` is false.
         :raises ValueError: when the filter is closed.
         """

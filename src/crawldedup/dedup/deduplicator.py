@@ -73,7 +73,10 @@ class Deduplicator(DedupCore[ClaimStore]):
         (default ``<state>.pages``; in memory without a state file). Give each round of a
         re-inspection crawl its own state file and one ``pages_path``. In a store, the pages
         belong to the namespace without its round, so rounds compare with each other.
-    :raises ValueError: for a value out of range (naming its setting and variable).
+    :raises ValueError: for a value out of range or of the wrong type (naming its setting and
+        variable; a wrong type is also a ``TypeError``).
+    :raises TypeError: for a ``policy`` that is neither a :class:`~crawldedup.CanonicalPolicy`
+        nor a policy's name, or a path that is not a ``str`` or path-like object.
     :raises FilterFileError: for a state file of another policy or namespace.
     :raises NamespaceConflict: for a store namespace of another policy or store kind.
     :raises StoreUnavailable: when the store cannot be reached.
@@ -100,6 +103,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         """Claim one URL; True for exactly one caller across all workers (False when invalid).
 
         :param lease: see :meth:`claim_batch`.
+        :raises TypeError: for a URL that is not ``str`` or ``bytes`` (an invalid one is False).
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
         return self.claim_batch([url], lease=lease).won[0]
@@ -183,9 +187,12 @@ class Deduplicator(DedupCore[ClaimStore]):
         """:meth:`hold_batch` of a batch that :func:`prepare_batch` canonicalized and
         fingerprinted elsewhere (another thread or process) with this Deduplicator's policy.
 
+        :raises TypeError: for a batch that is not a :class:`~crawldedup.dedup.Prepared`.
         :raises ValueError: for ``hold_seconds`` out of range.
         :raises StoreUnavailable: when the store stayed unreachable (nothing is held).
         """
+        if not isinstance(batch, Prepared):
+            raise TypeError(f"batch must be a Prepared batch (prepare_batch), got {type(batch).__name__}")
         leased = self._check_hold(hold_seconds)
         batch = self._counted(batch)
         won = np.zeros(len(batch.canonical), dtype=bool)
@@ -347,6 +354,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         claim needed, so no local filter can drop them). Calls until an empty list drain them.
 
         :param limit: most URLs returned, in [1, 1000000].
+        :raises TypeError: for a limit that is not an integer, or a lease that is not a number.
         :raises ValueError: for a limit or lease out of range.
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.

@@ -411,9 +411,18 @@ class ServiceError(Exception):
 
 
 def request_body(name: str, **fields: Any) -> Tuple[str, bytes]:
-    """The path and JSON body of client method ``name``'s call; fields left as None are left out."""
+    """The path and JSON body of client method ``name``'s call; fields left as None are left out.
+
+    :raises TypeError: for a field the service would refuse for its type, checked as the service
+        checks it (:meth:`Field.refusal`): a caller's mistake is told before anything is sent.
+    """
     call = CALLS[name]
-    return call.path, orjson.dumps({key: value for key, value in fields.items() if value is not None})
+    given = {key: value for key, value in fields.items() if value is not None}
+    for field in call.fields:
+        refusal = field.refusal(given[field.name]) if field.name in given else None
+        if refusal:
+            raise TypeError(refusal)
+    return call.path, orjson.dumps(given)
 
 
 def read_answer(name: str, status: int, body: bytes, where: str) -> Dict[str, Any]:

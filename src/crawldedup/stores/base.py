@@ -211,7 +211,12 @@ class RetryPolicy:
         return self.retries + 1
 
     def delay(self, failed_attempt: int) -> float:
-        """Seconds to wait after the ``failed_attempt``-th attempt (from 1) failed."""
+        """Seconds to wait after the ``failed_attempt``-th attempt (from 1) failed.
+
+        :raises TypeError: for an attempt that is not an integer.
+        :raises ValueError: for an attempt below 1.
+        """
+        integer_in("failed_attempt", failed_attempt, 1, 2**31 - 1, "2**31 - 1")
         ceiling = min(self.max_backoff_seconds, self.backoff_seconds * 2 ** (failed_attempt - 1))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
@@ -575,9 +580,12 @@ class ClaimStore(abc.ABC):
         over this store's channel, under its retries, error messages and tokens (a call with a
         ``resume_key`` that raised :class:`StoreUnavailable` is resumed when made again).
 
+        :raises TypeError: for a ``call`` that is not a :class:`StoreCall`.
         :raises StoreRefused: at the first permanent error.
         :raises StoreUnavailable: when every attempt failed with a transient error.
         """
+        if not isinstance(call, StoreCall):
+            raise TypeError(f"call must be a StoreCall, got {type(call).__name__}")
         if self.asynchronous:
             raise TypeError(f"{self.description} was opened for asyncio: use it through AsyncClaimStore")
         plan = call.plan
@@ -643,6 +651,7 @@ class ClaimStore(abc.ABC):
         alias of (:meth:`claim_and_read`'s ``aliases``), or None (never recorded, forgotten with
         the window, or replaced in a full map). One round trip.
 
+        :raises TypeError: for a fingerprint that is not bytes.
         :raises AliasesUnsupported: on a store without an alias map.
         :raises StoreUnavailable: after the retries failed.
         """
@@ -654,6 +663,7 @@ class ClaimStore(abc.ABC):
         :returns: per fingerprint, True when done; False when refused: ``owner`` does not
             hold that lease (never leased, released, handed back after expiring, or taken over
             by another worker). A lease past its deadline that nobody took over is still done.
+        :raises TypeError: for a fingerprint that is not bytes.
         :raises LeasesUnsupported: on a store without leases.
         :raises StoreUnavailable: after the retries failed.
         """
@@ -663,6 +673,7 @@ class ClaimStore(abc.ABC):
         """Free leases held by ``owner`` (a failed fetch to retry): anyone can claim them again.
 
         :returns: per fingerprint, True when released, False when ``owner`` did not hold it.
+        :raises TypeError: for a fingerprint that is not bytes.
         :raises LeasesUnsupported: on a store without leases.
         :raises StoreUnavailable: after the retries failed.
         """
@@ -672,6 +683,7 @@ class ClaimStore(abc.ABC):
         """Move the deadline of leases held by ``owner`` to ``seconds`` from now (Redis's clock).
 
         :returns: per fingerprint, True when renewed, False when ``owner`` did not hold it.
+        :raises TypeError: for a fingerprint that is not bytes, or a duration that is not a number.
         :raises ValueError: for a duration out of (0, 86400].
         :raises LeasesUnsupported: on a store without leases.
         :raises StoreUnavailable: after the retries failed.
@@ -684,6 +696,7 @@ class ClaimStore(abc.ABC):
         Without ``seconds`` the claims become free (anyone's next claim wins them); with it,
         they are leased again to ``owner`` in the same step, so nothing can slip in between.
 
+        :raises TypeError: for a limit that is not an integer.
         :raises ValueError: for a limit out of [1, 1000000], or ``seconds`` without ``owner``.
         :raises LeasesUnsupported: on a store without leases.
         :raises StoreUnavailable: after the retries failed.
@@ -691,20 +704,27 @@ class ClaimStore(abc.ABC):
         return self._perform(self._expired_call(limit, owner, seconds))
 
     def claim_many(self, fingerprints: FingerprintsLike) -> List[bool]:
-        """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""
+        """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`).
+
+        :raises TypeError: for a fingerprint that is not bytes (a single ``bytes`` is not a batch).
+        """
         return self.claim_and_read(fingerprints, ()).won
 
     def unclaim_many(self, fingerprints: FingerprintsLike) -> None:
         """Take back lasting claims this caller won and could not use (a page it failed to write),
         so that anyone's next claim wins them again. Only stores with :attr:`supports_unclaim`.
 
+        :raises TypeError: for a fingerprint that is not bytes.
         :raises ValueError: on a store that cannot take a claim back.
         :raises StoreUnavailable: after the retries failed.
         """
         self._perform(self._unclaim_call(fingerprints))
 
     def contains_many(self, fingerprints: FingerprintsLike) -> List[bool]:
-        """Read fingerprints; True where already claimed (see :meth:`claim_and_read`)."""
+        """Read fingerprints; True where already claimed (see :meth:`claim_and_read`).
+
+        :raises TypeError: for a fingerprint that is not bytes.
+        """
         return self.claim_and_read((), fingerprints).present
 
     def bytes_per_url(self) -> Optional[float]:

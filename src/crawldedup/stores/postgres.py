@@ -387,9 +387,12 @@ class PostgresStore(ClaimStore):
         """Run one statement of an operators' tool (``crawldedup doctor``, ``stats``) in its own
         transaction, under the store's retries; its rows (none for a statement without).
 
+        :raises TypeError: for ``sql`` that is not a ``str``.
         :raises StoreRefused: at the first permanent error.
         :raises StoreUnavailable: when every attempt failed.
         """
+        if not isinstance(sql, str):
+            raise TypeError(f"sql must be a str, got {type(sql).__name__}")
 
         def plan(_token: bytes) -> Plan[List[Tuple[Any, ...]]]:
             (rows,) = yield (Statement(sql, params),)

@@ -26,7 +26,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from .._checks import check_name, complaint, redact_url
+from .._checks import WrongType, check_name, complaint, redact_url
 from .._extras import needs_extra
 from .._plans import Plan, drive
 from ..fingerprints import Fingerprints
@@ -99,9 +99,11 @@ def check_service_url(url: object) -> str:
 
     :raises ValueError: for anything else (the URL's password hidden).
     """
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or not urlsplit(url).hostname:
-        shown = redact_url(url) if isinstance(url, str) else url
-        raise ValueError(complaint("service_url", "a URL starting with http:// or https:// and a host", shown))
+    allowed = "a URL starting with http:// or https:// and a host"
+    if not isinstance(url, str):
+        raise WrongType(complaint("service_url", allowed, url))
+    if not url.startswith(("http://", "https://")) or not urlsplit(url).hostname:
+        raise ValueError(complaint("service_url", allowed, redact_url(url)))
     return url
 
 

@@ -228,6 +228,7 @@ class SQLiteStore(ClaimStore):
     :param clock: the time source of the window.
     :param asynchronous: open nothing now; the store is opened and used through
         :class:`~crawldedup.stores.aio.AsyncClaimStore`, its file in a worker thread.
+    :raises TypeError: for a path that is not a ``str`` or path-like object.
     :raises ValueError: for a bad namespace or digest.
     :raises NamespaceConflict: when the namespace was made under another policy or layout.
     :raises StoreRefused: at once, naming the file, when it is not a SQLite database, is a
