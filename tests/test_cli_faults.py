@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
 import pytest
 
-from crawldedup import Deduplicator
+from crawldedup import DEFAULT_POLICY, Deduplicator, SQLiteStore
 from crawldedup.cli.exits import EXIT_CODES, ExitCode
 from crawldedup.cli.main import build_parser
 from crawldedup.config import SETTINGS
@@ -81,6 +81,7 @@ def materials(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with Deduplicator("local", state=str(where / "made.bloom"), capacity=1_000) as dedup:
         dedup.claim_many(PAGES[:5])
     shutil.copy(where / "made.bloom", where / "made2.bloom")
+    SQLiteStore(where / "d.sqlite", namespace="crawl", policy_digest=DEFAULT_POLICY.digest).close()  # doctor's
     return where
 
 

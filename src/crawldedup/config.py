@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from ._checks import (
+    ERROR_RATE_RULE,
     NAME_RULE,
     POSTGRES_URL_RULE,
     REDIS_URL_RULE,
@@ -108,9 +109,7 @@ SETTINGS: Dict[str, Setting] = {
         check_capacity,
         ("BLOOM_CAPACITY",),
     ),
-    "error_rate": Setting(
-        "CRAWLDEDUP_ERROR_RATE", float, "a number in (0, 1)", check_error_rate, ("BLOOM_ERROR_RATE",)
-    ),
+    "error_rate": Setting("CRAWLDEDUP_ERROR_RATE", float, ERROR_RATE_RULE, check_error_rate, ("BLOOM_ERROR_RATE",)),
     "state_path": Setting(
         "CRAWLDEDUP_STATE", str, "a file path or unset (memory)", lambda v: check_path("state_path", v)
     ),

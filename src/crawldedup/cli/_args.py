@@ -7,7 +7,7 @@ import argparse
 import textwrap
 from typing import NoReturn
 
-from .._checks import check_error_rate, check_name, check_postgres_url, redis_url_refusal
+from .._checks import ERROR_RATE_RULE, check_error_rate, check_name, check_postgres_url, redis_url_refusal
 from ..canonical import InvalidURL, canonicalize
 from ..config import SETTINGS
 from ..stores.factory import STRATEGY_CHOICES, strategy_name
@@ -55,7 +55,7 @@ def probability(text: str) -> float:
     try:
         return check_error_rate(float(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be {ERROR_RATE_RULE}, got {text!r}") from None
 
 
 def days(text: str) -> float:
