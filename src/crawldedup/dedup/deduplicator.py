@@ -34,12 +34,14 @@ class Deduplicator(DedupCore[ClaimStore]):
     :meth:`hold_batch` in two, for a caller that must use a page before it counts as seen.
 
     :param strategy: ``local`` (the local filter alone decides), ``set``, ``sharded-set``,
-        ``bloom``, ``sqlite`` or ``service``.
-    :param redis_url: Redis of the ``set``, ``sharded-set`` and ``bloom`` stores.
+        ``redisbloom``, ``sqlite``, ``postgres`` or ``service`` (docs/stores.md); the default,
+        ``local`` with no ``state``, keeps the filter in memory only.
+    :param redis_url: Redis of the ``set``, ``sharded-set`` and ``redisbloom`` stores.
     :param namespace: the crawl's key prefix in the store.
     :param crawl_round: a round name appended to the namespace (``<namespace>:<round>``), for
         re-inspection crawls that want a fresh dedup space per round.
-    :param state: the local filter's file (None: in memory); stamped with the policy and namespace.
+    :param state: the local filter's file (None: in memory, forgotten when the process ends;
+        ``crawldedup filter`` keeps ``./crawldedup.bloom``); stamped with the policy and namespace.
     :param capacity: URLs the local filter and the store are sized for.
     :param error_rate: false-positive rate of the local filter (and of RedisBloom).
     :param ttl_days: the recrawl window W in days, in every strategy: a page claimed (or done)
