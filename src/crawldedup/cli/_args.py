@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import NoReturn
+from typing import NoReturn, Optional
 
 from .._checks import ERROR_RATE_RULE, check_error_rate, check_name, check_postgres_url, redis_url_refusal
 from ..canonical import InvalidURL, canonicalize
@@ -75,28 +75,37 @@ def strategy(text: str) -> str:
         raise argparse.ArgumentTypeError(f"must be one of {STRATEGY_CHOICES}, got {text!r}") from None
 
 
-def namespace_name(text: str) -> str:
-    try:
-        return check_name("a namespace", text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def integer_between(text: str, low: int, high: Optional[int], rule: str) -> int:
+    """``text`` as an integer in ``[low, high]`` (no upper bound when ``high`` is None).
 
-
-def bits(text: str) -> int:
+    :raises argparse.ArgumentTypeError: ``must be <rule>, got <text>``.
+    """
     try:
         value = int(text)
     except ValueError:
-        value = -1
-    if not 0 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"must be a number of bits in [0, 64], got {text!r}")
+        value = low - 1
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
     return value
 
 
-def round_name(text: str) -> str:
+def bits(text: str) -> int:
+    return integer_between(text, 0, 64, "a number of bits in [0, 64]")
+
+
+def _name(kind: str, text: str) -> str:
     try:
-        return check_name("a round", text)
+        return check_name(kind, text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def namespace_name(text: str) -> str:
+    return _name("a namespace", text)
+
+
+def round_name(text: str) -> str:
+    return _name("a round", text)
 
 
 def redis_url(text: str) -> str:
@@ -127,13 +136,7 @@ def file_path(text: str) -> str:
 
 
 def port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port number in [0, 65535] (0: a free one), got {text!r}")
-    return value
+    return integer_between(text, 0, 65535, "a port number in [0, 65535] (0: a free one)")
 
 
 def base_url(text: str) -> str:

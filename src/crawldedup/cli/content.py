@@ -29,7 +29,7 @@ from ..content.index_format import MAX_DISTANCE
 from ..dedup import Deduplicator
 from ..pages import INVALID, PAGES_SUFFIX, VERDICTS, PageFileError
 from ..stores.base import NamespaceConflict, StoreUnavailable
-from ._args import base_url, file_path, namespace_name, round_name, strategy
+from ._args import base_url, file_path, integer_between, namespace_name, round_name, strategy
 from ._io import InputReader, Output
 from ._store_options import add_location_options
 from .exits import CLIError, ExitCode, error_for, usage_error
@@ -107,22 +107,12 @@ def add_command(commands: Any, epilog: str, formatter_class: type) -> None:
     parser.set_defaults(run=run_content)
 
 
-def _integer(text: str, low: int, high: Optional[int], rule: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = low - 1
-    if value < low or (high is not None and value > high):
-        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
-    return value
-
-
 def _distance(text: str) -> int:
-    return _integer(text, 1, MAX_DISTANCE, f"an integer in [1, {MAX_DISTANCE}]")
+    return integer_between(text, 1, MAX_DISTANCE, f"an integer in [1, {MAX_DISTANCE}]")
 
 
 def _batch_size(text: str) -> int:
-    return _integer(text, 1, None, "a positive integer")
+    return integer_between(text, 1, None, "a positive integer")
 
 
 def _open(args: argparse.Namespace) -> Deduplicator:
