@@ -30,7 +30,7 @@ ends with ``see crawldedup COMMAND --help``. A stderr that cannot be written (cl
 changes no exit code.
 
 The package is laid out one module per command (``filter``, ``canonicalize``, ``info``,
-``audit``, ``content``, ``merge``, ``serve``, ``doctor``, ``stats``, ``migrate``), each with its
+``audit``, ``content``, ``merge``, ``serve``, ``doctor``, ``stats``, ``migrate``, ``offline``), each with its
 ``add_command``; :mod:`.main` builds the parser from them and turns what a command raised into
 one line and an exit code (:mod:`.exits`).
 """

@@ -7,11 +7,12 @@ import argparse
 import textwrap
 from typing import NoReturn, Optional
 
-from .._checks import ERROR_RATE_RULE, check_error_rate, check_name, check_postgres_url, redis_url_refusal
+from .._checks import ERROR_RATE_RULE, check_error_rate, check_name
 from ..canonical import InvalidURL, canonicalize
 from ..config import SETTINGS
 from ..stores.factory import STRATEGY_CHOICES, strategy_name
 from ..stores.service import check_service_url
+from ..stores.urls import check_postgres_url, redis_url_refusal
 from .exits import EXIT_CODES, usage_error
 
 #: The help of the input files of the commands that read lines.

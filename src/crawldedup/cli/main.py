@@ -21,9 +21,9 @@ from .exits import TRACEBACK_VARIABLE, ExitCode, error_for, internal_error, usag
 
 def commands() -> Tuple[ModuleType, ...]:
     """The commands' modules, in the order ``--help`` lists them: each module adds its own."""
-    from . import audit, canonicalize, content, doctor, filter, info, merge, migrate, serve, stats
+    from . import audit, canonicalize, content, doctor, filter, info, merge, migrate, offline, serve, stats
 
-    return (filter, canonicalize, info, audit, content, merge, serve, doctor, stats, migrate)
+    return (filter, canonicalize, info, audit, content, merge, serve, doctor, stats, migrate, offline)
 
 
 def build_parser() -> argparse.ArgumentParser:
