@@ -11,6 +11,7 @@ faults through the shell's redirections (``slow``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -20,12 +21,16 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from crawldedup import DEFAULT_POLICY, Deduplicator, SQLiteStore
 from crawldedup.cli.exits import EXIT_CODES, ExitCode
 from crawldedup.cli.main import build_parser
 from crawldedup.config import SETTINGS
+from crawldedup.offline import Job, run_on_duckdb
+from crawldedup.offline.state import history_to_state
 
 WORKER = Path(__file__).resolve().parent / "workers" / "cli_forks.py"
 #: Exit codes a run may end with: the documented ones, but a bug's.
@@ -62,14 +67,27 @@ BASES: Dict[str, Base] = {
     ),
     "stats": Base(["stats", "--state", "made.bloom"]),
     "migrate": Base(["migrate", "--from-state", "made.bloom", "--to", "sqlite", "--sqlite", "m.sqlite"]),
+    "offline run": Base(["offline", "run", "links.parquet", "--history", "new-history", "--new-pages", "new.parquet"]),
+    "offline to-state": Base(["offline", "to-state", "h.bloom", "--history", "history"]),
+    "offline from-state": Base(["offline", "from-state", "h0.bloom", "--urls", "links.txt", "--history", "history"]),
 }
 
 
 def subcommands() -> Dict[str, Any]:
-    """Each subcommand's parser, by name, as ``crawldedup --help`` lists them."""
-    parser = build_parser()
-    (action,) = [action for action in parser._actions if action.dest == "command"]
-    return dict(action.choices)
+    """Each subcommand's parser, by name, as ``crawldedup --help`` lists them; a command with
+    actions of its own (``offline run``) by each action."""
+    found: Dict[str, Any] = {}
+
+    def walk(prefix: str, parser: Any) -> None:
+        nested = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not nested:
+            found[prefix.strip()] = parser
+        for action in nested:
+            for name, child in action.choices.items():
+                walk(f"{prefix} {name}", child)
+
+    walk("", build_parser())
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +100,10 @@ def materials(tmp_path_factory: pytest.TempPathFactory) -> Path:
         dedup.claim_many(PAGES[:5])
     shutil.copy(where / "made.bloom", where / "made2.bloom")
     SQLiteStore(where / "d.sqlite", namespace="crawl", policy_digest=DEFAULT_POLICY.digest).close()  # doctor's
+    # offline's: links as Parquet, the history a first run made, and a state file made from it.
+    pq.write_table(pa.table({"url": LINKS.splitlines()}), where / "links.parquet")
+    run_on_duckdb(Job([str(where / "links.parquet")], where / "history", where / "first.parquet"))
+    history_to_state(where / "history", where / "h0.bloom", DEFAULT_POLICY)
     return where
 
 
@@ -189,7 +211,8 @@ def test_faults(forks: Forks, materials: Path, tmp_path: Path):
             elif fault.startswith("stderr"):
                 cases.append(case(directory, materials, base.argv, stderr=fault.split()[1], sigint=base.sigint))
             elif fault == "sigint at start":
-                cases.append(case(directory, materials, base.argv, sigint={"call": [f"run_{name}"]}))
+                started = subcommands()[name].get_default("run").__name__  # the command's own function
+                cases.append(case(directory, materials, base.argv, sigint={"call": [started]}))
             else:
                 cases.append(case(directory, materials, base.argv, sigint=base.sigint or FIRST_OUTPUT))
             labels.append((name, fault))
@@ -255,19 +278,14 @@ def options() -> Iterator[Any]:
             yield name, (max(action.option_strings, key=len) if action.option_strings else None), action
 
 
-def _with_value(base: Sequence[str], option: Optional[str], action: Any, value: str) -> List[str]:
+def _with_value(name: str, base: Sequence[str], option: Optional[str], action: Any, value: str) -> List[str]:
+    """The base run of command ``name`` with ``value`` for ``option`` (for a positional: in
+    place of the base's first one, which follows the command's words)."""
     argv = list(base)
-    if option is None:  # a positional: the value in place of the base's (or added)
-        positional = {"inputs": 1, "file": 1, "files": 1}.get(action.dest, 1)
-        return (
-            [argv[0], value, *argv[1 + positional :]]
-            if len(argv) > 1 and not argv[1].startswith("-")
-            else [
-                argv[0],
-                value,
-                *argv[1:],
-            ]
-        )
+    words = len(name.split())
+    if option is None:
+        given = len(argv) > words and not argv[words].startswith("-")
+        return [*argv[:words], value, *argv[words + given :]]
     if option in argv:  # the base's own value replaced
         at = argv.index(option)
         del argv[at : at + (1 if action.nargs == 0 else 2)]
@@ -281,7 +299,7 @@ def _bad_value_cases(tmp_path: Path, materials: Path, first_only: bool) -> List[
     for name, option, action in options():
         values = bad_values(action)
         for i, value in enumerate(values[:1] if first_only and action.nargs != 0 else values):
-            argv = _with_value(BASES[name].argv, option, action, value)
+            argv = _with_value(name, BASES[name].argv, option, action, value)
             directory = tmp_path / f"{name}{option or action.dest}-{i}"
             cases.append(
                 ((name, option or action.dest, value), case(directory, materials, argv, sigint=BASES[name].sigint))

@@ -31,6 +31,11 @@ CASES = [
     ("scrapy", "import crawldedup.scrapy", "scrapy"),
     ("scrapy", "import crawldedup.integrations.scrapy", "scrapy"),
     ("crawlee", "import crawldedup.integrations.crawlee", "crawlee"),
+    ("pyarrow", "import crawldedup.arrow", "arrow"),
+    ("pyarrow", "import crawldedup.integrations.polars", "engines"),
+    ("polars", "from crawldedup.integrations.polars import url_columns; url_columns()", "engines"),
+    ("duckdb", "from crawldedup.integrations.duckdb import register; register(None)", "engines"),
+    ("pyspark", "from crawldedup.integrations.spark import pages_of; pages_of(None)", "engines"),
     (
         "psycopg",
         "from crawldedup import PostgresStore; PostgresStore('postgresql://h/db', namespace='n', policy_digest='0'*16)",

@@ -5,7 +5,8 @@
   would receive the output). Reading that stdin or writing that stdout fails as reading or
   writing a closed descriptor does (``EBADF``): the command's "cannot read" or "cannot write"
   line, never output thrown away while pages count as seen.
-- stdout: whatever write or flush of it fails (a full disk, a closed descriptor) is
+- stdout: text holding bytes that were not UTF-8 (a file's name) is written as it was read.
+  Whatever write or flush of it fails (a full disk, a closed descriptor) is
   :class:`~.exits.CLIError` ``cannot write stdout: ...`` with exit code 4, never a traceback
   nor an error about another file; a reader that went away stays a ``BrokenPipeError``
   (exit code 141). After a failure stdout is sent to ``/dev/null``, so that nothing still
@@ -129,9 +130,24 @@ class _Stdout:
 
     def write(self, data: Any) -> int:
         try:
-            return int(self._stream.write(data))
+            try:
+                return int(self._stream.write(data))
+            except UnicodeEncodeError:  # a name holding bytes of another encoding: written as read
+                return self._write_as_read(data)
         except OSError as exc:
             raise _failed(exc) from None
+
+    def _write_as_read(self, text: str) -> int:
+        """``text`` in the stream's encoding, a character read from bytes it could not decode
+        as those bytes again (surrogateescape), any other it cannot encode as an escape."""
+        encoding = getattr(self._stream, "encoding", None) or "utf-8"
+        try:
+            data = text.encode(encoding, "surrogateescape")
+        except UnicodeEncodeError:
+            data = text.encode(encoding, "backslashreplace")
+        self._stream.flush()  # what the text layer holds goes first
+        self._stream.buffer.write(data)
+        return len(text)
 
     def writelines(self, lines: List[Any]) -> None:
         for line in lines:

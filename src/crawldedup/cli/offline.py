@@ -107,6 +107,8 @@ def _failure(exc: BaseException) -> CLIError:
     if isinstance(exc, ImportError):  # one of the engines' packages, named with its install line
         return error_for(exc) or CLIError(ExitCode.USAGE, f"{exc}: pip install 'crawldedup[engines]'")
     if isinstance(exc, OSError):
+        if exc.strerror is None and isinstance(exc, FileNotFoundError):  # pyarrow's: the path alone
+            return CLIError(ExitCode.IO, f"cannot read {exc}: No such file or directory")
         return CLIError(ExitCode.IO, f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
     return usage_error("offline", str(exc))
 

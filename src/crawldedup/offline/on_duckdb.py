@@ -40,7 +40,18 @@ def _connect(memory_limit: Optional[str], temp_directory: Optional[str], threads
         config["temp_directory"] = temp_directory
     if threads:
         config["threads"] = threads
-    return duckdb.connect(config=config)
+    for name in ("memory_limit", "temp_directory"):
+        value = config.get(name)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{name} must be text in UTF-8 (DuckDB reads no other), got {value!r}") from None
+    try:
+        return duckdb.connect(config=config)
+    except duckdb.Error as exc:  # a setting it cannot read, such as a memory limit without its unit
+        given = ", ".join(f"{name}={config[name]!r}" for name in ("memory_limit", "temp_directory") if name in config)
+        raise ValueError(f"DuckDB refused {given}: {' '.join(str(exc).split())}") from None
 
 
 def _count(con: Any, query: str, params: Optional[dict] = None) -> int:
