@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import re
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple, Type
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 import pytest
 
@@ -108,6 +108,7 @@ ROWS: Dict[str, Any] = {
     "BloomFilter.copy": [("bloom", lambda b: b.copy(42), TypeError)],
     "BloomFilter.open": [(None, lambda _: BloomFilter.open(42), TypeError)],
     "BloomFilter.close": NO_ARGUMENTS,
+    "BloomFilter.mapped_file": NO_ARGUMENTS,
     "BloomFilter.flush": NO_ARGUMENTS,
     # --- the Deduplicator
     "Deduplicator()": [
@@ -219,6 +220,37 @@ ROWS: Dict[str, Any] = {
     "ClaimStore.expired_leases": [("sqlite", lambda s: s.expired_leases("10"), TypeError)],
     "ClaimStore.perform": [("sqlite", lambda s: s.perform(42), TypeError)],
     "ClaimStore.bytes_per_url": NO_ARGUMENTS,
+    "ClaimStore.lease_counts": NO_ARGUMENTS,
+    "ClaimStore.with_retries": [("sqlite", lambda s: s.with_retries(42), TypeError)],
+    # --- the stores' operators' calls (crawldedup doctor, stats, migrate)
+    "SQLiteStore.from_options": [(None, lambda _: SQLiteStore.from_options(42), TypeError)],
+    "SQLiteStore.read_record": [(None, lambda _: SQLiteStore.read_record("crawl", 42), ValueError)],
+    "SQLiteStore.server_facts": NO_ARGUMENTS,
+    "SQLiteStore.count_claims": NO_ARGUMENTS,
+    "SQLiteStore.delete_namespace": NO_ARGUMENTS,
+    "RedisKeyStore.from_options": [(None, lambda _: RedisKeyStore.from_options(42), TypeError)],
+    "RedisShardedSetStore.from_options": [(None, lambda _: RedisShardedSetStore.from_options(42), TypeError)],
+    "RedisBloomStore.from_options": [(None, lambda _: RedisBloomStore.from_options(42), TypeError)],
+    "PostgresStore.from_options": [(None, lambda _: PostgresStore.from_options(42), TypeError)],
+    "RedisStore.read_record": [(None, lambda _: RedisKeyStore.read_record("crawl", 42), ValueError)],
+    "PostgresStore.read_record": [(None, lambda _: PostgresStore.read_record("crawl", 42), ValueError)],
+    "RedisKeyStore.count_claims": NO_ARGUMENTS,
+    "RedisShardedSetStore.count_claims": NO_ARGUMENTS,
+    "RedisBloomStore.count_claims": NO_ARGUMENTS,
+    "PostgresStore.count_claims": NO_ARGUMENTS,
+    "RedisStore.server_facts": NO_ARGUMENTS,
+    "PostgresStore.server_facts": NO_ARGUMENTS,
+    "RedisStore.delete_namespace": NO_ARGUMENTS,
+    "PostgresStore.delete_namespace": NO_ARGUMENTS,
+    "RedisStore.one_node": NO_ARGUMENTS,
+    "GroupedScriptStore.lease_counts": NO_ARGUMENTS,
+    "GroupedScriptStore.leased_ids": NO_ARGUMENTS,
+    "RedisShardedSetStore.generation_members": [
+        ("sharded", lambda s: s.generation_members("0", 10), TypeError),
+        ("sharded", lambda s: s.generation_members(0, 1.5), TypeError),
+    ],
+    "RedisShardedSetStore.merge_generations": [("sharded", lambda s: s.merge_generations("rows"), TypeError)],
+    "RedisShardedSetStore.sweep": [("sharded", lambda s: s.sweep("1000"), TypeError)],
     # --- the service's clients (refused before any request is sent)
     "ServiceClient()": [(None, lambda _: ServiceClient(42), ValueError)],
     "ServiceClient.close": NO_ARGUMENTS,
@@ -348,7 +380,7 @@ async def _call(make: Optional[Callable[[], Any]], call: Callable[[Any], Any]) -
             thing.close()
 
 
-SERVERS = {"redis", "postgres"}
+SERVERS = {"redis", "sharded", "postgres"}
 LOCAL_ROWS = [
     (key, i, row)
     for key, rows in ROWS.items()
@@ -366,17 +398,33 @@ def test_a_wrong_type_raises_what_the_docs_name(things, tmp_path, monkeypatch, k
         asyncio.run(_call(things[on] if on else None, call))
 
 
+def _rows_on(*kinds: str) -> List[Tuple[str, Row]]:
+    return [
+        (key, row)
+        for key, rows in ROWS.items()
+        if rows not in (NO_ARGUMENTS, MADE_BY_CRAWLDEDUP)
+        for row in rows
+        if row[0] in kinds
+    ]
+
+
 @pytest.mark.redis
 def test_a_wrong_type_raises_what_the_docs_name_on_redis(redis_url: str):
-    for _on, call, expected in ROWS["RedisKeyStore.scan_claims"]:
-        with RedisKeyStore(redis_url, namespace="types", policy_digest=DIGEST) as store:
+    makers = {
+        "redis": lambda: RedisKeyStore(redis_url, namespace="types", policy_digest=DIGEST),
+        "sharded": lambda: RedisShardedSetStore(
+            redis_url, capacity=1_000, namespace="types-sharded", policy_digest=DIGEST
+        ),
+    }
+    for _key, (on, call, expected) in _rows_on("redis", "sharded"):
+        with makers[on]() as store:
             with pytest.raises(expected):
                 call(store)
 
 
 @pytest.mark.postgres
 def test_a_wrong_type_raises_what_the_docs_name_on_postgres(postgres_url: str):
-    for _on, call, expected in ROWS["PostgresStore.execute"]:
+    for _key, (_, call, expected) in _rows_on("postgres"):
         with PostgresStore(postgres_url, namespace="types", policy_digest=DIGEST) as store:
             with pytest.raises(expected):
                 call(store)

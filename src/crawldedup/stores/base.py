@@ -195,6 +195,16 @@ class StoreOptions:
     """Everything a store may be opened with; each store's :meth:`ClaimStore.from_options` takes
     what it needs (and refuses the options it lacks)."""
 
+    @staticmethod
+    def given(options: object) -> StoreOptions:
+        """``options``, checked to be store options.
+
+        :raises TypeError: for anything else.
+        """
+        if not isinstance(options, StoreOptions):
+            raise TypeError(f"options must be StoreOptions, got {type(options).__name__}")
+        return options
+
     namespace: str
     policy_digest: str
     capacity: int
@@ -449,6 +459,7 @@ class ClaimStore(abc.ABC):
     def from_options(cls, options: StoreOptions) -> ClaimStore:
         """The store ``options`` describe (what :func:`~crawldedup.stores.factory.open_store` opens).
 
+        :raises TypeError: for ``options`` that are not :class:`StoreOptions`.
         :raises ValueError: when an option the store needs is missing or wrong.
         """
 
@@ -459,6 +470,8 @@ class ClaimStore(abc.ABC):
         """The record of ``namespace`` (its layout, store kind, policy...) at ``location`` (the
         store's URL or file), read without creating it; None when the namespace does not exist.
 
+        :raises ValueError: for a location the store cannot read (a ``WrongType``, also a
+            ``TypeError``, for one of the wrong type).
         :raises StoreUnavailable: when the server or file cannot be read.
         """
         raise ValueError(f"the {cls.strategy} store keeps no namespace record to read")
@@ -753,9 +766,12 @@ class ClaimStore(abc.ABC):
     def with_retries(self, call: Callable[[], T]) -> T:
         """Run ``call`` under the retry policy; count round trips and failures.
 
+        :raises TypeError: for a ``call`` that is not callable.
         :raises StoreRefused: at the first permanent error (see :meth:`_refusal`).
         :raises StoreUnavailable: when every attempt failed with a transient error.
         """
+        if not callable(call):
+            raise TypeError(f"call must be callable, got {type(call).__name__}")
         attempt = 0
         while True:
             attempt += 1

@@ -234,6 +234,7 @@ class PostgresStore(ClaimStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> PostgresStore:
+        options = StoreOptions.given(options)
         url = required(options.postgres_url, cls.strategy, "postgres_url", "CRAWLDEDUP_POSTGRES_URL")
         return cls(url, **options.common())
 

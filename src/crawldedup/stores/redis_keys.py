@@ -86,6 +86,7 @@ class RedisKeyStore(GroupedScriptStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisKeyStore:
+        options = StoreOptions.given(options)
         return cls(ttl_seconds=options.ttl_seconds, **cls._redis_options(options))
 
     def _ttl(self) -> int:

@@ -100,6 +100,7 @@ class RedisBloomStore(RedisStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisBloomStore:
+        options = StoreOptions.given(options)
         return cls(capacity=options.capacity, error_rate=options.error_rate, **cls._redis_options(options))
 
     def count_claims(self) -> int:

@@ -151,6 +151,7 @@ class ServiceStore(ClaimStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> ServiceStore:
+        options = StoreOptions.given(options)
         url = required(options.service_url, cls.strategy, "service_url", "CRAWLDEDUP_SERVICE_URL")
         # The window is the service's store's own: claims expire where they are kept.
         return cls(

@@ -53,7 +53,7 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 
 import numpy as np
 
-from .._checks import check_name
+from .._checks import WrongType, check_name, complaint
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
@@ -250,6 +250,7 @@ class SQLiteStore(ClaimStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> SQLiteStore:
+        options = StoreOptions.given(options)
         path = required(options.sqlite_path, cls.strategy, "sqlite_path", "CRAWLDEDUP_SQLITE")
         return cls(cast(Union[str, "os.PathLike[str]"], path), **options.common())  # mypy joins the union
 
@@ -326,6 +327,8 @@ class SQLiteStore(ClaimStore):
 
     @classmethod
     def read_record(cls, namespace: str, location: Any) -> Optional[Dict[str, str]]:
+        if location is not None and not isinstance(location, (str, os.PathLike)):
+            raise WrongType(complaint("sqlite_path", "a file path", location))
         path = Path(location) if location is not None else None
         if path is None or not path.exists():
             return None
