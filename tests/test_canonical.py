@@ -1194,16 +1194,22 @@ def test_equal_policies_share_a_digest():
 
 # ----- canonicalize_many -----------------------------------------------------------------------
 def test_many_never_stops_at_a_bad_url(impl):
-    urls = ["HTTP://A.example/x/", "javascript:void(0)", b"http://b.example/\xff", bytearray(b"x"), "g", ""]
+    urls = ["HTTP://A.example/x/", "javascript:void(0)", b"http://b.example/\xff", "g", ""]
     result = impl.canonicalize_many(urls, base="http://c.example/d/e")
     assert isinstance(result, Canonicalized)
-    assert result.urls == ["http://a.example/x", None, None, None, "http://c.example/d/g", None]
-    assert sorted(result.errors) == [1, 2, 3, 5]
+    assert result.urls == ["http://a.example/x", None, None, "http://c.example/d/g", None]
+    assert sorted(result.errors) == [1, 2, 4]
     assert all(isinstance(error, InvalidURL) for error in result.errors.values())
     assert "javascript" in str(result.errors[1])
     assert "UTF-8" in str(result.errors[2])
-    assert "bytearray" in str(result.errors[3]) and isinstance(result.errors[3].__cause__, TypeError)
-    assert "empty" in str(result.errors[5])
+    assert "empty" in str(result.errors[4])
+
+
+@pytest.mark.parametrize("item", [bytearray(b"http://b.example/"), memoryview(b"http://b.example/"), None, 42])
+def test_many_refuses_an_item_that_is_not_a_url(impl, item):
+    """Not ``str`` nor ``bytes``: a TypeError for the batch, as canonicalize() raises for it."""
+    with pytest.raises(TypeError, match=f"URL must be str or bytes, got {type(item).__name__}"):
+        impl.canonicalize_many(["http://a.example/", item, "mailto:x@y.example"])
 
 
 def test_many_matches_one_by_one(impl):

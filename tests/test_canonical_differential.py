@@ -439,8 +439,8 @@ def test_same_outcome_against_a_base(ref, base, policy, as_bytes):
 def test_batch_same_as_the_reference(urls, base, policy):
     try:
         expected = _canonical.canonicalize_many(urls, base=base, policy=policy)
-    except InvalidURL as exc:
-        with pytest.raises(InvalidURL) as info:
+    except (InvalidURL, TypeError) as exc:  # a base refused, or an item that is no URL (7)
+        with pytest.raises(type(exc)) as info:
             _canonical_c.canonicalize_many(urls, base=base, policy=policy)
         assert str(info.value) == str(exc)
         return
@@ -604,7 +604,6 @@ def test_batch_with_every_kind_of_row_same_as_the_reference():
         b"http://example.com/\xff",
         "http://example.com/\ud800",
         "page.html",
-        7,
         "https://example.com/" + "%41" * 3000,
         "https://example.com/?" + "&".join(f"k{i}=v{i}" for i in range(100, 0, -1)),
         "  http://a.example/ ",
@@ -618,6 +617,12 @@ def test_batch_with_every_kind_of_row_same_as_the_reference():
         assert _answers(_canonical_c.canonicalize_many(batch, policy=policy)) == _answers(
             _canonical.canonicalize_many(batch, policy=policy)
         )
+    for batch in (urls + [7], [7] + urls * 50):  # an item that is no URL: the same TypeError
+        with pytest.raises(TypeError) as fast:
+            _canonical_c.canonicalize_many(batch, policy=policy)
+        with pytest.raises(TypeError) as reference:
+            _canonical.canonicalize_many(batch, policy=policy)
+        assert str(fast.value) == str(reference.value) == "URL must be str or bytes, got int"
     relative = ["../x", "?q=1", "//cdn.example.net/a", "#f", "sub/dir/", "http://b\u00fccher.example/"]
     base = "http://b\u00fccher.example/a/b?c=d"
     assert _canonical_c.canonicalize_many(relative, base=base) == _canonical.canonicalize_many(relative, base=base)

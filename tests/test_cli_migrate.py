@@ -245,7 +245,7 @@ def test_an_unfinished_pass_to_another_target_is_not_mixed_up(redis_url, tmp_pat
         (
             ["--to", "sharded-set", "--namespace", "crawl", "--to-namespace", "m", "--batch-size", "0"],
             2,
-            "--batch-size must be a positive integer",
+            "argument --batch-size: must be a positive integer",
         ),
     ],
 )

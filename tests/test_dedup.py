@@ -49,17 +49,46 @@ def test_local_strategy_spellings_have_one_winner():
 
 
 def test_invalid_urls_are_reported_not_raised(store_strategy, store_location):
-    urls = ["https://ok.example/a", "mailto:x@y.example", "https://ok.example/b", 42, "http://bad host/"]
+    """A string or bytes the policy refuses is data: reported, never raised."""
+    urls = [
+        "https://ok.example/a",
+        "mailto:x@y.example",
+        "https://ok.example/b",
+        b"http://ok.example/\xff",
+        "http://bad host/",
+    ]
     with dedup(store_strategy, store_location) as d:
-        batch = d.claim_batch(urls)  # type: ignore[list-item]
+        batch = d.claim_batch(urls)
         assert batch.won == [True, False, True, False, False]
         assert batch.canonical == ["https://ok.example/a", None, "https://ok.example/b", None, None]
         assert sorted(batch.errors) == [1, 3, 4]
         assert all(isinstance(e, InvalidURL) for e in batch.errors.values())
-        assert "mailto" in str(batch.errors[1])
+        assert "mailto" in str(batch.errors[1]) and "UTF-8" in str(batch.errors[3])
         assert d.claim("javascript:void(0)") is False
         stats = d.stats
     assert (stats.urls, stats.invalid, stats.won, stats.lost) == (6, 4, 2, 0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: d.claim(None),
+        lambda d: d.claim(42),
+        lambda d: d.claim_many([1, 2]),
+        lambda d: d.claim_batch(["https://ok.example/c", 42]),
+        lambda d: d.hold_batch(["https://ok.example/c", None]),
+        lambda d: d.seen([bytearray(b"https://ok.example/c")]),
+    ],
+    ids=["claim-None", "claim-int", "claim_many-ints", "claim_batch-int", "hold_batch-None", "seen-bytearray"],
+)
+def test_a_url_of_the_wrong_type_is_a_type_error_and_claims_nothing(call):
+    """Not a URL at all is the caller's mistake: a TypeError for the whole batch, before any claim
+    (answered False, the page behind it would be lost without a word)."""
+    with Deduplicator("local", capacity=100, error_rate=0.01) as d:
+        with pytest.raises(TypeError, match="URL must be str or bytes, got"):
+            call(d)
+        assert d.stats.urls == 0
+        assert d.claim("https://ok.example/c") is True
 
 
 def test_a_single_string_is_not_a_batch():

@@ -107,7 +107,38 @@ def _not_a_database(cwd: Path) -> int:
     return run(["filter", "--strategy", "sqlite", "--sqlite", "claims.sqlite", "--state", "s.bloom"], cwd).returncode
 
 
-#: One way to meet each exit code, as a user would.
+def _a_bug(cwd: Path) -> int:
+    """A bug, put there for the test (a command's helper that fails unexpectedly): one line that
+    names it and asks for a report, the traceback only with CRAWLDEDUP_TRACEBACK=1."""
+    script = (
+        "import sys\n"
+        "import crawldedup.cli.info as info\n"
+        "def broken(*args, **kwargs):\n"
+        "    raise ZeroDivisionError('put there by the test')\n"
+        "info.open_filter = broken\n"
+        "from crawldedup.cli import main\n"
+        "sys.exit(main(['info', 'x.bloom']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, timeout=60)
+    line = result.stderr.decode()
+    assert line == (
+        "crawldedup: error: internal error: ZeroDivisionError: put there by the test (a bug in crawldedup: "
+        "please report it with the command line; CRAWLDEDUP_TRACEBACK=1 prints where it happened)\n"
+    ), line
+    shown = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=cwd,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "CRAWLDEDUP_TRACEBACK": "1"},
+    )
+    err = shown.stderr.decode()
+    assert shown.returncode == result.returncode and "Traceback" in err and "in broken" in err
+    assert err.splitlines()[-1].startswith("crawldedup: error: internal error: ZeroDivisionError")
+    return result.returncode
+
+
+#: One way to meet each exit code, as a user would (a bug: as a test puts one there).
 SCENARIOS: Dict[int, Callable[[Path], int]] = {
     0: lambda cwd: run(["filter", "--state", "s.bloom"], cwd).returncode,
     1: lambda cwd: run(["canonicalize"], cwd, b"mailto:sales@shop.example\n").returncode,
@@ -116,6 +147,7 @@ SCENARIOS: Dict[int, Callable[[Path], int]] = {
     4: lambda cwd: run(["filter", "missing.txt", "--state", "s.bloom"], cwd).returncode,
     5: _unreachable_redis,
     6: _not_a_database,
+    70: _a_bug,
     130: lambda cwd: _stopped_by(signal.SIGINT, cwd),
     141: _closed_stdout,
     143: lambda cwd: _stopped_by(signal.SIGTERM, cwd),

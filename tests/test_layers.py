@@ -318,7 +318,7 @@ def test_the_rule_sees_an_import_circle(tmp_path):
 #: (``__init__``), which loads no layer when imported (its names load on first use), so a layer
 #: may take ``__version__`` from it.
 FLOORS = (
-    ("crawldedup", "_checks", "_env", "_files", "_plans", "_wording"),
+    ("crawldedup", "_checks", "_env", "_extras", "_files", "_plans", "_wording"),
     ("canonical", "content", "fingerprints", "windows"),
     ("arrow", "bloom", "stores"),
     ("config", "pages"),

@@ -26,6 +26,11 @@ MAX_CAPACITY = 1 << 48
 #: plain (no braces, which delimit hash tags).
 _NAME_PATTERN = re.compile(r"[A-Za-z0-9_.:/@+=-]{1,200}")
 NAME_RULE = "1 to 200 characters from [A-Za-z0-9_.:/@+=-]"
+#: Smallest false-positive rate: a filter probes about log2(1 / rate) bits per key, and a
+#: filter file holds at most 64 (bloom.format.MAX_NUM_HASHES), which stops near 4.8e-21.
+MIN_ERROR_RATE = 1e-20
+#: What an error rate may be, for messages.
+ERROR_RATE_RULE = f"a number in [{MIN_ERROR_RATE:g}, 1)"
 
 
 class WrongType(TypeError, ValueError):
@@ -99,12 +104,12 @@ def check_capacity(capacity: int) -> int:
 
 
 def check_error_rate(error_rate: float) -> float:
-    """A false-positive rate: a number in (0, 1).
+    """A false-positive rate: a number in [:data:`MIN_ERROR_RATE`, 1).
 
     :raises WrongType: for anything but a number.
     :raises ValueError: out of range (or NaN).
     """
-    return number_in("error_rate", error_rate, 0, 1, low_open=True, high_open=True)
+    return number_in("error_rate", error_rate, MIN_ERROR_RATE, 1, high_open=True)
 
 
 def check_name(kind: str, value: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from ._checks import (
+    ERROR_RATE_RULE,
     NAME_RULE,
     check_capacity,
     check_error_rate,
@@ -110,9 +111,7 @@ SETTINGS: Dict[str, Setting] = {
         check_capacity,
         ("BLOOM_CAPACITY",),
     ),
-    "error_rate": Setting(
-        "CRAWLDEDUP_ERROR_RATE", float, "a number in (0, 1)", check_error_rate, ("BLOOM_ERROR_RATE",)
-    ),
+    "error_rate": Setting("CRAWLDEDUP_ERROR_RATE", float, ERROR_RATE_RULE, check_error_rate, ("BLOOM_ERROR_RATE",)),
     "state_path": Setting(
         "CRAWLDEDUP_STATE", str, "a file path or unset (memory)", lambda v: check_path("state_path", v)
     ),
@@ -269,9 +268,12 @@ class DedupConfig:
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> DedupConfig:
         """Read every variable once from ``environ`` (default ``os.environ``); unset ones keep their default.
 
+        :raises TypeError: for an ``environ`` that is not a mapping.
         :raises ValueError: for a value that cannot be parsed or is out of range, naming the variable.
         """
         environ = os.environ if environ is None else environ
+        if not isinstance(environ, Mapping):
+            raise TypeError(f"environ must be a mapping of variables to values, got {type(environ).__name__}")
         values: Dict[str, object] = {}
         read: Dict[str, str] = {}
         for field, setting in SETTINGS.items():

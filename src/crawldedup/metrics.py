@@ -30,7 +30,9 @@ import threading
 from typing import Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 from wsgiref.simple_server import WSGIServer
 
-try:
+from ._extras import needs_extra
+
+with needs_extra("crawldedup.metrics", "metrics"):
     from prometheus_client import (
         CONTENT_TYPE_LATEST,
         CollectorRegistry,
@@ -42,8 +44,6 @@ try:
     )
     from prometheus_client.multiprocess import MultiProcessCollector
     from prometheus_client.registry import REGISTRY
-except ImportError:  # pragma: no cover  (the extra is missing)
-    raise ImportError("crawldedup.metrics needs prometheus_client: pip install 'crawldedup[metrics]'") from None
 
 from .bloom import GrowingFilter
 from .dedup.stats import DedupStats, StatsListener

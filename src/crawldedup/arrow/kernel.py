@@ -13,10 +13,13 @@ from __future__ import annotations
 from typing import List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
-import pyarrow as pa
 
+from .._extras import needs_extra
 from ..canonical import CanonicalPolicy, canonicalize_buffers, canonicalize_many
 from ..fingerprints import FINGERPRINT_BYTES, hash_buffers
+
+with needs_extra("crawldedup.arrow", "arrow"):
+    import pyarrow as pa
 
 __all__ = [
     "FINGERPRINT_TYPE",

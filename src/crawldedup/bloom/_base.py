@@ -17,7 +17,7 @@ import numpy as np
 
 from .._checks import PathArg
 from .._wording import counted
-from ..fingerprints import py_hash_many
+from ..fingerprints import check_keys, py_hash_many
 from .format import BLOCK_BITS, Header, check_parameters
 from .sizing import choose_shape
 from .storage import BloomFile
@@ -87,6 +87,7 @@ class FilterBase:
     def open(cls: type[_Filter], path: PathArg, mode: str = "r") -> _Filter:
         """Open an existing filter file: ``"r"`` to query it, ``"r+"`` to add to it as well.
 
+        :raises TypeError: for a path that is not a ``str`` or path-like object.
         :raises ValueError: for another mode.
         :raises FilterFileError: when the path is missing, a directory or not a valid filter.
         :raises BlockingIOError: with ``"r+"``, when another process writes the file and one of
@@ -142,9 +143,11 @@ class FilterBase:
     def update(self, items: Iterable[Any]) -> None:
         """Add every key of ``items`` (any iterable, consumed in chunks).
 
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
+        :raises TypeError: for a single key (a ``str`` or bytes: its characters are not keys), or
+            a key that is neither ``str`` nor bytes-like.
         :raises io.UnsupportedOperation: when the filter is read-only.
         """
+        check_keys(items)
         iterator = iter(items)
         while True:
             chunk = list(itertools.islice(iterator, UPDATE_CHUNK))
@@ -161,7 +164,8 @@ class FilterBase:
     def add_many(self, items: Iterable[Any]) -> np.ndarray:
         """Add keys in order; return a bool array, True where the key was new when added.
 
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like (nothing is added).
+        :raises TypeError: for a single key (a ``str`` or bytes, not a batch), or a key that is
+            neither ``str`` nor bytes-like (nothing is added).
         :raises io.UnsupportedOperation: when the filter is read-only.
         :raises ValueError: when the filter is closed.
         """
@@ -170,7 +174,8 @@ class FilterBase:
     def contains_many(self, items: Iterable[Any]) -> np.ndarray:
         """Return a bool array, True where the key is probably in the filter.
 
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
+        :raises TypeError: for a single key (a ``str`` or bytes, not a batch), or a key that is
+            neither ``str`` nor bytes-like.
         :raises ValueError: when the filter is closed.
         """
         return self.contains_hashes(self._hash_keys(items))
@@ -323,6 +328,7 @@ class FilterBase:
     def copy(self: _Filter, path: Optional[PathArg] = None, *, overwrite: bool = False) -> _Filter:
         """Return a copy with the same shape, bits, metadata and count (in memory without ``path``).
 
+        :raises TypeError: for a path that is not a ``str`` or path-like object.
         :raises FileExistsError: when ``path`` exists and ``overwrite`` is false.
         :raises ValueError: when the filter is closed.
         """

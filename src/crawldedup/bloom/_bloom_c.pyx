@@ -27,6 +27,7 @@ import numpy as np
 
 from . import format as _format
 from ._base import FilterBase, as_hash_array, closed_error, read_only_error
+from ..fingerprints import check_keys
 
 
 cdef extern from "Python.h":
@@ -413,6 +414,7 @@ cdef inline int check_writable(_CBloomCore core) except -1:
 
 cdef object run_keys(_CBloomCore core, items, bint adding):
     """Hash and probe ``items`` with the GIL released, holding the filter's lock."""
+    check_keys(items)
     sequence = PySequence_Fast(items, "items must be iterable")
     cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence)
     result = np.zeros(count, dtype=bool)

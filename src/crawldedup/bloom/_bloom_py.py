@@ -149,7 +149,7 @@ class PyBloomFilter(FilterBase):
     from the exact false-positive rate of that layout (see ``docs/format.md``).
 
     :param capacity: number of keys the filter is sized for (>= 1).
-    :param error_rate: false-positive rate wanted at ``capacity`` keys, in (0, 1).
+    :param error_rate: false-positive rate wanted at ``capacity`` keys, in [1e-20, 1).
     :param path: file to create; anonymous memory when None.
     :param overwrite: replace an existing file at ``path`` instead of raising.
     :param metadata: up to 1024 bytes stored in the header for the layers above.

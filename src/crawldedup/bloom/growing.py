@@ -36,6 +36,7 @@ from typing import Any, Iterable, List, NamedTuple, Optional
 
 import numpy as np
 
+from .._checks import MIN_ERROR_RATE
 from ..fingerprints import hash_one, take_rows
 from ..windows import Window
 from ._base import FilterBase, as_hash_array
@@ -75,8 +76,9 @@ def stage_path(path: str, index: int) -> str:
 
 
 def stage_parameters(capacity: int, error_rate: float, index: int) -> tuple[int, float]:
-    """``(capacity, error rate)`` stage ``index`` >= 1 is made with, from stage 0's."""
-    return capacity * GROWTH**index, error_rate * (1.0 - TIGHTENING) * TIGHTENING**index
+    """``(capacity, error rate)`` stage ``index`` >= 1 is made with, from stage 0's: the rate
+    tightens stage after stage down to the smallest a filter holds (:data:`MIN_ERROR_RATE`)."""
+    return capacity * GROWTH**index, max(MIN_ERROR_RATE, error_rate * (1.0 - TIGHTENING) * TIGHTENING**index)
 
 
 class GrowingFilter:

@@ -81,7 +81,7 @@ class WindowedFilterBase(FilterBase):
 
     :param capacity: keys in the live generations (a window and one generation) that the
         filter is sized for (>= 1), however they fall in time.
-    :param error_rate: false-positive rate wanted over the whole window, in (0, 1).
+    :param error_rate: false-positive rate wanted over the whole window, in [1e-20, 1).
     :param window: the recrawl window and its generations.
     :param path: file to create; anonymous memory when None.
     :param overwrite: replace an existing file at ``path`` instead of raising.

@@ -1236,7 +1236,7 @@ def canonicalize(url, base=None, policy=None):
 
 
 def canonicalize_many(urls, base=None, policy=None):
-    """Canonicalizes a batch without stopping at a bad URL.
+    """Canonicalizes a batch without stopping at a URL that is not accepted.
 
     The compiled twin of :func:`crawldedup.reference.canonicalize_many`: the fast path takes
     what it can, then the reference takes the rest in one call, errors and all.
@@ -1246,8 +1246,8 @@ def canonicalize_many(urls, base=None, policy=None):
     :param policy: as for :func:`canonicalize`.
     :returns: ``Canonicalized(urls, errors)``, as the reference returns it.
     :raises InvalidURL: the base is not accepted.
-    :raises TypeError: ``urls`` is a single ``str``/``bytes`` or not iterable; ``base`` or
-        ``policy`` has the wrong type.
+    :raises TypeError: ``urls`` is a single ``str``/``bytes`` or not iterable, or holds an item
+        that is not ``str``/``bytes``; ``base`` or ``policy`` has the wrong type.
     """
     cdef _Plan plan = _plan_for(policy)
     if plan is None or isinstance(urls, (str, bytes, bytearray, memoryview)):

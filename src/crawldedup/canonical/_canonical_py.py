@@ -498,17 +498,17 @@ def canonicalize(url: URLInput, base: Optional[URLInput] = None, policy: Optiona
 def canonicalize_many(
     urls: Iterable[URLInput], base: Optional[URLInput] = None, policy: Optional[CanonicalPolicy] = None
 ) -> Canonicalized:
-    """Canonicalizes a batch without stopping at a bad URL.
+    """Canonicalizes a batch without stopping at a URL that is not accepted.
 
     :param urls: an iterable of URLs (``str`` or ``bytes``), not a single string.
     :param base: as for :func:`canonicalize`, validated once for the whole batch.
     :param policy: as for :func:`canonicalize`.
     :returns: ``Canonicalized(urls, errors)``: ``urls[i]`` is the canonical string or ``None``,
-        and ``errors[i]`` the :class:`InvalidURL` saying why (an item of the wrong type is
-        recorded there too, chained to the ``TypeError``).
+        and ``errors[i]`` the :class:`InvalidURL` saying why.
     :raises InvalidURL: the base is not accepted (nothing could be resolved against it).
-    :raises TypeError: ``urls`` is a single ``str``/``bytes`` or not iterable; ``base`` or
-        ``policy`` has the wrong type.
+    :raises TypeError: ``urls`` is a single ``str``/``bytes`` or not iterable, or holds an item
+        that is not ``str``/``bytes`` (a caller's mistake, not a URL refused: nothing of the
+        batch is answered); ``base`` or ``policy`` has the wrong type.
     """
     policy = _check_policy(policy)
     check_batch("urls", urls, "URLs")
@@ -521,11 +521,6 @@ def canonicalize_many(
         except InvalidURL as exc:
             results.append(None)
             errors[index] = exc
-        except TypeError as exc:
-            results.append(None)
-            error = InvalidURL(str(exc))
-            error.__cause__ = exc
-            errors[index] = error
     return Canonicalized(results, errors)
 
 

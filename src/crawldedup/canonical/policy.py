@@ -279,7 +279,11 @@ class CanonicalPolicy:
 
         A rule matches its pattern and every host under it (``example.com`` matches
         ``shop.example.com``); the returned policy has no rules of its own.
+
+        :raises TypeError: for a host that is not a ``str``.
         """
+        if not isinstance(host, str):
+            raise TypeError(f"host must be a str, got {type(host).__name__}")
         by_host = self._by_host
         if not by_host:
             return self

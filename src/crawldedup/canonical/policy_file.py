@@ -99,6 +99,7 @@ def read_policy(document: Mapping[str, Any]) -> CanonicalPolicy:
 def load_policy_file(path: Union[str, os.PathLike[str]]) -> CanonicalPolicy:
     """The policy of a policy file: TOML, or JSON when its name ends in ``.json``.
 
+    :raises TypeError: for a path that is not a ``str`` or path-like object.
     :raises PolicyFileError: (a ``ValueError``) naming the file and the problem.
     """
     where = os.fspath(path)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import NoReturn
+from typing import NoReturn, Optional
 
-from .._checks import check_error_rate, check_name
+from .._checks import ERROR_RATE_RULE, check_error_rate, check_name
 from ..canonical import InvalidURL, canonicalize
 from ..config import SETTINGS
 from ..stores.factory import STRATEGY_CHOICES, strategy_name
+from ..stores.service import check_service_url
 from ..stores.urls import check_postgres_url, redis_url_refusal
 from .exits import EXIT_CODES, usage_error
 
@@ -55,7 +56,7 @@ def probability(text: str) -> float:
     try:
         return check_error_rate(float(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be {ERROR_RATE_RULE}, got {text!r}") from None
 
 
 def days(text: str) -> float:
@@ -75,11 +76,37 @@ def strategy(text: str) -> str:
         raise argparse.ArgumentTypeError(f"must be one of {STRATEGY_CHOICES}, got {text!r}") from None
 
 
-def round_name(text: str) -> str:
+def integer_between(text: str, low: int, high: Optional[int], rule: str) -> int:
+    """``text`` as an integer in ``[low, high]`` (no upper bound when ``high`` is None).
+
+    :raises argparse.ArgumentTypeError: ``must be <rule>, got <text>``.
+    """
     try:
-        return check_name("a round", text)
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+    return value
+
+
+def bits(text: str) -> int:
+    return integer_between(text, 0, 64, "a number of bits in [0, 64]")
+
+
+def _name(kind: str, text: str) -> str:
+    try:
+        return check_name(kind, text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def namespace_name(text: str) -> str:
+    return _name("a namespace", text)
+
+
+def round_name(text: str) -> str:
+    return _name("a round", text)
 
 
 def redis_url(text: str) -> str:
@@ -94,6 +121,23 @@ def postgres_url(text: str) -> str:
         return check_postgres_url("the value", text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def service_url(text: str) -> str:
+    try:
+        return check_service_url(text.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("service_url ")) from None
+
+
+def file_path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must be a file path, got ''")
+    return text
+
+
+def port(text: str) -> int:
+    return integer_between(text, 0, 65535, "a port number in [0, 65535] (0: a free one)")
 
 
 def base_url(text: str) -> str:

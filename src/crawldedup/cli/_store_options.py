@@ -9,21 +9,43 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import replace
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, PolicyFileError, load_policy_file, policy_named
 from ..config import SETTINGS, DedupConfig
 from ..stores.factory import REDIS_STRATEGIES, STRATEGIES
+from ._args import file_path, namespace_name, postgres_url, redis_url, service_url
 from .exits import CLIError, ExitCode
 
 #: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
 DEFAULT_SQLITE = "crawldedup.sqlite"
+#: Where each strategy's store is: option (as argparse names it) -> the DedupConfig field it
+#: sets, its type (the value checked as the setting's variable is), metavar and help.
+LOCATION_OPTIONS: Dict[str, Tuple[str, Callable[[str], Any], str, str]] = {
+    "redis_url": (
+        "redis_url",
+        redis_url,
+        "URL",
+        f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies, redis://[[user]:password@]host:port/db",
+    ),
+    "sqlite": ("sqlite_path", file_path, "FILE", f"database of the sqlite strategy (default ./{DEFAULT_SQLITE})"),
+    "postgres_url": (
+        "postgres_url",
+        postgres_url,
+        "URL",
+        "database of the postgres strategy, postgresql://user:password@host:port/database",
+    ),
+    "service_url": (
+        "service_url",
+        service_url,
+        "URL",
+        "the crawldedup serve of the service strategy, http://[:TOKEN@]host:port",
+    ),
+}
 #: Option (as argparse names it) -> the DedupConfig field it sets.
 STORE_OPTIONS = {
     "strategy": "strategy",
-    "redis_url": "redis_url",
-    "sqlite": "sqlite_path",
-    "postgres_url": "postgres_url",
+    **{option: field for option, (field, *_) in LOCATION_OPTIONS.items()},
     "namespace": "namespace",
     "capacity": "capacity",
     "error_rate": "error_rate",
@@ -37,29 +59,35 @@ DURABILITY_OPTIONS = {
 }
 
 
+def add_location_options(parser: Any, skip: Sequence[str] = ()) -> None:
+    """Add the option of each strategy's store (:data:`LOCATION_OPTIONS`): ``--redis-url``,
+    ``--sqlite``, ``--postgres-url`` and ``--service-url``, each naming its variable, but those
+    of ``skip`` (a command that gives one another meaning adds it itself)."""
+    for option, (field, kind, metavar, text) in LOCATION_OPTIONS.items():
+        if option not in skip:
+            parser.add_argument(
+                f"--{option.replace('_', '-')}",
+                type=kind,
+                metavar=metavar,
+                help=f"{text} (${SETTINGS[field].variable})",
+            )
+
+
 def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -> None:
-    """Add ``--strategy``, ``--redis-url``, ``--sqlite``, ``--namespace`` (unless ``namespace``
-    is False), ``--capacity``, ``--error-rate`` and ``--ttl-days`` to ``parser``."""
+    """Add ``--strategy``, the location of each store (:func:`add_location_options`),
+    ``--namespace`` (unless ``namespace`` is False), ``--capacity``, ``--error-rate`` and
+    ``--ttl-days`` to ``parser``."""
     stores = [name for name, store in STRATEGIES.items() if store is not None]
     parser.add_argument(
         "--strategy", metavar="{" + ",".join(stores) + "}", help="the claim store ($CRAWLDEDUP_STRATEGY)"
     )
-    parser.add_argument(
-        "--redis-url",
-        metavar="URL",
-        help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($CRAWLDEDUP_REDIS_URL)",
-    )
-    parser.add_argument(
-        "--sqlite",
-        metavar="FILE",
-        help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})",
-    )
-    parser.add_argument(
-        "--postgres-url", metavar="URL", help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)"
-    )
+    add_location_options(parser)
     if namespace:
         parser.add_argument(
-            "--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)"
+            "--namespace",
+            type=namespace_name,
+            metavar="NAME",
+            help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)",
         )
     parser.add_argument("--capacity", metavar="N", help="URLs the store is sized for ($CRAWLDEDUP_CAPACITY)")
     parser.add_argument("--error-rate", metavar="P", help="false-positive rate of RedisBloom ($CRAWLDEDUP_ERROR_RATE)")
@@ -128,6 +156,7 @@ def add_policy_option(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--policy-file",
+        type=file_path,
         metavar="FILE",
         help="a policy file (TOML, or JSON named *.json): a policy with per-host rules, as written by "
         "crawldedup audit --write-policy; wins over --policy ($CRAWLDEDUP_POLICY_FILE)",

@@ -18,7 +18,7 @@ from urllib.parse import SplitResult, unquote, unquote_plus, urlsplit
 
 from .._wording import counted
 from ..canonical import CanonicalPolicy, canonicalize_many
-from ._args import INPUTS_HELP, positive_int
+from ._args import INPUTS_HELP, bits, file_path, positive_int
 from ._io import InputReader, Output, as_read
 from ._lines import stdout
 from ._store_options import add_policy_option, chosen_policy
@@ -334,7 +334,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         "where keep means the parameter changed the content and drop that it never did over --min-pages",
     )
     audit.add_argument(
-        "--distance", type=int, default=3, metavar="K", help="--content: bits apart that make two pages differ (3)"
+        "--distance", type=bits, default=3, metavar="K", help="--content: bits apart that make two pages differ (3)"
     )
     audit.add_argument(
         "--min-pages",
@@ -344,7 +344,10 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         help="--content: pages differing from another in a parameter alone needed to call it safe to drop (5)",
     )
     audit.add_argument(
-        "--write-policy", metavar="FILE", help="--content: write the learned per-host rules as a policy file"
+        "--write-policy",
+        type=file_path,
+        metavar="FILE",
+        help="--content: write the learned per-host rules as a policy file",
     )
     add_policy_option(audit)
     audit.set_defaults(run=run_audit)

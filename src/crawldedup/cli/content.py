@@ -28,9 +28,11 @@ from ..content import page_text, simhash_many
 from ..content.index_format import MAX_DISTANCE
 from ..dedup import Deduplicator
 from ..pages import INVALID, PAGES_SUFFIX, VERDICTS, PageFileError
-from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
+from ..stores.base import NamespaceConflict, StoreUnavailable
+from ._args import base_url, file_path, integer_between, namespace_name, round_name, strategy
 from ._io import InputReader, Output
-from .exits import CLIError, ExitCode, usage_error
+from ._store_options import add_location_options
+from .exits import CLIError, ExitCode, error_for, usage_error
 
 __all__ = ["BASE", "BATCH_PAGES", "add_command", "run_content"]
 
@@ -64,6 +66,7 @@ def add_command(commands: Any, epilog: str, formatter_class: type) -> None:
     )
     parser.add_argument(
         "--base",
+        type=base_url,
         default=BASE,
         metavar="URL",
         help=f"an HTML file is the page at its path under this URL (default {BASE})",
@@ -77,17 +80,22 @@ def add_command(commands: Any, epilog: str, formatter_class: type) -> None:
     )
     parser.add_argument(
         "--state",
+        type=file_path,
         metavar="FILE",
         help=f"local strategy: the state file, pages in FILE{PAGES_SUFFIX} "
         f"(default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})",
     )
-    parser.add_argument("--strategy", metavar="S", help="keep pages beside a store's claims ($CRAWLDEDUP_STRATEGY)")
-    parser.add_argument("--redis-url", metavar="URL", help="Redis of the Redis strategies ($CRAWLDEDUP_REDIS_URL)")
-    parser.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
     parser.add_argument(
-        "--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)"
+        "--strategy", type=strategy, metavar="S", help="keep pages beside a store's claims ($CRAWLDEDUP_STRATEGY)"
     )
-    parser.add_argument("--round", metavar="NAME", help="a crawl round: pages of <namespace>:<NAME>")
+    add_location_options(parser)
+    parser.add_argument(
+        "--namespace",
+        type=namespace_name,
+        metavar="NAME",
+        help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)",
+    )
+    parser.add_argument("--round", type=round_name, metavar="NAME", help="a crawl round: pages of <namespace>:<NAME>")
     parser.add_argument(
         "--batch-size",
         type=_batch_size,
@@ -99,53 +107,46 @@ def add_command(commands: Any, epilog: str, formatter_class: type) -> None:
     parser.set_defaults(run=run_content)
 
 
-def _integer(text: str, low: int, high: Optional[int], rule: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = low - 1
-    if value < low or (high is not None and value > high):
-        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
-    return value
-
-
 def _distance(text: str) -> int:
-    return _integer(text, 1, MAX_DISTANCE, f"an integer in [1, {MAX_DISTANCE}]")
+    return integer_between(text, 1, MAX_DISTANCE, f"an integer in [1, {MAX_DISTANCE}]")
 
 
 def _batch_size(text: str) -> int:
-    return _integer(text, 1, None, "a positive integer")
+    return integer_between(text, 1, None, "a positive integer")
 
 
 def _open(args: argparse.Namespace) -> Deduplicator:
     """The Deduplicator of the options and the environment; its errors as one-line CLIErrors."""
+    state = None
     try:
         config = DedupConfig.from_env()
         strategy = args.strategy or config.strategy
+        state = args.state or config.state_path or (DEFAULT_STATE if strategy == "local" else None)
         return Deduplicator(
             strategy,
             config=config,
             redis_url=args.redis_url,
             namespace=args.namespace,
             crawl_round=args.round,
-            state=args.state or config.state_path or (DEFAULT_STATE if strategy == "local" else None),
+            state=state,
             sqlite_path=args.sqlite,
+            postgres_url=args.postgres_url,
+            service_url=args.service_url,
             content_distance=args.max_distance,
         )
     except (NamespaceConflict, FilterFileError) as exc:
         raise CLIError(ExitCode.STATE, str(exc)) from None
     except (StoreUnavailable, OSError) as exc:
-        raise _store_error(exc) from None
+        raise _store_error(exc, state) from None
     except (TypeError, ValueError) as exc:  # a setting out of range, naming it
         raise usage_error("content", str(exc)) from None
 
 
-def _store_error(exc: OSError) -> CLIError:
-    if isinstance(exc, StoreRefused):
-        return CLIError(ExitCode.STORE_REFUSED, str(exc))
-    if isinstance(exc, StoreUnavailable):
-        return CLIError(ExitCode.STORE, str(exc))
-    return CLIError(ExitCode.STATE, f"{exc.filename or 'state file'}: {exc.strerror or exc}")
+def _store_error(exc: OSError, state: Optional[str]) -> CLIError:
+    """The line of a store that failed, or of the state file (its pages beside it) that did."""
+    error = error_for(exc, f"state file {state}" if state else "the pages' file")
+    assert error is not None  # every OSError has a line
+    return error
 
 
 def _is_json_lines(name: str) -> bool:
@@ -240,10 +241,7 @@ class ContentRun:
 def run_content(args: argparse.Namespace) -> int:
     """Check each page of the inputs and print its verdict; see :func:`add_parser` for the options."""
     InputReader(args.inputs).check_readable()
-    try:
-        page_text("")  # selectolax, before anything is stored
-    except ImportError as exc:
-        raise usage_error("content", str(exc)) from None
+    page_text("")  # selectolax, before anything is stored
     dedup = _open(args)
     try:
         job = ContentRun(dedup, args.batch_size)
@@ -252,7 +250,7 @@ def run_content(args: argparse.Namespace) -> int:
         except (NamespaceConflict, PageFileError) as exc:
             raise CLIError(ExitCode.STATE, str(exc)) from None
         except OSError as exc:
-            raise _store_error(exc) from None
+            raise _store_error(exc, dedup.local_filter.path) from None
         if not args.quiet:
             print(job.summary(), file=sys.stderr)
     finally:

@@ -120,10 +120,17 @@ def run_doctor(args: argparse.Namespace) -> int:
     _check_canonical(report, config.canonical_policy)
     namespace = f"crawldedup-doctor-{secrets.token_hex(6)}"
     opener = _opener(config, namespace, args.samples)
+    missing = _missing_database(config)
     try:
-        store = opener()
+        if missing is not None:  # a check must not make what it checks
+            report.line(FAIL, "store", missing)
+            store = None
+        else:
+            store = opener()
     except StoreUnavailable as exc:  # StoreRefused names the misconfiguration
         report.line(FAIL, "store", str(exc))
+        store = None
+    if store is None:
         for check in ("server", "claim race", "round trip", "memory", "capacity"):
             report.line(SKIP, check, "the store did not open")
         return _verdict(report)
@@ -147,6 +154,20 @@ def _verdict(report: Report) -> int:
         print(f"crawldedup doctor: {counted(report.failed, 'check')} failed", file=sys.stderr)
         return ExitCode.INVALID
     return ExitCode.OK
+
+
+def _missing_database(config: DedupConfig) -> Optional[str]:
+    """Why the sqlite strategy's database cannot be checked: it does not exist (opening the
+    store would create it), or None."""
+    if config.strategy != "sqlite":
+        return None
+    path = config.sqlite_path or DEFAULT_SQLITE
+    if os.path.exists(path):
+        return None
+    return (
+        f"the SQLite database {path} does not exist: give the --sqlite file a crawl claims in "
+        f"(crawldedup filter --strategy sqlite --sqlite FILE makes one)"
+    )
 
 
 def _opener(config: DedupConfig, namespace: str, samples: int) -> Callable[[], ClaimStore]:

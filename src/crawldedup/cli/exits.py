@@ -2,22 +2,30 @@
 wrong into one line on stderr and a code (:func:`error_for`).
 
 A command raises what the layers raise (``StoreUnavailable``, ``NamespaceConflict``, an
-``OSError`` of a file...) or a :class:`CLIError` of its own; :func:`crawldedup.cli.main` gives
-each one line, ``crawldedup: error: ...``, never a traceback. Where the same ``OSError`` means
-different things (a state file that cannot be written is exit code 3, an output 4), the
-command says which file it was using with :func:`using`.
+``OSError`` of a file...) or a :class:`CLIError` of its own; :func:`crawldedup.cli.main.run`
+gives each one line, ``crawldedup: error: ...``, never a traceback. Where the same ``OSError``
+means different things (a state file that cannot be written is exit code 3, an output 4), the
+command says which file it was using with :func:`using`. What no row of the table expects is
+a bug: one line too (:func:`internal_error`), exit code 70.
+
+The layers are imported on the first failure, not with this module: ``crawldedup --version``
+and a Ctrl-C while the commands load need nothing of them.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import os
 from contextlib import contextmanager
 from typing import Iterator, Optional, Tuple, Type
 
-from ..bloom import FilterFileError
-from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
+from .._extras import is_missing_extra
 
-__all__ = ["CLIError", "EXIT_CODES", "ExitCode", "error_for", "usage_error", "using"]
+__all__ = ["CLIError", "EXIT_CODES", "ExitCode", "error_for", "internal_error", "usage_error", "using"]
+
+#: Set to 1, a bug's line is followed by its traceback.
+TRACEBACK_VARIABLE = "CRAWLDEDUP_TRACEBACK"
 
 
 class ExitCode(enum.IntEnum):
@@ -30,6 +38,7 @@ class ExitCode(enum.IntEnum):
     IO = 4
     STORE = 5
     STORE_REFUSED = 6
+    INTERNAL = 70
     SIGINT = 130
     SIGPIPE = 141
     SIGTERM = 143
@@ -44,7 +53,11 @@ EXIT_CODES: Tuple[Tuple[int, str], ...] = (
         "canonicalize: at least one line was not an accepted URL; content: at least one page "
         "could not be checked; doctor: at least one check failed",
     ),
-    (ExitCode.USAGE, "usage: an unknown option, a bad option value or a bad environment variable"),
+    (
+        ExitCode.USAGE,
+        "usage: an unknown option, a bad option value, a bad environment variable, or an extra the command "
+        "needs is not installed (the line names its pip install)",
+    ),
     (
         ExitCode.STATE,
         "a state or filter file is missing, corrupt, incompatible or in use by another run, merge would "
@@ -63,6 +76,10 @@ EXIT_CODES: Tuple[Tuple[int, str], ...] = (
         "the claim store refused, not retried: a misconfiguration the message names (no "
         "RedisBloom module, a wrong or missing password, an unknown user or role, ACL, a read-only "
         "replica, maxmemory, not a SQLite database)",
+    ),
+    (
+        ExitCode.INTERNAL,
+        f"a bug in crawldedup, named in one line (${TRACEBACK_VARIABLE}=1 adds its traceback): please report it",
     ),
     (ExitCode.SIGINT, "interrupted by SIGINT (Ctrl-C): the batch in flight was finished and the summary printed"),
     (ExitCode.SIGPIPE, "stdout was closed by its reader, such as head (SIGPIPE)"),
@@ -83,14 +100,19 @@ def usage_error(command: Optional[str], message: str) -> CLIError:
     return CLIError(ExitCode.USAGE, f"{message}; see crawldedup{' ' + command if command else ''} --help")
 
 
-#: What each kind of failure of the layers means for the command, most specific first: the
-#: exceptions that name their problem in full are shown as they are.
-_EXIT_OF: Tuple[Tuple[Type[BaseException], ExitCode], ...] = (
-    (StoreRefused, ExitCode.STORE_REFUSED),
-    (StoreUnavailable, ExitCode.STORE),
-    (NamespaceConflict, ExitCode.STATE),
-    (FilterFileError, ExitCode.STATE),
-)
+@functools.cache
+def _exit_of() -> Tuple[Tuple[Type[BaseException], ExitCode], ...]:
+    """What each kind of failure of the layers means for the command, most specific first: the
+    exceptions that name their problem in full are shown as they are."""
+    from ..bloom import FilterFileError
+    from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
+
+    return (
+        (StoreRefused, ExitCode.STORE_REFUSED),
+        (StoreUnavailable, ExitCode.STORE),
+        (NamespaceConflict, ExitCode.STATE),
+        (FilterFileError, ExitCode.STATE),
+    )
 
 
 def error_for(exc: BaseException, about: Optional[str] = None, code: ExitCode = ExitCode.STATE) -> Optional[CLIError]:
@@ -102,12 +124,25 @@ def error_for(exc: BaseException, about: Optional[str] = None, code: ExitCode = 
     """
     if isinstance(exc, CLIError):
         return exc
-    for kind, exit_code in _EXIT_OF:
+    if is_missing_extra(exc):  # names the package and its pip install line
+        return CLIError(ExitCode.USAGE, str(exc))
+    for kind, exit_code in _exit_of():
         if isinstance(exc, kind):
             return CLIError(exit_code, str(exc))
     if isinstance(exc, OSError) and about is not None:
         return CLIError(code, f"{about}: {exc.strerror or exc}")
     return None
+
+
+def internal_error(exc: BaseException) -> CLIError:
+    """The one line of a failure no row of the table expects: a bug (exit code 70)."""
+    text = " ".join(str(exc).split())
+    where = "" if os.environ.get(TRACEBACK_VARIABLE) == "1" else f"; {TRACEBACK_VARIABLE}=1 prints where it happened"
+    return CLIError(
+        ExitCode.INTERNAL,
+        f"internal error: {type(exc).__name__}{': ' if text else ''}{text} (a bug in crawldedup: "
+        f"please report it with the command line{where})",
+    )
 
 
 @contextmanager

@@ -26,17 +26,17 @@ from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_canonical
 from ..dedup.held import HOLD_SECONDS
 from ..dedup.state_lock import StateLock
 from ..stores.base import StoreUnavailable
-from ..stores.factory import ALIASES, REDIS_STRATEGIES, STRATEGIES
+from ..stores.factory import ALIASES, STRATEGIES
 from ._args import (
     BASE_HELP,
     INPUTS_HELP,
     base_url,
     days,
+    file_path,
     jobs,
+    namespace_name,
     positive_int,
-    postgres_url,
     probability,
-    redis_url,
     round_name,
     seconds,
     strategy,
@@ -54,7 +54,7 @@ from ._io import (
 )
 from ._jobs import OrderedWork, available_cores
 from ._lines import canonicalize_lines, reason, stdout
-from ._store_options import DEFAULT_SQLITE, add_policy_option, chosen_policy
+from ._store_options import DEFAULT_SQLITE, add_location_options, add_policy_option, chosen_policy
 from .exits import CLIError, ExitCode, error_for, usage_error, using
 
 #: Lines per claim: 10,000 keeps the fixed cost of a call (canonicalize_many, one hash_many, one
@@ -313,6 +313,7 @@ def _open_deduplicator(args: argparse.Namespace, config: DedupConfig, state: str
             sqlite_path=args.sqlite or config.sqlite_path or (DEFAULT_SQLITE if strategy == "sqlite" else None),
             policy=chosen_policy(args.policy, "filter", args.policy_file),
             postgres_url=args.postgres_url,
+            service_url=args.service_url,
         )
     except (OSError, ValueError) as exc:
         error = error_for(exc, f"state file {state}")
@@ -411,6 +412,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
     filt.add_argument("inputs", nargs="*", metavar="FILE", help=INPUTS_HELP)
     filt.add_argument(
         "--state",
+        type=file_path,
         metavar="FILE",
         help=f"filter file, created when missing (default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})",
     )
@@ -441,23 +443,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items())
         + ")",
     )
-    filt.add_argument(
-        "--redis-url",
-        type=redis_url,
-        metavar="URL",
-        help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($CRAWLDEDUP_REDIS_URL)",
-    )
-    filt.add_argument(
-        "--sqlite",
-        metavar="FILE",
-        help=f"database of the sqlite strategy (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})",
-    )
-    filt.add_argument(
-        "--postgres-url",
-        type=postgres_url,
-        metavar="URL",
-        help="database of the postgres strategy, postgresql://user:password@host/db ($CRAWLDEDUP_POSTGRES_URL)",
-    )
+    add_location_options(filt)
     filt.add_argument(
         "--ttl-days",
         type=days,
@@ -472,7 +458,12 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         help="generations of the window: a page is won again at most DAYS / G late "
         "($CRAWLDEDUP_GENERATIONS, default 4)",
     )
-    filt.add_argument("--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)")
+    filt.add_argument(
+        "--namespace",
+        type=namespace_name,
+        metavar="NAME",
+        help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)",
+    )
     add_policy_option(filt)
     filt.add_argument(
         "--round",
@@ -485,9 +476,12 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         action="store_true",
         help="send the local filter's hits to the store too, so that a false positive loses no page",
     )
-    filt.add_argument("--rejects", metavar="FILE", help="write each invalid line there as LINE<TAB>REASON")
+    filt.add_argument(
+        "--rejects", type=file_path, metavar="FILE", help="write each invalid line there as LINE<TAB>REASON"
+    )
     filt.add_argument(
         "--unwritten",
+        type=file_path,
         metavar="FILE",
         help="append there the pages the store keeps although their lines could not be written "
         f"(redisbloom: it cannot take a claim back; default ./{DEFAULT_UNWRITTEN}, created when needed)",

@@ -11,6 +11,7 @@ from .._wording import counted
 from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
 from ..canonical import describe_policy
 from ..dedup.state import state_policy
+from ._args import file_path
 from ._lines import stdout
 from .exits import ExitCode, using
 
@@ -97,5 +98,5 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         epilog=epilog,
         formatter_class=formatter,
     )
-    info.add_argument("file", metavar="FILE")
+    info.add_argument("file", type=file_path, metavar="FILE")
     info.set_defaults(run=run_info)

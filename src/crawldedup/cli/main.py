@@ -1,20 +1,29 @@
-"""The ``crawldedup`` command: its parser, made of each command's module, and :func:`main`, the one
-place where whatever a command raised becomes one line on stderr and an exit code."""
+"""The ``crawldedup`` command: its parser, made of each command's module, and :func:`run`, the one
+place where whatever a command raised becomes one line on stderr and an exit code.
+
+Nothing heavy is imported with this module: the commands load inside :func:`run`, so that a
+Ctrl-C while they load (numpy, the canonicalizer, the stores: a few tenths of a second) ends
+the command as quietly as one while it runs, and ``crawldedup --version`` loads no layer.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from types import ModuleType
+from typing import Optional, Sequence, Tuple
 
 from .. import __version__
-from . import audit, canonicalize, content, doctor, filter, info, merge, migrate, offline, serve, stats
-from ._args import Formatter, Parser, exit_codes_epilog
-from .exits import ExitCode, error_for, usage_error
+from ._streams import silence_stdout, standard_streams
+from .exits import TRACEBACK_VARIABLE, ExitCode, error_for, internal_error, usage_error
 
-#: The commands, in the order ``--help`` lists them: each module adds its own.
-COMMANDS = (filter, canonicalize, info, audit, content, merge, serve, doctor, stats, migrate, offline)
+
+def commands() -> Tuple[ModuleType, ...]:
+    """The commands' modules, in the order ``--help`` lists them: each module adds its own."""
+    from . import audit, canonicalize, content, doctor, filter, info, merge, migrate, offline, serve, stats
+
+    return (filter, canonicalize, info, audit, content, merge, serve, doctor, stats, migrate, offline)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     Its errors raise :class:`CLIError` (exit code 2) instead of exiting.
     """
+    from ._args import Formatter, Parser, exit_codes_epilog
+
     epilog = exit_codes_epilog()
     parser = Parser(
         prog="crawldedup",
@@ -30,40 +41,61 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=Formatter,
     )
     parser.add_argument("--version", action="version", version=f"crawldedup {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
-        command.add_command(commands, epilog, Formatter)
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in commands():
+        command.add_command(subcommands, epilog, Formatter)
     return parser
 
 
 def run(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the ``crawldedup`` command (see :func:`crawldedup.cli.main`)."""
+    """Run the ``crawldedup`` command (see :func:`crawldedup.cli.main`): every failure is one line
+    on stderr and an exit code of :data:`~.exits.EXIT_CODES`, whichever command raised it and
+    whatever state the standard streams are in (:mod:`._streams`)."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    with standard_streams():
+        try:
+            code = _command(arguments)
+            sys.stdout.flush()  # what is still buffered goes out now: its failure is this command's
+            return code
+        except BrokenPipeError:
+            # The reader went away (`crawldedup filter | head`): stop quietly, as `cat` would.
+            silence_stdout()
+            return ExitCode.SIGPIPE
+        except KeyboardInterrupt:
+            _drop_stdout()
+            return ExitCode.SIGINT
+        except Exception as exc:
+            error = error_for(exc)
+            if error is None:
+                error = internal_error(exc)
+                if os.environ.get(TRACEBACK_VARIABLE) == "1":
+                    import traceback
+
+                    traceback.print_exc(file=sys.stderr)
+            _drop_stdout()
+            print(f"crawldedup: error: {error}", file=sys.stderr)
+            return error.exit_code
+
+
+def _command(arguments: Sequence[str]) -> int:
+    if list(arguments) == ["--version"]:  # answered before the commands load: no layer, no server client
+        print(f"crawldedup {__version__}")
+        return ExitCode.OK
     parser = build_parser()
     try:
         # parse_known_args, so that an unknown option is reported with its subcommand's help.
-        args, unknown = parser.parse_known_args(argv)
-        if unknown:
-            raise usage_error(getattr(args, "command", None), f"unrecognized arguments: {' '.join(unknown)}")
-        return int(args.run(args))
+        args, unknown = parser.parse_known_args(arguments)
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else ExitCode.USAGE
-    except BrokenPipeError:
-        # The reader went away (`crawldedup filter | head`): stop quietly, as `cat` would.
-        _silence_stdout()
-        return ExitCode.SIGPIPE
-    except KeyboardInterrupt:
-        return ExitCode.SIGINT
-    except Exception as exc:
-        error = error_for(exc)
-        if error is None:
-            raise
-        print(f"crawldedup: error: {error}", file=sys.stderr)
-        return error.exit_code
+    if unknown:
+        raise usage_error(getattr(args, "command", None), f"unrecognized arguments: {' '.join(unknown)}")
+    return int(args.run(args))
 
 
-def _silence_stdout() -> None:
+def _drop_stdout() -> None:
+    """After a failure, write what stdout still buffers if it can, else drop it quietly: the
+    failure's own line is the one to show."""
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # pragma: no cover  (no real stdout)
-        pass
+        sys.stdout.flush()
+    except Exception:  # the first failure is the one reported
+        silence_stdout()

@@ -9,6 +9,7 @@ from typing import Any, List, cast
 
 from .._wording import counted
 from ..bloom import FilterFile, GrowingFilter, WindowedBloomFilter
+from ._args import file_path
 from .exits import CLIError, ExitCode
 from .info import read_filter
 
@@ -88,7 +89,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         epilog=epilog,
         formatter_class=formatter,
     )
-    merge.add_argument("files", nargs="+", metavar="FILE")
-    merge.add_argument("-o", "--output", required=True, metavar="OUT", help="filter file to create")
+    merge.add_argument("files", nargs="+", type=file_path, metavar="FILE")
+    merge.add_argument("-o", "--output", required=True, type=file_path, metavar="OUT", help="filter file to create")
     merge.add_argument("--force", action="store_true", help="replace OUT if it exists")
     merge.set_defaults(run=run_merge)

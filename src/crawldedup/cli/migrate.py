@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Dict, Optional, Union, cast
 
 from .._wording import counted
-from ..bloom import FilterFileError, GrowingFilter, open_filter_file
+from ..bloom import GrowingFilter, open_filter_file
 from ..config import SETTINGS, DedupConfig
 from ..dedup.seed import window_text
 from ..dedup.state import state_policy
@@ -27,8 +27,9 @@ from ..stores.factory import REDIS_STRATEGIES, STRATEGIES, STRATEGY_OF_KIND, ope
 from ..stores.migration import BATCH, Migration, MigrationConflict
 from ..stores.seed import SEED_CHUNK_BYTES, SeedConflict, upload_seed
 from ..windows import Window
-from ._store_options import DEFAULT_SQLITE, store_config
-from .exits import CLIError, ExitCode, usage_error
+from ._args import file_path, namespace_name, positive_int, redis_url
+from ._store_options import DEFAULT_SQLITE, add_location_options, store_config
+from .exits import CLIError, ExitCode, usage_error, using
 
 #: Option -> the DedupConfig field it sets (the source's Redis and namespace, the target's sizes).
 if TYPE_CHECKING:  # their module imports redis-py: imported when the source store is opened
@@ -43,6 +44,8 @@ OPTIONS = {
     "redis_url": "redis_url",
     "namespace": "namespace",
     "sqlite": "sqlite_path",
+    "postgres_url": "postgres_url",
+    "service_url": "service_url",
     "capacity": "capacity",
     "error_rate": "error_rate",
     "ttl_days": "ttl_days",
@@ -68,6 +71,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     source.add_argument("--from", dest="source", choices=SOURCE_STRATEGIES, help="the store the claims are in")
     source.add_argument(
         "--from-state",
+        type=file_path,
         metavar="FILE",
         help="a local state file (crawldedup filter --state) to seed the target namespace with: "
         "every Deduplicator on it treats the file's pages as seen",
@@ -79,19 +83,28 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         choices=[name for name, store in STRATEGIES.items() if store is not None],
         help="the store to copy them into",
     )
-    migrate.add_argument("--redis-url", metavar="URL", help="the source's Redis ($CRAWLDEDUP_REDIS_URL)")
-    migrate.add_argument("--namespace", metavar="NAME", help="the source namespace ($CRAWLDEDUP_NAMESPACE)")
-    migrate.add_argument("--to-redis-url", metavar="URL", help="the target's Redis (default: the source's)")
+    migrate.add_argument(
+        "--redis-url", type=redis_url, metavar="URL", help="the source's Redis ($CRAWLDEDUP_REDIS_URL)"
+    )
+    migrate.add_argument(
+        "--namespace", type=namespace_name, metavar="NAME", help="the source namespace ($CRAWLDEDUP_NAMESPACE)"
+    )
+    migrate.add_argument(
+        "--to-redis-url", type=redis_url, metavar="URL", help="the target's Redis (default: the source's)"
+    )
     migrate.add_argument(
         "--to-namespace",
+        type=namespace_name,
         metavar="NAME",
         help="the target namespace (default: the source's; on the source's Redis it must differ)",
     )
     migrate.add_argument(
         "--sqlite",
+        type=file_path,
         metavar="FILE",
         help=f"the target database of --to sqlite (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})",
     )
+    add_location_options(migrate, skip=("redis_url", "sqlite"))  # the targets' others
     migrate.add_argument(
         "--capacity", metavar="N", help="URLs a new target namespace is sized for ($CRAWLDEDUP_CAPACITY)"
     )
@@ -111,14 +124,14 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     )
     migrate.add_argument(
         "--chunk-kib",
-        type=int,
+        type=positive_int,
         default=SEED_CHUNK_BYTES >> 10,
         metavar="KIB",
         help=f"with --from-state: KiB per stored chunk of the file (default {SEED_CHUNK_BYTES >> 10:,})",
     )
     migrate.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_int,
         default=BATCH,
         metavar="N",
         help=f"keys per SCAN step and per claim of the target (default {BATCH:,})",
@@ -137,8 +150,6 @@ def run_migrate(args: argparse.Namespace) -> int:
     config = store_config(args, "migrate", OPTIONS)
     if args.from_state is not None:
         return _run_seed(args, config)
-    if args.batch_size < 1:
-        raise usage_error("migrate", f"--batch-size must be a positive integer, got {args.batch_size}")
     if config.redis_url is None:
         raise usage_error("migrate", f"the {args.source} source needs --redis-url (or $CRAWLDEDUP_REDIS_URL)")
     if args.source == "sharded-set" and args.target != "sharded-set":
@@ -266,8 +277,6 @@ def _window_settings(window: Optional[Window]) -> str:
 
 def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
     """Seed the target namespace with the state file of ``--from-state`` (resuming a stopped upload)."""
-    if args.chunk_kib < 1:
-        raise usage_error("migrate", f"--chunk-kib must be a positive integer, got {args.chunk_kib}")
     target_url = args.to_redis_url or config.redis_url
     namespace = args.to_namespace or config.namespace
     if args.target in REDIS_STRATEGIES and target_url is None:
@@ -279,14 +288,12 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
     except ValueError as exc:
         raise usage_error("migrate", str(exc)) from None
     path = args.from_state
-    try:
+    with using(f"state file {path}"):
         with GrowingFilter(open_filter_file(path, "r")) as seed:
             policy = state_policy(seed, path)
             window = seed.window
             pages = seed.approx_items
             files = [str(stage.path) for stage in seed.stages()]
-    except FilterFileError as exc:
-        raise CLIError(ExitCode.STATE, str(exc)) from None
     if window != config.window:
         raise CLIError(
             ExitCode.STATE,
@@ -301,6 +308,8 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
             policy_digest=policy,
             redis_url=target_url,
             sqlite_path=config.sqlite_path or DEFAULT_SQLITE,
+            postgres_url=config.postgres_url,
+            service_url=config.service_url,
             capacity=config.capacity,
             error_rate=config.error_rate,
             ttl_seconds=config.ttl_seconds,

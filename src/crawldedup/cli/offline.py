@@ -20,7 +20,7 @@ from typing import Any
 from .._wording import counted
 from ..bloom import FilterFileError
 from ._store_options import add_policy_option, chosen_policy
-from .exits import CLIError, ExitCode, usage_error
+from .exits import CLIError, ExitCode, error_for, usage_error
 
 __all__ = ["ENGINES", "add_command"]
 
@@ -104,9 +104,11 @@ def _failure(exc: BaseException) -> CLIError:
         return CLIError(ExitCode.STATE, str(exc))
     if isinstance(exc, KeyError):
         return usage_error("offline", str(exc.args[0]))
-    if isinstance(exc, ImportError):
-        return CLIError(ExitCode.USAGE, f"{exc}: pip install crawldedup[engines]")
+    if isinstance(exc, ImportError):  # one of the engines' packages, named with its install line
+        return error_for(exc) or CLIError(ExitCode.USAGE, f"{exc}: pip install 'crawldedup[engines]'")
     if isinstance(exc, OSError):
+        if exc.strerror is None and isinstance(exc, FileNotFoundError):  # pyarrow's: the path alone
+            return CLIError(ExitCode.IO, f"cannot read {exc}: No such file or directory")
         return CLIError(ExitCode.IO, f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
     return usage_error("offline", str(exc))
 

@@ -15,6 +15,7 @@ import sys
 from dataclasses import fields, replace
 from typing import Any, Dict, Optional
 
+from .._extras import needs_extra
 from ..bloom import FilterFileError
 from ..config import SETTINGS, DedupConfig
 from ..dedup.aio import AsyncDeduplicator
@@ -22,7 +23,8 @@ from ..service.limits import OPTIONS as LIMIT_OPTIONS  # nothing of the service 
 from ..service.limits import Limits
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import STRATEGIES
-from ._store_options import DURABILITY_OPTIONS, add_durability_options, add_policy_option
+from ._args import file_path, namespace_name, port
+from ._store_options import DURABILITY_OPTIONS, add_durability_options, add_location_options, add_policy_option
 from .exits import CLIError, ExitCode, usage_error
 
 #: The port ``serve`` listens on without --port.
@@ -39,6 +41,7 @@ CONFIG_OPTIONS = {
     "ttl_days": "ttl_days",
     "generations": "generations",
     "postgres_url": "postgres_url",
+    "service_url": "service_url",
     "policy": "policy",
     "policy_file": "policy_file",
     **DURABILITY_OPTIONS,
@@ -60,26 +63,31 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token-file)"
     )
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: a free one)")
+    serve.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: a free one)")
     serve.add_argument(
-        "--token-file", metavar="FILE", help="a file whose first line is the bearer token every request must carry"
+        "--token-file",
+        type=file_path,
+        metavar="FILE",
+        help="a file whose first line is the bearer token every request must carry",
     )
     serve.add_argument(
         "--strategy",
         metavar="{" + ",".join(STRATEGIES) + "}",
         help="the claim store ($CRAWLDEDUP_STRATEGY; default local)",
     )
-    serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($CRAWLDEDUP_REDIS_URL)")
-    serve.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
+    add_location_options(serve)
     serve.add_argument(
-        "--postgres-url", metavar="URL", help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)"
-    )
-    serve.add_argument(
-        "--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)"
+        "--namespace",
+        type=namespace_name,
+        metavar="NAME",
+        help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)",
     )
     add_policy_option(serve)
     serve.add_argument(
-        "--state", metavar="FILE", help="the local filter's file ($CRAWLDEDUP_STATE; default: in memory)"
+        "--state",
+        type=file_path,
+        metavar="FILE",
+        help="the local filter's file ($CRAWLDEDUP_STATE; default: in memory)",
     )
     serve.add_argument(
         "--capacity", metavar="N", help="URLs the local filter and store are sized for ($CRAWLDEDUP_CAPACITY)"
@@ -145,14 +153,9 @@ def service_config(args: argparse.Namespace) -> DedupConfig:
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or SIGINT; see :func:`add_command` for the options."""
-    try:
+    with needs_extra("crawldedup serve", "service"):
         from ..metrics import DedupMetrics
         from ..service import app, server
-    except ImportError as exc:
-        raise CLIError(
-            ExitCode.USAGE,
-            f"crawldedup serve needs the service extra ({exc.name} is missing): pip install 'crawldedup[service]'",
-        ) from None
     config = service_config(args)
     try:
         limits = service_limits(args, server.fit_descriptors)

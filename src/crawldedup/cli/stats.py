@@ -29,7 +29,7 @@ from ..stores.admin import namespace_record
 from ..stores.base import ClaimStore, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import STRATEGY_OF_KIND, open_store
 from ..stores.urls import redact_url
-from ._args import round_name
+from ._args import file_path, round_name
 from ._io import Output
 from ._store_options import DEFAULT_SQLITE, add_store_options, store_config
 from .exits import CLIError, ExitCode
@@ -55,7 +55,9 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     )
     add_store_options(stats)
     stats.add_argument("--round", type=round_name, metavar="NAME", help="a crawl round: namespace <namespace>:<NAME>")
-    stats.add_argument("--state", metavar="FILE", help="a state file (the local filter) to describe too")
+    stats.add_argument(
+        "--state", type=file_path, metavar="FILE", help="a state file (the local filter) to describe too"
+    )
     stats.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
     stats.set_defaults(run=run_stats)
 

@@ -12,6 +12,8 @@ import codecs
 import re
 from typing import Optional, Union
 
+from .._extras import needs_extra
+
 __all__ = ["DROPPED_ELEMENTS", "MIN_WORDS_OUTSIDE_LINKS", "decode_html", "page_text"]
 
 #: Elements whose content is never the page's own text: what a reader does not see, and the
@@ -108,10 +110,8 @@ def page_text(html: HTML, encoding: Optional[str] = None) -> str:
         if not isinstance(html, (bytes, bytearray, memoryview)):
             raise TypeError(f"html must be str or bytes, got {type(html).__name__}")
         html = decode_html(html, encoding)
-    try:
+    with needs_extra("page_text", "content"):
         from selectolax.lexbor import LexborHTMLParser
-    except ImportError:
-        raise ImportError("page_text needs selectolax: pip install 'crawldedup[content]'") from None
     tree = LexborHTMLParser(html)
     tree.strip_tags(list(DROPPED_ELEMENTS))
     body = tree.body

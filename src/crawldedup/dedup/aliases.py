@@ -2,8 +2,9 @@
 
 The map and its rules are :mod:`crawldedup.stores.aliases`'s (requested fingerprint -> final
 fingerprint, stamped with the window's generation, bounded); here a full map drops its oldest
-recorded alias first. With a state file the map is also kept in ``<state>.aliases``, format
-version 1 (docs/stores.md, "Aliases")::
+recorded alias first. With a state file the map is also kept in ``<state>.aliases``, made when
+the first alias is recorded (a crawl without redirects has none), format version 1
+(docs/stores.md, "Aliases")::
 
     0   8   magic b"CDALIAS1"
     then records of 40 bytes: requested fingerprint (16), final fingerprint (16), stamp (int64 LE)
@@ -58,7 +59,9 @@ class LocalAliases:
         self._map: OrderedDict[bytes, Tuple[bytes, int]] = OrderedDict()
         self._records = 0
         self._path = Path(path) if path is not None else None
-        self._file: Optional[BinaryIO] = self._open(self._path) if self._path is not None else None
+        self._file: Optional[BinaryIO] = None
+        if self._path is not None and self._path.exists():  # else made by the first alias recorded
+            self._file = self._open(self._path)
 
     def _open(self, path: Path) -> BinaryIO:
         file = open(path, "a+b")
@@ -94,8 +97,10 @@ class LocalAliases:
                 self._map[requested] = (final, generation)
             while len(self._map) > aliases.capacity:
                 self._map.popitem(last=False)
-            if self._file is None:
+            if self._path is None:
                 return
+            if self._file is None:  # the first alias of this state file: its journal begins
+                self._file = self._open(self._path)
             self._file.write(b"".join(RECORD.pack(requested, final, generation) for requested, final in pairs))
             self._file.flush()
             self._records += len(pairs)

@@ -310,6 +310,7 @@ class DedupCore(Generic[S]):
         answer to their older names, read when the ``CRAWLDEDUP_`` one is unset: ``DEDUP_STRATEGY``,
         ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``, ``BLOOM_ERROR_RATE``.
 
+        :raises TypeError: for an ``environ`` that is not a mapping.
         :raises ValueError: for a variable that cannot be parsed or is out of range, naming it.
         """
         return cls(config=DedupConfig.from_env(environ), **overrides)
@@ -321,7 +322,11 @@ class DedupCore(Generic[S]):
 
     def watch_stats(self, listener: StatsListener) -> None:
         """Follow the counters live: ``listener`` gets the totals now, then every change and the
-        time of every claim round trip (as :mod:`crawldedup.metrics` does)."""
+        time of every claim round trip (as :mod:`crawldedup.metrics` does).
+
+        :raises TypeError: for a listener without the methods of a
+            :class:`~crawldedup.dedup.stats.StatsListener`.
+        """
         self._counter.watch(listener)
 
     # -- the plans --------------------------------------------------------------------------
@@ -336,8 +341,8 @@ class DedupCore(Generic[S]):
     ) -> Plan[ClaimBatch]:
         """:meth:`Deduplicator.claim_batch`, as a plan."""
         if lease is not None:
-            lease_store(self.store, self.config.strategy)
             check_lease_seconds(lease)
+            lease_store(self.store, self.config.strategy)
         batch = self._prepare(urls, base, bases)
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
@@ -388,8 +393,8 @@ class DedupCore(Generic[S]):
         if self.store is not None and not self.store.supports_aliases:
             raise unsupported(self.store.strategy)
         if lease is not None:
-            lease_store(self.store, self.config.strategy)
             check_lease_seconds(lease)
+            lease_store(self.store, self.config.strategy)
         batch = self._prepare(finals, None, None)
         held_forms, _ = _canonicalize_in_pieces([url for chain in chains for url in chain], None, self.policy)
         starts = np.cumsum([0] + [len(chain) for chain in chains]).tolist()

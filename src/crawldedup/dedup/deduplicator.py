@@ -34,12 +34,14 @@ class Deduplicator(DedupCore[ClaimStore]):
     :meth:`hold_batch` in two, for a caller that must use a page before it counts as seen.
 
     :param strategy: ``local`` (the local filter alone decides), ``set``, ``sharded-set``,
-        ``bloom``, ``sqlite`` or ``service``.
-    :param redis_url: Redis of the ``set``, ``sharded-set`` and ``bloom`` stores.
+        ``redisbloom``, ``sqlite``, ``postgres`` or ``service`` (docs/stores.md); the default,
+        ``local`` with no ``state``, keeps the filter in memory only.
+    :param redis_url: Redis of the ``set``, ``sharded-set`` and ``redisbloom`` stores.
     :param namespace: the crawl's key prefix in the store.
     :param crawl_round: a round name appended to the namespace (``<namespace>:<round>``), for
         re-inspection crawls that want a fresh dedup space per round.
-    :param state: the local filter's file (None: in memory); stamped with the policy and namespace.
+    :param state: the local filter's file (None: in memory, forgotten when the process ends;
+        ``crawldedup filter`` keeps ``./crawldedup.bloom``); stamped with the policy and namespace.
     :param capacity: URLs the local filter and the store are sized for.
     :param error_rate: false-positive rate of the local filter (and of RedisBloom).
     :param ttl_days: the recrawl window W in days, in every strategy: a page claimed (or done)
@@ -73,7 +75,10 @@ class Deduplicator(DedupCore[ClaimStore]):
         (default ``<state>.pages``; in memory without a state file). Give each round of a
         re-inspection crawl its own state file and one ``pages_path``. In a store, the pages
         belong to the namespace without its round, so rounds compare with each other.
-    :raises ValueError: for a value out of range (naming its setting and variable).
+    :raises ValueError: for a value out of range or of the wrong type (naming its setting and
+        variable; a wrong type is also a ``TypeError``).
+    :raises TypeError: for a ``policy`` that is neither a :class:`~crawldedup.CanonicalPolicy`
+        nor a policy's name, or a path that is not a ``str`` or path-like object.
     :raises FilterFileError: for a state file of another policy or namespace.
     :raises NamespaceConflict: for a store namespace of another policy or store kind.
     :raises StoreUnavailable: when the store cannot be reached.
@@ -100,6 +105,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         """Claim one URL; True for exactly one caller across all workers (False when invalid).
 
         :param lease: see :meth:`claim_batch`.
+        :raises TypeError: for a URL that is not ``str`` or ``bytes`` (an invalid one is False).
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
         return self.claim_batch([url], lease=lease).won[0]
@@ -183,9 +189,12 @@ class Deduplicator(DedupCore[ClaimStore]):
         """:meth:`hold_batch` of a batch that :func:`prepare_batch` canonicalized and
         fingerprinted elsewhere (another thread or process) with this Deduplicator's policy.
 
+        :raises TypeError: for a batch that is not a :class:`~crawldedup.dedup.Prepared`.
         :raises ValueError: for ``hold_seconds`` out of range.
         :raises StoreUnavailable: when the store stayed unreachable (nothing is held).
         """
+        if not isinstance(batch, Prepared):
+            raise TypeError(f"batch must be a Prepared batch (prepare_batch), got {type(batch).__name__}")
         leased = self._check_hold(hold_seconds)
         batch = self._counted(batch)
         won = np.zeros(len(batch.canonical), dtype=bool)
@@ -347,6 +356,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         claim needed, so no local filter can drop them). Calls until an empty list drain them.
 
         :param limit: most URLs returned, in [1, 1000000].
+        :raises TypeError: for a limit that is not an integer, or a lease that is not a number.
         :raises ValueError: for a limit or lease out of range.
         :raises LeasesUnsupported: without a store that supports leases.
         :raises StoreUnavailable: when the store stayed unreachable.

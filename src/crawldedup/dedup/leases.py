@@ -14,7 +14,7 @@ from .._plans import Plan
 from ..bloom import LocalFilter
 from ..canonical import CanonicalPolicy, canonicalize_many
 from ..fingerprints import Fingerprints, hash_many, take_rows
-from ..stores.base import LeasesUnsupported, check_lease_seconds
+from ..stores.base import LeasesUnsupported, check_lease_seconds, check_limit
 from ..stores.factory import LEASE_STRATEGIES
 from .pipeline import StoreAsk
 from .stats import StatsCounter
@@ -55,7 +55,6 @@ class Leases:
         self.counter = counter
 
     def done(self, urls: Sequence[URL], owner: Optional[str] = None) -> Plan[List[bool]]:
-        lease_store(self.store, self.strategy)
         answers, fingerprints, accepted = yield from self._settle(urls, owner, "finish_leases")
         if accepted:  # lasting now: the local filter may answer for them
             self.local_filter.add_hashes(take_rows(fingerprints.hashes, accepted))
@@ -63,19 +62,20 @@ class Leases:
         return answers
 
     def release(self, urls: Sequence[URL], owner: Optional[str] = None) -> Plan[List[bool]]:
-        lease_store(self.store, self.strategy)
         answers, _, accepted = yield from self._settle(urls, owner, "release_leases")
         self.counter.add(released=len(accepted), refused=len(answers) - len(accepted))
         return answers
 
     def renew(self, urls: Sequence[URL], lease: float, owner: Optional[str] = None) -> Plan[List[bool]]:
         check_lease_seconds(lease)
-        lease_store(self.store, self.strategy)
         answers, _, accepted = yield from self._settle(urls, owner, "renew_leases", lease)
         self.counter.add(renewed=len(accepted), refused=len(answers) - len(accepted))
         return answers
 
     def expired(self, limit: int, lease: Optional[float], owner: Optional[str] = None) -> Plan[List[str]]:
+        check_limit(limit)  # the arguments first: a mistake in them is told whatever the store
+        if lease is not None:
+            check_lease_seconds(lease)
         lease_store(self.store, self.strategy)
         taker = (owner or self.owner) if lease is not None else None
         urls: List[str] = yield StoreAsk("expired_leases", (limit, taker, lease))
@@ -91,7 +91,8 @@ class Leases:
         :returns: per URL, whether it was settled (False when invalid or refused); the valid
             URLs' fingerprints; and the rows of those settled.
         """
-        canonical, _ = canonicalize_many(urls, policy=self.policy)
+        canonical, _ = canonicalize_many(urls, policy=self.policy)  # the URLs' types first
+        lease_store(self.store, self.strategy)
         positions = [i for i, c in enumerate(canonical) if c is not None]
         answers = [False] * len(canonical)
         fingerprints = Fingerprints(hash_many([canonical[i] for i in positions]))

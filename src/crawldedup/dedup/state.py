@@ -86,6 +86,7 @@ def open_state(
     :param window: the recrawl window: a windowed filter forgets claims after it; None (claims
         never expire) gives a plain filter.
     :param clock: the time source of a windowed filter.
+    :raises TypeError: for a path that is not a ``str`` or path-like object.
     :raises FilterFileError: for a file stamped with another policy or namespace (naming both),
         made for another window (or none), an unstamped file, or one that is not a valid filter.
     :raises ValueError: for a capacity or error rate out of range.

@@ -8,10 +8,14 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Protocol
 
+from .._checks import complaint, is_integer
+
 
 @dataclass(frozen=True)
 class DedupStats:
     """Counters since the Deduplicator was made (a snapshot).
+
+    :raises TypeError: for a counter that is not an integer.
 
     :ivar urls: URLs given to claim.
     :ivar invalid: URLs refused by canonicalization (never won).
@@ -77,6 +81,12 @@ class DedupStats:
     won_twice: int = 0
     redirected_known: int = 0
 
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if not is_integer(value):
+                raise TypeError(complaint(field.name, "an integer", value))
+
     @property
     def false_hit_rate(self) -> Optional[float]:
         """Measured share of local hits that were new URLs (the local filter's real loss); None before any check."""
@@ -129,7 +139,12 @@ class StatsCounter:
                 listener.store_call(seconds)
 
     def watch(self, listener: StatsListener) -> None:
-        """Send ``listener`` the totals now, then every later change (none missed, none twice)."""
+        """Send ``listener`` the totals now, then every later change (none missed, none twice).
+
+        :raises TypeError: for a listener without the methods of a :class:`StatsListener`.
+        """
+        if not all(callable(getattr(listener, method, None)) for method in ("counted", "store_call")):
+            raise TypeError(f"listener must have the methods counted and store_call, got {type(listener).__name__}")
         with self._lock:
             listener.counted(dict(self._counts))
             self._listeners.append(listener)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._env import compiled
-from ._fingerprints_py import Key, fingerprint, hash_buffers, hash_many, hash_one, key_bytes
+from ._fingerprints_py import Key, check_keys, fingerprint, hash_buffers, hash_many, hash_one, key_bytes
 from .batch import FINGERPRINT_BYTES, Fingerprints, multiply_shift, take_rows
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "HAS_EXTENSION",
     "Fingerprints",
     "Key",
+    "check_keys",
     "fingerprint",
     "hash_buffers",
     "hash_many",

@@ -15,7 +15,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 import numpy as np
 
 from .._checks import check_offsets
-from ._fingerprints_py import key_bytes
+from ._fingerprints_py import check_keys, key_bytes
 
 
 cdef extern from "Python.h":
@@ -152,9 +152,10 @@ def hash_many(items):
 
     Equal to the reference's ``hash_many``; hashes with the GIL released.
 
-    :raises TypeError: for an item that is neither ``str`` nor bytes-like.
+    :raises TypeError: for a single key, or an item that is neither ``str`` nor bytes-like.
     :raises UnicodeEncodeError: for a ``str`` without a UTF-8 form.
     """
+    check_keys(items)
     sequence = PySequence_Fast(items, "items must be iterable")
     cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence)
     cdef Py_ssize_t start

@@ -13,7 +13,7 @@ from typing import Iterable, Union
 import mmh3
 import numpy as np
 
-from .._checks import ColumnBytes, Offsets, check_offsets
+from .._checks import ColumnBytes, Offsets, check_batch, check_offsets
 
 Key = Union[str, bytes, bytearray, memoryview]
 
@@ -53,13 +53,24 @@ def hash_one(item: object) -> tuple[int, int]:
     return mmh3.hash64(key_bytes(item), signed=False)
 
 
+def check_keys(items: object) -> None:
+    """Refuse one key where a batch of keys is expected: a ``str`` (or bytes) iterates by its
+    characters, which would each become a key. Both twins of :func:`hash_many` and of the
+    filter check here.
+
+    :raises TypeError: for a ``str``, ``bytes``, ``bytearray`` or ``memoryview``.
+    """
+    check_batch("items", items, "keys (str or bytes)")
+
+
 def hash_many(items: Iterable[object]) -> np.ndarray:
     """Return the ``(n, 2)`` uint64 array of ``(h1, h2)`` rows for ``items``.
 
     ``hashes[i].tobytes() == fingerprint(items[i])`` on little-endian hosts.
 
-    :raises TypeError: when an item is neither ``str`` nor bytes-like.
+    :raises TypeError: when ``items`` is a single key, or an item is neither ``str`` nor bytes-like.
     """
+    check_keys(items)
     digest = mmh3.hash_bytes
     if not isinstance(items, (list, tuple)):
         items = list(items)

@@ -43,15 +43,18 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 from urllib.parse import urljoin, urlsplit
 
-from crawlee import Request
-from crawlee.configuration import Configuration
-from crawlee.errors import ContextPipelineInterruptedError
-from crawlee.http_clients import HttpClient, HttpCrawlingResult, HttpResponse, ImpitHttpClient
-from crawlee.storage_clients import FileSystemStorageClient, StorageClient
+from .._extras import needs_extra
 
-# The base classes of storage clients, as crawlee's guide to writing one imports them.
-from crawlee.storage_clients._base import DatasetClient, KeyValueStoreClient, RequestQueueClient
-from crawlee.storage_clients.models import AddRequestsResponse, ProcessedRequest, RequestQueueMetadata
+with needs_extra("crawldedup.integrations.crawlee", "crawlee"):
+    from crawlee import Request
+    from crawlee.configuration import Configuration
+    from crawlee.errors import ContextPipelineInterruptedError
+    from crawlee.http_clients import HttpClient, HttpCrawlingResult, HttpResponse, ImpitHttpClient
+    from crawlee.storage_clients import FileSystemStorageClient, StorageClient
+
+    # The base classes of storage clients, as crawlee's guide to writing one imports them.
+    from crawlee.storage_clients._base import DatasetClient, KeyValueStoreClient, RequestQueueClient
+    from crawlee.storage_clients.models import AddRequestsResponse, ProcessedRequest, RequestQueueMetadata
 
 from ..canonical import canonicalize_many
 

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import pyarrow as pa
-
-from ..arrow import FINGERPRINT_TYPE, url_columns
+from .._extras import needs_extra
 from ..canonical import CanonicalPolicy
+
+with needs_extra("crawldedup.integrations.dask", "engines"):
+    import pyarrow as pa
+
+    from ..arrow import FINGERPRINT_TYPE, url_columns
 
 __all__ = ["url_partition", "with_url_columns"]
 
 
 def url_partition(frame: Any, url: str, base: Optional[str], policy: Optional[CanonicalPolicy]) -> Any:
     """One pandas partition with the three columns (what ``map_partitions`` runs)."""
-    import pandas as pd
+    with needs_extra("crawldedup.integrations.dask", "engines"):
+        import pandas as pd
 
     def arrow(column: str) -> pa.ChunkedArray:
         return pa.chunked_array([pa.array(frame[column], type=pa.large_string(), from_pandas=True)])
@@ -43,8 +47,9 @@ def with_url_columns(
 ) -> Any:
     """``frame`` (a ``dask.dataframe.DataFrame``) with the columns ``canonical``, ``error`` and
     ``fingerprint`` of column ``url``, resolved against column ``base`` when given."""
-    import pandas as pd
-    from dask.dataframe.utils import make_meta
+    with needs_extra("crawldedup.integrations.dask", "engines"):
+        import pandas as pd
+        from dask.dataframe.utils import make_meta
 
     meta = url_partition(make_meta(frame), url, base, policy)
     meta = meta.astype(

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-import pyarrow as pa
-
-from ..arrow import canonicalize_array, fingerprint_array
+from .._extras import needs_extra
 from ..canonical import CanonicalPolicy
+
+with needs_extra("crawldedup.integrations.duckdb", "engines"):
+    import pyarrow as pa
+
+    from ..arrow import canonicalize_array, fingerprint_array
 
 __all__ = ["FUNCTIONS", "register"]
 
@@ -38,7 +41,8 @@ def register(connection: Any, *, policy: Optional[CanonicalPolicy] = None) -> No
 
     A NULL URL gives NULL; a NULL base means none.
     """
-    import duckdb
+    with needs_extra("crawldedup.integrations.duckdb", "engines"):
+        import duckdb
 
     text, blob = duckdb.sqltype("VARCHAR"), duckdb.sqltype("BLOB")
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-import pyarrow as pa
-
-from ..arrow import url_columns as arrow_url_columns
+from .._extras import needs_extra
 from ..canonical import CanonicalPolicy
+
+with needs_extra("crawldedup.integrations.polars", "engines"):
+    import pyarrow as pa
+
+    from ..arrow import url_columns as arrow_url_columns
 
 __all__ = ["url_columns", "with_url_columns"]
 
@@ -27,7 +30,8 @@ _FIELD = "__crawldedup_url_columns"
 
 
 def _made(urls: Any, bases: Any, policy: Optional[CanonicalPolicy]) -> Any:
-    import polars as pl
+    with needs_extra("crawldedup.integrations.polars", "engines"):
+        import polars as pl
 
     made = arrow_url_columns(urls, bases=bases, policy=policy)
     struct = pa.StructArray.from_arrays(
@@ -46,7 +50,8 @@ def url_columns(
 ) -> Any:
     """An expression of the struct ``{canonical, error, fingerprint}`` of column (or expression)
     ``url``, resolved against ``base`` when given."""
-    import polars as pl
+    with needs_extra("crawldedup.integrations.polars", "engines"):
+        import polars as pl
 
     url = pl.col(url) if isinstance(url, str) else url
     dtype = pl.Struct({"canonical": pl.String, "error": pl.String, "fingerprint": pl.Binary})

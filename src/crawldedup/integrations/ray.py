@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import pyarrow as pa
-
-from ..arrow import with_url_columns as arrow_url_columns
+from .._extras import needs_extra
 from ..canonical import CanonicalPolicy
+
+with needs_extra("crawldedup.integrations.ray", "engines"):
+    import pyarrow as pa
+
+    from ..arrow import with_url_columns as arrow_url_columns
 
 __all__ = ["url_table", "with_url_columns"]
 

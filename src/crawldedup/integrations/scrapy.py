@@ -42,13 +42,16 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Optional, Union
 
-from scrapy import signals
-from scrapy.dupefilters import BaseDupeFilter
-from scrapy.exceptions import IgnoreRequest
-from scrapy.http import HtmlResponse
-from scrapy.utils.job import job_dir
-from scrapy.utils.misc import load_object
-from scrapy.utils.request import RequestFingerprinter, referer_str
+from .._extras import needs_extra
+
+with needs_extra("crawldedup.scrapy", "scrapy"):
+    from scrapy import signals
+    from scrapy.dupefilters import BaseDupeFilter
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.job import job_dir
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from .._checks import integer_in
 from ..canonical import (

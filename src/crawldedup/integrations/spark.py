@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional, Tuple
 
-import pyarrow as pa
-
-from ..arrow import url_columns
-from ..arrow import with_url_columns as arrow_url_columns
+from .._extras import needs_extra
 from ..canonical import CanonicalPolicy
+
+with needs_extra("crawldedup.integrations.spark", "engines"):
+    import pyarrow as pa
+
+    from ..arrow import url_columns
+    from ..arrow import with_url_columns as arrow_url_columns
 
 __all__ = ["URL_COLUMNS", "page_batches", "pages_of", "url_batches", "with_url_columns"]
 
@@ -50,7 +53,8 @@ def with_url_columns(
     """``frame`` (a ``pyspark.sql.DataFrame``) with the columns ``canonical`` (string, null
     where refused), ``error`` (string) and ``fingerprint`` (binary, 16 bytes) of column
     ``url``, resolved against column ``base`` when given."""
-    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+    with needs_extra("crawldedup.integrations.spark", "engines"):
+        from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
     schema = StructType(
         [
@@ -84,7 +88,8 @@ def pages_of(frame: Any, url: str = "url", base: Optional[str] = None, policy: O
     """The pages of ``frame``'s links: ``url`` (canonical) and ``fingerprint`` (binary, 16 bytes)
     of each link that is one, in link order, repeats kept (``dropDuplicates(["fingerprint"])``
     keeps one of each). The lean form of :func:`with_url_columns` for a job that needs no more."""
-    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+    with needs_extra("crawldedup.integrations.spark", "engines"):
+        from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
     schema = StructType([StructField("url", StringType()), StructField("fingerprint", BinaryType())])
     columns = [url] + ([base] if base is not None else [])

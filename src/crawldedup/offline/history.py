@@ -23,12 +23,16 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .._checks import PathArg
+from .._extras import needs_extra
 from .._files import sync_tree
-from ..arrow import FINGERPRINT_TYPE
+
+with needs_extra("crawldedup offline", "engines"):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..arrow import FINGERPRINT_TYPE
 
 __all__ = [
     "HISTORY_FORMAT",

@@ -7,12 +7,16 @@ from dataclasses import dataclass
 from typing import Iterator, List, Optional, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.dataset as ds
 
-from ..arrow import FINGERPRINT_TYPE, canonicalize_array, fingerprint_array
+from .._extras import needs_extra
 from ..canonical import CanonicalPolicy
 from .history import prefixes
+
+with needs_extra("crawldedup offline", "engines"):
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from ..arrow import FINGERPRINT_TYPE, canonicalize_array, fingerprint_array
 
 __all__ = ["LINK_SCHEMA", "LinkCounts", "link_batches", "open_links"]
 

@@ -14,12 +14,9 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from .._extras import needs_extra
 from .._files import sync_tree
-from ..arrow import FINGERPRINT_TYPE, url_columns
 from .history import (
     HISTORY_SCHEMA,
     HistoryInfo,
@@ -31,6 +28,13 @@ from .history import (
 )
 from .job import Job, JobReport
 from .on_duckdb import NEW_PAGES_SCHEMA
+
+with needs_extra("crawldedup offline --engine dask", "engines"):
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..arrow import FINGERPRINT_TYPE, url_columns
 
 __all__ = ["run_on_dask"]
 
@@ -164,9 +168,10 @@ def run_on_dask(job: Job, *, scheduler: Optional[str] = None, client: Optional[A
 
 
 def _run(job: Job, info: HistoryInfo) -> JobReport:
-    import dask
-    import dask.dataframe as dd
-    from dask.dataframe.utils import make_meta
+    with needs_extra("crawldedup offline --engine dask", "engines"):
+        import dask
+        import dask.dataframe as dd
+        from dask.dataframe.utils import make_meta
 
     columns = [job.url] + ([job.base] if job.base is not None else [])
     links = dd.read_parquet(list(job.links), columns=columns)

@@ -11,14 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Union
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
+from .._extras import needs_extra
 from .._files import sync_tree
-from ..arrow import FINGERPRINT_TYPE
 from .history import HISTORY_SCHEMA, HistoryInfo, HistoryWriter, history_files, replace_history, scratch_beside
 from .job import Job, JobReport
 from .links import LINK_SCHEMA, LinkCounts, link_batches, open_links
+
+with needs_extra("crawldedup offline", "engines"):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..arrow import FINGERPRINT_TYPE
 
 __all__ = ["NEW_PAGES_SCHEMA", "run_on_duckdb"]
 
@@ -27,7 +30,8 @@ NEW_PAGES_SCHEMA = pa.schema([("url", pa.string()), ("fingerprint", FINGERPRINT_
 
 
 def _connect(memory_limit: Optional[str], temp_directory: Optional[str], threads: Optional[int]) -> Any:
-    import duckdb
+    with needs_extra("crawldedup offline", "engines"):
+        import duckdb
 
     config: Dict[str, Union[str, bool, int, float, List[str]]] = {"preserve_insertion_order": False}
     if memory_limit:
@@ -36,7 +40,18 @@ def _connect(memory_limit: Optional[str], temp_directory: Optional[str], threads
         config["temp_directory"] = temp_directory
     if threads:
         config["threads"] = threads
-    return duckdb.connect(config=config)
+    for name in ("memory_limit", "temp_directory"):
+        value = config.get(name)
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{name} must be text in UTF-8 (DuckDB reads no other), got {value!r}") from None
+    try:
+        return duckdb.connect(config=config)
+    except duckdb.Error as exc:  # a setting it cannot read, such as a memory limit without its unit
+        given = ", ".join(f"{name}={config[name]!r}" for name in ("memory_limit", "temp_directory") if name in config)
+        raise ValueError(f"DuckDB refused {given}: {' '.join(str(exc).split())}") from None
 
 
 def _count(con: Any, query: str, params: Optional[dict] = None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from .._extras import needs_extra
 from .._files import sync_tree
 from ..integrations.spark import with_url_columns
 from .history import finish_history, history_files, replace_history, scratch_beside
@@ -21,7 +22,8 @@ __all__ = ["run_on_spark", "spark_session"]
 
 def spark_session(master: str = "local[*]") -> Any:
     """A session for the job: timestamps written as Parquet's, the driver on loopback when local."""
-    from pyspark.sql import SparkSession
+    with needs_extra("crawldedup offline --engine spark", "engines"):
+        from pyspark.sql import SparkSession
 
     builder = (
         SparkSession.builder.master(master)
@@ -40,8 +42,9 @@ def run_on_spark(job: Job, *, master: str = "local[*]", session: Optional[Any] =
     :raises HistoryError: for a history of another policy or other partitions.
     :raises FileExistsError: when the new pages' path exists.
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    with needs_extra("crawldedup offline --engine spark", "engines"):
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
 
     job.check_outputs()
     info = job.history_info()

@@ -17,18 +17,22 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from .._checks import PathArg
-from ..arrow import canonicalize_array, fingerprint_array
+from .._extras import needs_extra
 from ..bloom import FilterFileError, GrowingFilter, open_filter_file
 from ..canonical import POLICIES, CanonicalPolicy, policy_conflict
 from ..dedup.state import open_state, state_policy
 from .history import HistoryError, history_files, read_info
 from .job import Job, JobReport
 from .on_duckdb import run_on_duckdb
+
+with needs_extra("crawldedup offline", "engines"):
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from ..arrow import canonicalize_array, fingerprint_array
 
 __all__ = ["history_to_state", "state_to_history"]
 

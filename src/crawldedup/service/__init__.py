@@ -16,8 +16,8 @@ def __getattr__(name: str) -> Any:
     # (crawldedup serve --help) need nothing of it.
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    try:
+    from .._extras import needs_extra
+
+    with needs_extra("crawldedup's service", "service"):
         from . import client
-    except ModuleNotFoundError as missing:
-        raise ImportError(f"crawldedup's service needs {missing.name}: pip install 'crawldedup[service]'") from None
     return getattr(client, name)

@@ -18,17 +18,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
+from .._extras import needs_extra
 from ..dedup import ClaimBatch
 from ..stores.base import RetryPolicy, StoreUnavailable
+from ..stores.service import check_service_url
 from .protocol import CALLS, invalid_urls, listed, read_answer, request_body
 
 
 def _httpx() -> Any:
     """httpx, which the clients talk through, or an ImportError that says how to install it."""
-    try:
+    with needs_extra("crawldedup's service clients", "service"):
         import httpx
-    except ModuleNotFoundError:
-        raise ImportError("crawldedup's service clients need httpx: pip install 'crawldedup[service]'") from None
     return httpx
 
 
@@ -148,9 +148,7 @@ class _Client:
         retry: Optional[RetryPolicy],
         lease_token: Optional[str],
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"url must be a URL starting with http:// or https://, got {url!r}")
-        self.url = url.rstrip("/")
+        self.url = check_service_url(url).rstrip("/")
         self.retry = retry if retry is not None else RetryPolicy()
         self._headers = {"content-type": "application/json"}
         if token is not None:
@@ -196,8 +194,13 @@ class ServiceClient(_Client):
     :param lease_token: the secret (32 to 128 hex digits) that names this client's leases: only
         a client with it settles them (``done``, ``release``, ``renew``). Default: a new random
         one; keep :attr:`lease_token` and give it again to settle leases after a restart.
-    :raises ValueError: for a URL that is not http(s).
+    :raises ValueError: for a URL that is not http(s) (a ``str`` of another kind, or none at all).
     :raises ImportError: without httpx (``pip install 'crawldedup[service]'``).
+
+    Each call's arguments are checked as the service checks them, before anything is sent:
+
+    :raises TypeError: (any call) for a batch given as a single string, an item of a batch that
+        is not a ``str``, or a lease or limit of the wrong type.
     """
 
     def __init__(
@@ -293,7 +296,11 @@ class ServiceClient(_Client):
 class AsyncServiceClient(_Client):
     """A ``crawldedup serve`` service, called like an AsyncDeduplicator (one event loop).
 
-    Arguments and errors as :class:`ServiceClient`.
+    Arguments and errors as :class:`ServiceClient`:
+
+    :raises ValueError: for a URL that is not http(s) (a ``str`` of another kind, or none at all).
+    :raises TypeError: (any call) for a batch given as a single string, an item of a batch that
+        is not a ``str``, or a lease or limit of the wrong type, before anything is sent.
     """
 
     def __init__(

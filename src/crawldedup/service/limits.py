@@ -8,6 +8,7 @@ enforce them, and ``crawldedup serve`` sets them from its options.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Dict
 
@@ -55,8 +56,8 @@ class Limits:
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"--{field.name.replace('_', '-')} must be a positive number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"--{field.name.replace('_', '-')} must be a positive finite number, got {value!r}")
         if self.max_body_bytes > self.max_buffered_bytes:
             raise ValueError(
                 f"--max-body-bytes ({self.max_body_bytes:,}) must not be over --max-buffered-bytes "

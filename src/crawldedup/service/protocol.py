@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 
 import orjson
 
-from .._checks import is_integer, is_number
+from .._checks import WrongType, is_integer, is_number
 from ..canonical import InvalidURL
 from ..stores.base import MAX_EXPIRED_LIMIT, MAX_LEASE_SECONDS, NamespaceConflict, StoreUnavailable
 from ..stores.service import Settle, StoreStep
@@ -411,9 +411,19 @@ class ServiceError(Exception):
 
 
 def request_body(name: str, **fields: Any) -> Tuple[str, bytes]:
-    """The path and JSON body of client method ``name``'s call; fields left as None are left out."""
+    """The path and JSON body of client method ``name``'s call; fields left as None are left out.
+
+    :raises WrongType: (a ``TypeError``, and a ``ValueError`` as the service's 400 answer would
+        be) for a field the service would refuse as it is, checked as the service checks it
+        (:meth:`Field.refusal`): a caller's mistake is told before anything is sent.
+    """
     call = CALLS[name]
-    return call.path, orjson.dumps({key: value for key, value in fields.items() if value is not None})
+    given = {key: value for key, value in fields.items() if value is not None}
+    for field in call.fields:
+        refusal = field.refusal(given[field.name]) if field.name in given else None
+        if refusal:
+            raise WrongType(refusal)
+    return call.path, orjson.dumps(given)
 
 
 def read_answer(name: str, status: int, body: bytes, where: str) -> Dict[str, Any]:

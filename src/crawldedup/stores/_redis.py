@@ -66,7 +66,7 @@ from .base import (
 )
 from .durability import Durability
 from .lua import lua
-from .urls import SENTINEL_SCHEME, check_redis_url, parse_sentinel_url, redact_url
+from .urls import SENTINEL_SCHEME, check_redis_url, parse_sentinel_url, redact_text, redact_url
 
 #: A client of one Redis node or of a Redis Cluster (same commands, same pipelines).
 Client = Union["redis.Redis", RedisCluster]
@@ -522,9 +522,7 @@ class RedisStore(ClaimStore):
         return isinstance(getattr(self, "client", None), (RedisCluster, redis.asyncio.cluster.RedisCluster))
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact_text(text, self._secrets)
 
     def _reason(self, error: BaseException) -> str:
         return self._redact(f"{type(error).__name__}: {server_text(error)}")
@@ -657,9 +655,11 @@ class RedisStore(ClaimStore):
             finally:
                 client.close()
         except redis.AuthenticationError as exc:
-            raise StoreRefused(redact_url(url), 1, str(exc), "the server refused the URL's password") from None
+            raise StoreRefused(
+                redact_url(url), 1, redact_text(str(exc)), "the server refused the URL's password"
+            ) from None
         except redis.RedisError as exc:
-            raise StoreUnavailable(redact_url(url), 1, f"{type(exc).__name__}: {exc}") from None
+            raise StoreUnavailable(redact_url(url), 1, redact_text(f"{type(exc).__name__}: {exc}")) from None
         fields = cast(Dict[bytes, bytes], stored)  # the client returns bytes (no decode_responses)
         return {key.decode(): value.decode() for key, value in fields.items()} or None
 

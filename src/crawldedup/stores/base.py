@@ -44,6 +44,7 @@ from ..canonical.policy import policy_conflict
 from ..fingerprints import Fingerprints
 from ..windows import Clock, Window, system_clock
 from .aliases import Aliases, AliasesUnsupported, unsupported
+from .urls import redact_text
 
 #: Version of the key/table layouts written by the stores (recorded with each namespace).
 LAYOUT_VERSION = 1
@@ -194,6 +195,16 @@ class StoreOptions:
     """Everything a store may be opened with; each store's :meth:`ClaimStore.from_options` takes
     what it needs (and refuses the options it lacks)."""
 
+    @staticmethod
+    def given(options: object) -> StoreOptions:
+        """``options``, checked to be store options.
+
+        :raises TypeError: for anything else.
+        """
+        if not isinstance(options, StoreOptions):
+            raise TypeError(f"options must be StoreOptions, got {type(options).__name__}")
+        return options
+
     namespace: str
     policy_digest: str
     capacity: int
@@ -321,7 +332,12 @@ class RetryPolicy:
         return self.retries + 1
 
     def delay(self, failed_attempt: int) -> float:
-        """Seconds to wait after the ``failed_attempt``-th attempt (from 1) failed."""
+        """Seconds to wait after the ``failed_attempt``-th attempt (from 1) failed.
+
+        :raises TypeError: for an attempt that is not an integer.
+        :raises ValueError: for an attempt below 1.
+        """
+        integer_in("failed_attempt", failed_attempt, 1, 2**31 - 1, "2**31 - 1")
         ceiling = min(self.max_backoff_seconds, self.backoff_seconds * 2 ** (failed_attempt - 1))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
@@ -443,6 +459,7 @@ class ClaimStore(abc.ABC):
     def from_options(cls, options: StoreOptions) -> ClaimStore:
         """The store ``options`` describe (what :func:`~crawldedup.stores.factory.open_store` opens).
 
+        :raises TypeError: for ``options`` that are not :class:`StoreOptions`.
         :raises ValueError: when an option the store needs is missing or wrong.
         """
 
@@ -453,6 +470,8 @@ class ClaimStore(abc.ABC):
         """The record of ``namespace`` (its layout, store kind, policy...) at ``location`` (the
         store's URL or file), read without creating it; None when the namespace does not exist.
 
+        :raises ValueError: for a location the store cannot read (a ``WrongType``, also a
+            ``TypeError``, for one of the wrong type).
         :raises StoreUnavailable: when the server or file cannot be read.
         """
         raise ValueError(f"the {cls.strategy} store keeps no namespace record to read")
@@ -653,8 +672,9 @@ class ClaimStore(abc.ABC):
     # -- errors, retries and tokens, shared by both drivers ------------------------------------
 
     def _redact(self, text: str) -> str:
-        """Remove secrets (a password from the connection URL) from an error text."""
-        return text
+        """``text`` with the passwords it may hold hidden (:func:`~crawldedup.stores.urls.redact_text`):
+        a store with a password of its own names it."""
+        return redact_text(text)
 
     def _refusal(self, error: BaseException) -> Optional[str]:
         """What is wrong, and how to fix it, when ``error`` (one of :attr:`store_errors`) is
@@ -731,9 +751,12 @@ class ClaimStore(abc.ABC):
         over this store's channel, under its retries, error messages and tokens (a call with a
         ``resume_key`` that raised :class:`StoreUnavailable` is resumed when made again).
 
+        :raises TypeError: for a ``call`` that is not a :class:`StoreCall`.
         :raises StoreRefused: at the first permanent error.
         :raises StoreUnavailable: when every attempt failed with a transient error.
         """
+        if not isinstance(call, StoreCall):
+            raise TypeError(f"call must be a StoreCall, got {type(call).__name__}")
         if self.asynchronous:
             raise TypeError(f"{self.description} was opened for asyncio: use it through AsyncClaimStore")
         plan = call.plan
@@ -743,9 +766,12 @@ class ClaimStore(abc.ABC):
     def with_retries(self, call: Callable[[], T]) -> T:
         """Run ``call`` under the retry policy; count round trips and failures.
 
+        :raises TypeError: for a ``call`` that is not callable.
         :raises StoreRefused: at the first permanent error (see :meth:`_refusal`).
         :raises StoreUnavailable: when every attempt failed with a transient error.
         """
+        if not callable(call):
+            raise TypeError(f"call must be callable, got {type(call).__name__}")
         attempt = 0
         while True:
             attempt += 1
@@ -799,6 +825,7 @@ class ClaimStore(abc.ABC):
         alias of (:meth:`claim_and_read`'s ``aliases``), or None (never recorded, forgotten with
         the window, or replaced in a full map). One round trip.
 
+        :raises TypeError: for a fingerprint that is not bytes.
         :raises AliasesUnsupported: on a store without an alias map.
         :raises StoreUnavailable: after the retries failed.
         """
@@ -810,6 +837,7 @@ class ClaimStore(abc.ABC):
         :returns: per fingerprint, True when done; False when refused: ``owner`` does not
             hold that lease (never leased, released, handed back after expiring, or taken over
             by another worker). A lease past its deadline that nobody took over is still done.
+        :raises TypeError: for a fingerprint that is not bytes.
         :raises LeasesUnsupported: on a store without leases.
         :raises StoreUnavailable: after the retries failed.
         """
@@ -819,6 +847,7 @@ class ClaimStore(abc.ABC):
         """Free leases held by ``owner`` (a failed fetch to retry): anyone can claim them again.
 
         :returns: per fingerprint, True when released, False when ``owner`` did not hold it.
+        :raises TypeError: for a fingerprint that is not bytes.
         :raises LeasesUnsupported: on a store without leases.
         :raises StoreUnavailable: after the retries failed.
         """
@@ -828,6 +857,7 @@ class ClaimStore(abc.ABC):
         """Move the deadline of leases held by ``owner`` to ``seconds`` from now (Redis's clock).
 
         :returns: per fingerprint, True when renewed, False when ``owner`` did not hold it.
+        :raises TypeError: for a fingerprint that is not bytes, or a duration that is not a number.
         :raises ValueError: for a duration out of (0, 86400].
         :raises LeasesUnsupported: on a store without leases.
         :raises StoreUnavailable: after the retries failed.
@@ -840,6 +870,7 @@ class ClaimStore(abc.ABC):
         Without ``seconds`` the claims become free (anyone's next claim wins them); with it,
         they are leased again to ``owner`` in the same step, so nothing can slip in between.
 
+        :raises TypeError: for a limit that is not an integer.
         :raises ValueError: for a limit out of [1, 1000000], or ``seconds`` without ``owner``.
         :raises LeasesUnsupported: on a store without leases.
         :raises StoreUnavailable: after the retries failed.
@@ -847,20 +878,27 @@ class ClaimStore(abc.ABC):
         return self._perform(self._expired_call(limit, owner, seconds))
 
     def claim_many(self, fingerprints: FingerprintsLike) -> List[bool]:
-        """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`)."""
+        """Claim fingerprints; True where this caller won (see :meth:`claim_and_read`).
+
+        :raises TypeError: for a fingerprint that is not bytes (a single ``bytes`` is not a batch).
+        """
         return self.claim_and_read(fingerprints, ()).won
 
     def unclaim_many(self, fingerprints: FingerprintsLike) -> None:
         """Take back lasting claims this caller won and could not use (a page it failed to write),
         so that anyone's next claim wins them again. Only stores with :attr:`supports_unclaim`.
 
+        :raises TypeError: for a fingerprint that is not bytes.
         :raises ValueError: on a store that cannot take a claim back.
         :raises StoreUnavailable: after the retries failed.
         """
         self._perform(self._unclaim_call(fingerprints))
 
     def contains_many(self, fingerprints: FingerprintsLike) -> List[bool]:
-        """Read fingerprints; True where already claimed (see :meth:`claim_and_read`)."""
+        """Read fingerprints; True where already claimed (see :meth:`claim_and_read`).
+
+        :raises TypeError: for a fingerprint that is not bytes.
+        """
         return self.claim_and_read((), fingerprints).present
 
     def bytes_per_url(self) -> Optional[float]:

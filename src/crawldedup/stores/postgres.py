@@ -48,9 +48,10 @@ from typing import (
     Type,
     Union,
 )
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from .._checks import check_name
+from .._checks import check_name, complaint
+from .._extras import missing_extra
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
@@ -72,7 +73,7 @@ from .base import (
     required,
     window_stamp,
 )
-from .urls import check_postgres_url, redact_url
+from .urls import POSTGRES_URL_RULE, check_postgres_url, redact_text, redact_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -190,6 +191,8 @@ def connection_problem(error: BaseException, has_password: bool) -> Optional[str
                 "postgresql://USER:PASSWORD@host:port/database"
             )
         return "the server refused the URL's user or password (a wrong password, or an unknown user)"
+    if "role" in text and "does not exist" in text:  # trust or peer authentication: no password asked
+        return "the URL's user is not a role of the server: create it (CREATE ROLE ... LOGIN) or name another"
     if state == "3D000" or ("database" in text and "does not exist" in text):
         return "the URL's database does not exist: create it (createdb NAME) or name another"
     if state == "42501" or "permission denied" in text:
@@ -231,6 +234,7 @@ class PostgresStore(ClaimStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> PostgresStore:
+        options = StoreOptions.given(options)
         url = required(options.postgres_url, cls.strategy, "postgres_url", "CRAWLDEDUP_POSTGRES_URL")
         return cls(url, **options.common())
 
@@ -248,10 +252,11 @@ class PostgresStore(ClaimStore):
         if not PostgresStore.store_errors:
             PostgresStore.store_errors = _store_errors()
         if not PostgresStore.store_errors:
-            raise ImportError("the postgres store needs psycopg 3: pip install 'crawldedup[postgres]'")
+            raise missing_extra("the postgres store", "postgres", "psycopg")
         super().__init__(retry, window, clock, asynchronous=asynchronous)
         self._url = check_postgres_url("url", url)
         self._password = urlsplit(url).password
+        self._check_conninfo()
         self.namespace = check_name("namespace", namespace)
         self.policy_digest = check_policy_digest(policy_digest)
         self._table, self._aliases = "", ""
@@ -273,10 +278,24 @@ class PostgresStore(ClaimStore):
         return f"postgres store {redact_url(self._url)} namespace {self.namespace!r}"
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._password, "***") if self._password else text
+        password = self._password
+        return redact_text(text, (password, unquote(password) if password else None))
 
     def _refusal(self, error: BaseException) -> Optional[str]:
         return connection_problem(error, self._password is not None)
+
+    def _check_conninfo(self) -> None:
+        """Refuse a URL libpq cannot read (a space, a bad percent-escape), as every bad setting is.
+
+        :raises ValueError: naming what libpq refuses, the password hidden.
+        """
+        import psycopg
+
+        try:
+            psycopg.conninfo.conninfo_to_dict(self._url)
+        except psycopg.ProgrammingError as exc:
+            refused = complaint("url", POSTGRES_URL_RULE, redact_url(self._url))
+            raise ValueError(f"{refused}: {self._redact(' '.join(str(exc).split()))}") from None
 
     # -- the channel: one connection, autocommit, one transaction per request ---------------
 
@@ -407,8 +426,12 @@ class PostgresStore(ClaimStore):
                     (namespace,),
                 ).fetchone()
         except psycopg.Error as exc:
-            problem = connection_problem(exc, urlsplit(url).password is not None)
-            reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            password = urlsplit(url).password
+            problem = connection_problem(exc, password is not None)
+            reason = redact_text(
+                f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+                (password, unquote(password) if password else None),
+            )
             if problem is not None:
                 raise StoreRefused(redact_url(url), 1, reason, problem) from None
             raise StoreUnavailable(redact_url(url), 1, reason) from None
@@ -437,9 +460,12 @@ class PostgresStore(ClaimStore):
         """Run one statement of an operators' tool (``crawldedup doctor``, ``stats``) in its own
         transaction, under the store's retries; its rows (none for a statement without).
 
+        :raises TypeError: for ``sql`` that is not a ``str``.
         :raises StoreRefused: at the first permanent error.
         :raises StoreUnavailable: when every attempt failed.
         """
+        if not isinstance(sql, str):
+            raise TypeError(f"sql must be a str, got {type(sql).__name__}")
 
         def plan(_token: bytes) -> Plan[List[Tuple[Any, ...]]]:
             (rows,) = yield (Statement(sql, params),)

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple, cast
 import numpy as np
 from redis.cluster import RedisCluster
 
-from .._checks import complaint, is_integer
+from .._checks import complaint, integer_in, is_integer
 from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
 from ._redis import DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
@@ -86,6 +86,7 @@ class RedisKeyStore(GroupedScriptStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisKeyStore:
+        options = StoreOptions.given(options)
         return cls(ttl_seconds=options.ttl_seconds, **cls._redis_options(options))
 
     def _ttl(self) -> int:
@@ -100,9 +101,12 @@ class RedisKeyStore(GroupedScriptStore):
         :param cursor: 0 to start, then the cursor the previous step returned.
         :param count: keys the server looks at in this step (its ``COUNT`` hint).
         :returns: the next cursor (0 once the scan is complete) and the fingerprints found.
-        :raises ValueError: on a Redis Cluster (whose nodes are scanned one by one).
+        :raises TypeError: for a cursor or count that is not an integer.
+        :raises ValueError: on a Redis Cluster (whose nodes are scanned one by one), or a count below 1.
         :raises StoreUnavailable: when Redis cannot be reached.
         """
+        integer_in("cursor", cursor, 0, 2**64 - 1, "2**64 - 1")
+        integer_in("count", count, 1, 2**31 - 1, "2**31 - 1")
         self._single_node()
         cursor, keys = self._scan(cursor, count)
         return cursor, Fingerprints.of([key[-16:] for key in keys])

@@ -81,7 +81,7 @@ class RedisBloomStore(RedisStore):
     :param namespace: key prefix of this crawl (and round).
     :param policy_digest: digest of the canonical policy behind the fingerprints.
     :param capacity: items the filter is reserved for (a new namespace only).
-    :param error_rate: false-positive rate it is reserved for, in (0, 1) (a new namespace only).
+    :param error_rate: false-positive rate it is reserved for, in [1e-20, 1) (a new namespace only).
     :param client: an existing redis-py client instead of ``url``.
     :param retry: retries for transient Redis errors.
     :raises ValueError: for a bad namespace, digest, capacity or error rate.
@@ -100,6 +100,7 @@ class RedisBloomStore(RedisStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisBloomStore:
+        options = StoreOptions.given(options)
         return cls(capacity=options.capacity, error_rate=options.error_rate, **cls._redis_options(options))
 
     def count_claims(self) -> int:

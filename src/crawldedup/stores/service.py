@@ -26,7 +26,8 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from .._checks import check_name, complaint
+from .._checks import WrongType, check_name, complaint
+from .._extras import needs_extra
 from .._plans import Plan, drive
 from ..fingerprints import Fingerprints
 from .aliases import Aliases
@@ -108,9 +109,11 @@ def check_service_url(url: object) -> str:
 
     :raises ValueError: for anything else (the URL's password hidden).
     """
-    if not isinstance(url, str) or not url.startswith(("http://", "https://")) or not urlsplit(url).hostname:
-        shown = redact_url(url) if isinstance(url, str) else url
-        raise ValueError(complaint("service_url", "a URL starting with http:// or https:// and a host", shown))
+    allowed = "a URL starting with http:// or https:// and a host"
+    if not isinstance(url, str):
+        raise WrongType(complaint("service_url", allowed, url))
+    if not url.startswith(("http://", "https://")) or not urlsplit(url).hostname:
+        raise ValueError(complaint("service_url", allowed, redact_url(url)))
     return url
 
 
@@ -148,6 +151,7 @@ class ServiceStore(ClaimStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> ServiceStore:
+        options = StoreOptions.given(options)
         url = required(options.service_url, cls.strategy, "service_url", "CRAWLDEDUP_SERVICE_URL")
         # The window is the service's store's own: claims expire where they are kept.
         return cls(
@@ -168,7 +172,8 @@ class ServiceStore(ClaimStore):
         retry: Optional[RetryPolicy] = None,
         asynchronous: bool = False,
     ) -> None:
-        import httpx
+        with needs_extra("the service store", "service"):
+            import httpx
 
         super().__init__(retry, asynchronous=asynchronous)
         self.url, in_url = split_token(url)

@@ -152,6 +152,7 @@ class RedisShardedSetStore(GroupedScriptStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisShardedSetStore:
+        options = StoreOptions.given(options)
         return cls(capacity=options.capacity, window_layout=options.window_layout, **cls._redis_options(options))
 
     def _adopt_namespace(self) -> Plan[None]:
@@ -224,9 +225,12 @@ class RedisShardedSetStore(GroupedScriptStore):
         generations layout: ``(shard, member, generation)`` for each member of a live
         generation's set (leased members left out: their lease decides), one pipeline.
 
+        :raises TypeError: for a ``first`` or ``count`` that is not an integer.
         :raises ValueError: for a namespace in another layout.
         :raises StoreUnavailable: when Redis cannot be reached.
         """
+        integer_in("first", first, 0, self.shards)
+        integer_in("count", count, 1, self.shards)
         if self.window is None or self.window_layout != GENERATIONS:
             raise ValueError(f"{self.description} keeps no generations of claims")
         current = self.window.generation(self.clock())
@@ -251,9 +255,12 @@ class RedisShardedSetStore(GroupedScriptStore):
         kept; one already forgotten is left out. One pipeline.
 
         :returns: the claims new to this namespace or moved to a later tick.
+        :raises TypeError: for ``rows`` that are not a list of ``(shard, member, generation)``.
         :raises ValueError: for a namespace in another layout.
         :raises StoreUnavailable: when Redis cannot be reached.
         """
+        if not isinstance(rows, list) or not all(isinstance(row, tuple) and len(row) == 3 for row in rows):
+            raise TypeError(f"rows must be a list of (shard, member, generation), got {type(rows).__name__}")
         if self.window is None or self.window_layout != TICKS:
             raise ValueError(f"{self.description} is no namespace of the ticks layout")
         per_generation = ticks_per_window(self.window) // self.window.generations
@@ -292,6 +299,7 @@ class RedisShardedSetStore(GroupedScriptStore):
         window after its last sweep); this is for a namespace that rests, or a measurement.
 
         :returns: the strings swept (those due); 0 for another layout.
+        :raises TypeError: for a ``strings_per_group`` that is not an integer.
         :raises StoreUnavailable: when Redis cannot be reached.
         """
         integer_in("strings_per_group", strings_per_group, 1, 1 << 30)

@@ -53,7 +53,7 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 
 import numpy as np
 
-from .._checks import check_name
+from .._checks import WrongType, check_name, complaint
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
@@ -196,7 +196,13 @@ _TRANSIENT_CODES = (5, 6)
 
 def file_problem(path: Path, error: BaseException) -> str:
     """What is wrong with the database file at ``path``, which gave ``error``, in a few words."""
-    text = str(error)
+    try:
+        return _file_problem(path, str(error))
+    except OSError as exc:  # a path the system refuses to look at (too long, a loop of links...)
+        return f"the path cannot be used: {exc.strerror or exc}"
+
+
+def _file_problem(path: Path, text: str) -> str:
     if path.is_dir():
         return "the path is a directory, not a SQLite database file"
     if not path.parent.is_dir():
@@ -228,6 +234,7 @@ class SQLiteStore(ClaimStore):
     :param clock: the time source of the window.
     :param asynchronous: open nothing now; the store is opened and used through
         :class:`~crawldedup.stores.aio.AsyncClaimStore`, its file in a worker thread.
+    :raises TypeError: for a path that is not a ``str`` or path-like object.
     :raises ValueError: for a bad namespace or digest.
     :raises NamespaceConflict: when the namespace was made under another policy or layout.
     :raises StoreRefused: at once, naming the file, when it is not a SQLite database, is a
@@ -243,6 +250,7 @@ class SQLiteStore(ClaimStore):
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> SQLiteStore:
+        options = StoreOptions.given(options)
         path = required(options.sqlite_path, cls.strategy, "sqlite_path", "CRAWLDEDUP_SQLITE")
         return cls(cast(Union[str, "os.PathLike[str]"], path), **options.common())  # mypy joins the union
 
@@ -319,6 +327,8 @@ class SQLiteStore(ClaimStore):
 
     @classmethod
     def read_record(cls, namespace: str, location: Any) -> Optional[Dict[str, str]]:
+        if location is not None and not isinstance(location, (str, os.PathLike)):
+            raise WrongType(complaint("sqlite_path", "a file path", location))
         path = Path(location) if location is not None else None
         if path is None or not path.exists():
             return None

@@ -6,7 +6,7 @@ this module imports no server client.
 from __future__ import annotations
 
 import re
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Iterable, List, NamedTuple, Optional, Tuple
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from .._checks import WrongType, complaint
@@ -32,6 +32,26 @@ def redact_url(url: str) -> str:
     if (netloc, query) == (parts.netloc, parts.query):
         return url
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+#: A URL's user info in a text: ``scheme://user:`` then its password, up to the ``@``.
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)[^\s/@]*(?=@)")
+#: ``password=VALUE`` (a URL's query, a libpq keyword), quoted or not.
+_KEY_PASSWORD = re.compile(r"(\b(?:sentinel_)?password\s*=\s*)('[^']*'|\"[^\"]*\"|[^\s&'\"]*)", re.IGNORECASE)
+
+
+def redact_text(text: str, passwords: Iterable[Optional[str]] = ()) -> str:
+    """``text`` (a driver's error) with the passwords it may hold replaced by ``***``, and nothing
+    else of it: the password field of every URL in it (user info, ``password=``), and a quoted
+    value that is one of ``passwords`` whole (a driver quoting the part of a URL it could not
+    read, ``"sec ret"``). A password that is also a word of the text (``e``, ``wrong``) leaves
+    the words alone."""
+    text = _KEY_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***", text))
+    for password in passwords:
+        if password:
+            for quote in ('"', "'"):
+                text = text.replace(f"{quote}{password}{quote}", f"{quote}***{quote}")
+    return text
 
 
 class SentinelURL(NamedTuple):
