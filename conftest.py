@@ -913,6 +913,7 @@ TWIN_MODULES = frozenset(
         "test_dedup",
         "test_dedup_packed",
         "test_dedup_windows",
+        "test_exact",
         "test_disk_full",
         "test_fingerprints",
         "test_fuzz",
