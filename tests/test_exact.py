@@ -19,7 +19,7 @@ import pytest
 from crawldedup import exact
 from crawldedup.exact import ExactFileError, PyExactFilter, _runs_py
 from crawldedup.exact import format as fmt
-from crawldedup.exact.store import FANOUT
+from crawldedup.exact.store import FANOUT, size_class
 from crawldedup.windows import ManualClock, Window
 
 TWINS = [pytest.param(PyExactFilter, id="py")]
@@ -140,11 +140,11 @@ def test_answers_equal_a_set_over_spills_merges_and_restarts(exact_cls, tmp_path
     probe = np.arange(4_000)
     assert bloom_errors.contains_hashes(fingerprints(probe)).tolist() == [i in model for i in probe.tolist()]
     assert len({run.generation for run in bloom_errors.runs()}) == 1
-    classes = {}
+    classes: Dict[int, int] = {}
     for run in bloom_errors.runs():
         if run.path is not None:
-            classes[run.keys.bit_length() // 2] = classes.get(run.keys.bit_length() // 2, 0) + 1
-    assert all(count < FANOUT for count in classes.values())
+            classes[size_class(run.keys, FANOUT)] = classes.get(size_class(run.keys, FANOUT), 0) + 1
+    assert classes and all(count < FANOUT for count in classes.values())
     bloom_errors.close()
 
 
@@ -537,3 +537,39 @@ def test_a_kill_at_any_step_of_a_spill_or_merge_keeps_every_answer(exact_cls, tm
         assert leftovers == []
         listed = {Path(run.path).name for run in reopened.runs() if run.path}
         assert {p.name for p in Path(f"{path}.exact").glob("run-*.run")} == listed
+
+
+def test_the_documented_offsets_read_the_frozen_example():
+    # docs/format.md, "The exact tier", read with struct alone.
+    import struct
+    import zlib
+
+    tier = Path(__file__).parent / "data" / "exact-v1" / "s.bloom.exact"
+    manifest = (tier / "MANIFEST").read_bytes()
+    assert manifest[:8] == b"CDDEXMAN" and struct.unpack_from("<III", manifest, 8) == (1, 64, 0)
+    (runs,) = struct.unpack_from("<I", manifest, 32)
+    assert len(manifest) == 56 + 48 * runs + 4
+    assert struct.unpack_from("<I", manifest, len(manifest) - 4)[0] == zlib.crc32(manifest[:-4])
+    total = 0
+    for i in range(runs):
+        sequence, generation, keys, prefix, crc, size, flags, _ = struct.unpack_from("<QqQIIQII", manifest, 56 + 48 * i)
+        data = (tier / f"run-{sequence:016x}.run").read_bytes()
+        assert data[:8] == b"CDDEXRUN" and len(data) == size and flags == 1 and generation == -1
+        assert struct.unpack_from("<IIIIQ", data, 8) == (1, 4096, 64, prefix, keys)
+        assert struct.unpack_from("<I", data, 64)[0] == crc == zlib.crc32(data[4096:])
+        assert struct.unpack_from("<I", data, 4092)[0] == zlib.crc32(data[:4092])
+        index = np.frombuffer(data, dtype="<u8", count=(1 << prefix) + 1, offset=4096)
+        width = 64 - prefix
+        stream = data[4096 + 8 * ((1 << prefix) + 1) :]
+        bits = int.from_bytes(stream, "little")
+        first = (int(np.searchsorted(index, 0, side="right")) - 1) << width | (bits & ((1 << width) - 1))
+        assert int(index[-1]) == keys and first == int(
+            exact.PY_KERNELS.decode_run(index, np.frombuffer(stream, np.uint8), prefix)[0]
+        )
+        total += keys
+    log = (tier / "log").read_bytes()
+    slots = [struct.unpack_from("<8sIIQqQQIIQI", log, 128 * s) for s in range(2)]
+    state = max(slots, key=lambda slot: slot[9])
+    count = state[5]
+    assert state[0] == b"CDDEXLOG" and state[7] == zlib.crc32(log[4096 : 4096 + 8 * count]) and state[6] == count
+    assert total + count == 1_000

@@ -171,30 +171,29 @@ def build_run(
     fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o666)
     try:
         reserve_space(fd, size, path, "a run of the exact tier")
-        with mmap.mmap(fd, size) as mapping:
+        mapping = mmap.mmap(fd, size)
+        try:
             index, stream = _views(mapping, keys, prefix)
             fill(index, stream)
-            del index, stream
             header = RunHeader(keys, prefix, generation, sequence, _body_crc(mapping))
             mapping[:HEADER_BYTES] = header.pack()
             if durable:
                 mapping.flush()
-        if durable:
-            os.fsync(fd)
-        os.replace(temporary, path)
+                os.fsync(fd)
+            os.replace(temporary, path)
+        except BaseException:
+            index = stream = np.zeros(0)
+            mapping.close()
+            raise
     except BaseException:
         if os.path.lexists(temporary):
             os.unlink(temporary)
         raise
     finally:
         os.close(fd)
-    return _mapped(path, header, durable)
-
-
-def _mapped(path: str, header: RunHeader, durable: bool) -> Run:
-    with open(path, "rb") as file:
-        mapping = mmap.mmap(file.fileno(), header.file_bytes, access=mmap.ACCESS_READ)
-    index, stream = _views(mapping, header.keys, header.prefix)
+    # The mapping that wrote it reads it too: its pages are mapped already (a new mapping would
+    # fault each one in again). The arrays are made read-only: a run never changes.
+    index.flags.writeable = stream.flags.writeable = False
     return Run(header, index, stream, path, mapping, durable)
 
 

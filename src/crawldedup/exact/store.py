@@ -2,7 +2,7 @@
 
 A log-structured merge, as BUbiNG's sieve and Mercator keep their seen URLs. Each batch's new
 keys go to the log (crash safety) and, sorted, into a small in-memory run. Runs of one size
-class (powers of :data:`FANOUT`) are merged into one as soon as there are :data:`FANOUT` of
+class (a power of :data:`FANOUT`) are merged into one as soon as there are :data:`FANOUT` of
 them, so a key is rewritten about ``log4(n / buffer)`` times and there are at most a few runs
 per class. When the in-memory runs hold ``buffer_keys`` keys they are merged into a run file
 (a *spill*) and the log starts anew. A lookup probes the live runs, largest first, and stops
@@ -47,8 +47,11 @@ MANIFEST_NAME = "MANIFEST"
 #: Keys the in-memory runs (and the log) hold before they are spilled into a run file: about
 #: 22 MB of runs and a 32 MiB log.
 DEFAULT_BUFFER_KEYS = 1 << 22
-#: Runs of one size class merged into one: a key is rewritten about log4(n / buffer) times,
-#: and a class holds at most FANOUT - 1 runs between merges.
+#: Runs of one size class (a power of FANOUT keys) are merged into one as soon as there are
+#: FANOUT of them: a key is rewritten about log4(n / buffer) times (4.8 writes a key in all at
+#: 1e9, 3.5 with 8), and a class holds at most FANOUT - 1 runs between merges: a key held is
+#: looked for in 1.2 runs on average at 1e8 (2.1 with 8). A 90%-repeat stream against 2e7
+#: stored: 175 ns of CPU a claim in one run of 2e7 (fanout 4), 269 in four of 5e6 (fanout 8).
 FANOUT = 4
 
 
@@ -64,18 +67,18 @@ class RunInfo(NamedTuple):
     durable: bool
 
 
-def size_class(keys: int) -> int:
-    """The class of a run of ``keys`` keys: ``floor(log4(keys))``."""
-    return (keys.bit_length() - 1) // 2
+def size_class(keys: int, fanout: int) -> int:
+    """The class of a run of ``keys`` keys: ``floor(log_fanout(keys))`` (``fanout`` a power of 2)."""
+    return (keys.bit_length() - 1) // (fanout.bit_length() - 1)
 
 
-def ready_to_merge(runs: Sequence[Run]) -> List[Run]:
-    """The runs of the smallest size class that holds :data:`FANOUT` or more, or none."""
+def ready_to_merge(runs: Sequence[Run], fanout: int) -> List[Run]:
+    """The runs of the smallest size class that holds ``fanout`` or more, or none."""
     classes: Dict[int, List[Run]] = {}
     for run in runs:
-        classes.setdefault(size_class(run.keys), []).append(run)
+        classes.setdefault(size_class(run.keys, fanout), []).append(run)
     for _, members in sorted(classes.items()):
-        if len(members) >= FANOUT:
+        if len(members) >= fanout:
             return members
     return []
 
@@ -281,7 +284,7 @@ class RunStore:
             self._spill()  # the in-memory runs merged straight into the file
             return
         while True:
-            group = ready_to_merge(self._memory)
+            group = ready_to_merge(self._memory, FANOUT)
             if not group:
                 break
             merged = build_run(self._kernels, group, self._generation, 0, None)
@@ -335,7 +338,7 @@ class RunStore:
 
     def _merge_generation(self, generation: int) -> None:
         while True:
-            group = ready_to_merge([run for run in self._runs if run.generation == generation])
+            group = ready_to_merge([run for run in self._runs if run.generation == generation], FANOUT)
             if not group:
                 return
             self._replace(group, generation)
