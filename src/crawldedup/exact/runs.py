@@ -171,20 +171,16 @@ def build_run(
     fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o666)
     try:
         reserve_space(fd, size, path, "a run of the exact tier")
+        # On an error the mapping goes with the last view of it (a traceback may hold one).
         mapping = mmap.mmap(fd, size)
-        try:
-            index, stream = _views(mapping, keys, prefix)
-            fill(index, stream)
-            header = RunHeader(keys, prefix, generation, sequence, _body_crc(mapping))
-            mapping[:HEADER_BYTES] = header.pack()
-            if durable:
-                mapping.flush()
-                os.fsync(fd)
-            os.replace(temporary, path)
-        except BaseException:
-            index = stream = np.zeros(0)
-            mapping.close()
-            raise
+        index, stream = _views(mapping, keys, prefix)
+        fill(index, stream)
+        header = RunHeader(keys, prefix, generation, sequence, _body_crc(mapping))
+        mapping[:HEADER_BYTES] = header.pack()
+        if durable:
+            mapping.flush()
+            os.fsync(fd)
+        os.replace(temporary, path)
     except BaseException:
         if os.path.lexists(temporary):
             os.unlink(temporary)
