@@ -28,7 +28,7 @@ import pytest
 
 from crawldedup import Deduplicator, canonicalize_many
 from crawldedup.canonical import DEFAULT_POLICY, HAS_EXTENSION
-from crawldedup.cli import LineBatch, prepare_lines
+from crawldedup.cli.filter import LineBatch, prepare_lines
 
 BATCH = 10_000
 BATCHES_PER_THREAD = 20

@@ -5,9 +5,11 @@ adapted from peers' suites (``w3lib-``: scrapy/w3lib tests/test_url.py; ``urlnor
 niksite/url-normalize tests; ``rfc3986-``: RFC 3986 §5.4; ``whatwg-``: WHATWG URL test data).
 Expected values are what our spec says, which is not always what the peer says.
 
-Every table here holds policy 1's cases and runs under both policies (``v1``: ``POLICY_V1``,
-``v2``: ``DEFAULT_POLICY``). Policy 2 gives the same answer except for the cases listed by id
-in ``POLICY_2_ANSWERS``; its own rules are tested in tests/test_canonical_policy2.py.
+Every table here holds policy 1's cases and runs under the three policies (``v1``: ``POLICY_V1``,
+``v2``: ``POLICY_V2``, ``v3``: ``DEFAULT_POLICY``). Policy 2 gives the same answer except for
+the cases listed by id in ``POLICY_2_ANSWERS``, policy 3 as policy 2 but for those of
+``POLICY_3_ANSWERS``; their own rules are tested in tests/test_canonical_policy2.py and
+tests/test_canonical_policy3.py.
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ import os
 import pytest
 
 import crawldedup
-from crawldedup import DEFAULT_POLICY, POLICY_V1, Canonicalized, CanonicalPolicy, InvalidURL, canonical
+from crawldedup import (
+    DEFAULT_POLICY,
+    POLICY_V1,
+    POLICY_V2,
+    Canonicalized,
+    CanonicalPolicy,
+    HostRule,
+    InvalidURL,
+    canonical,
+)
 from crawldedup.canonical import _canonical_py as _canonical
 
 
@@ -28,9 +39,9 @@ def impl(canonical_impl):
     return canonical_impl
 
 
-@pytest.fixture(params=[DEFAULT_POLICY, POLICY_V1], ids=["v2", "v1"])
+@pytest.fixture(params=[DEFAULT_POLICY, POLICY_V2, POLICY_V1], ids=["v3", "v2", "v1"])
 def policy(request):
-    """Policy 2 (the default) and policy 1 in turn."""
+    """Policy 3 (the default), policy 2 and policy 1 in turn."""
     return request.param
 
 
@@ -64,10 +75,34 @@ POLICY_2_ANSWERS = {
 }
 
 
+#: Case id -> what policy 3 answers where it differs from policy 2 (docs/canonical-policy.md,
+#: "Policy 3": rule 1 hosts, rule 2 the drop list).
+POLICY_3_ANSWERS = {
+    "urlnorm-filter-ref": "https://google.com:8080/search?q=test&ref=test",  # rule 2: ref is kept
+    # Rule 1: empty and long labels stay (VerifyDnsLength=false), as do hyphens and underscores.
+    "r5-empty-label": "http://a..b/",
+    "r5-leading-dot": "http://.example.com/",
+    "r5-two-trailing-dots": "http://example.com../",
+    "r5-label-too-long": "http://" + "a" * 64 + ".com/",
+    "r5-idna-empty-label": "http://xn--bcher-kva..example/",
+    "r5-idna-rejects-underscore-label": "http://ex_ample.xn--bcher-kva.example/",
+    "r5-idna-trailing-hyphen": "http://xn----nbcm6a3cbm3c1a.example/",
+    "r5-star-in-host": "http://exa*mple.com/",  # not a forbidden domain code point
+    "r1-formfeed-inside": ("InvalidURL", "forbidden domain code point"),
+    "w3lib-idna-symbol-host-refused": "http://xn--hgi.ws:81/admin",  # rule 1: symbols are accepted
+    "r5-idna-zero-width-joiner": ("InvalidURL", "domain to ASCII"),  # CheckJoiners
+    "whatwg-fullwidth-percent-host": ("InvalidURL", "forbidden domain code point"),
+    "r5-nbsp-in-host": ("InvalidURL", "forbidden domain code point"),
+}
+
+
 def expect(request, policy, expected):
     """The answer a table row expects under ``policy``."""
+    name = request.node.callspec.id.split("-", 2)[-1]
+    if policy.version >= 3 and name in POLICY_3_ANSWERS:
+        return POLICY_3_ANSWERS[name]
     if policy.version >= 2:
-        return POLICY_2_ANSWERS.get(request.node.callspec.id.split("-", 2)[-1], expected)
+        return POLICY_2_ANSWERS.get(name, expected)
     return expected
 
 
@@ -220,7 +255,9 @@ CASES = [
     case("http://example.com/?utm%5Fsource=a&id=1", "http://example.com/?id=1", "r8-tracking-decoded-key"),
     case("http://example.com/?utm%5F+x=1&id=1", "http://example.com/?id=1", "r8-prefix-on-decoded-key-plus"),
     case(
-        "http://example.com/?" + "&".join(f"{k}=1" for k in sorted(DEFAULT_POLICY.drop_params)) + "&id=1",
+        "http://example.com/?"
+        + "&".join(f"{k}=1" for k in sorted(DEFAULT_POLICY.drop_params & POLICY_V2.drop_params))
+        + "&id=1",
         "http://example.com/?id=1",
         "r8-every-default-drop-param",
     ),
@@ -814,12 +851,25 @@ POLICY_CASES = [
         "drop-params-replaced",
     ),
     (
-        {"drop_params": DEFAULT_POLICY.drop_params | {"Campaign"}},
+        {"drop_params": DEFAULT_POLICY.drop_params | {"Campaign", "REF"}},
         "http://example.com/?CAMPAIGN=1&ref=2&id=3",
         "http://example.com/?id=3",
         "drop-params-extended",
     ),
     ({"drop_params": set()}, "http://example.com/?ref=2&utm_x=1", "http://example.com/?ref=2", "drop-params-empty"),
+    # host_rules: a rule's keys are dropped or kept on its host and every host under it only
+    (
+        {"host_rules": [HostRule("Example.com", drop_params={"sid"})]},
+        "http://shop.example.com/?sid=1&id=3",
+        "http://shop.example.com/?id=3",
+        "host-rules-drop-under-the-pattern",
+    ),
+    (
+        {"host_rules": [HostRule("example.com", drop_params={"sid"})]},
+        "http://example.org/?sid=1&id=3",
+        "http://example.org/?id=3&sid=1",
+        "host-rules-other-hosts-untouched",
+    ),
     (
         {"drop_params": {"caf\u00e9"}},
         "http://example.com/?caf%C3%A9=1&id=1",
@@ -950,28 +1000,39 @@ def test_default_policy_matches_the_spec():
     assert DEFAULT_POLICY == CanonicalPolicy()
     assert DEFAULT_POLICY.schemes == {"http", "https"}
     assert DEFAULT_POLICY.drop_prefixes == {"utm_"}
-    assert DEFAULT_POLICY.drop_params == {
-        "gclid",
-        "fbclid",
-        "msclkid",
-        "dclid",
-        "yclid",
-        "gbraid",
-        "wbraid",
-        "igshid",
-        "mc_cid",
-        "mc_eid",
-        "_ga",
-        "_gl",
-        "spm",
-        "from",
-        "ref",
-        "share_token",
-        "sessionid",
-        "phpsessid",
-        "jsessionid",
-        "sid",
-    }
+    assert DEFAULT_POLICY.drop_params == canonical.DEFAULT_DROP_PARAMS
+    assert DEFAULT_POLICY.host_rules == ()
+    # Policy 3's list holds no name that selects content on some site (docs/canonical.md).
+    assert not DEFAULT_POLICY.drop_params & {"sid", "ref", "from", "source", "session", "sessionid", "share_token"}
+    assert {"gclid", "fbclid", "msclkid", "twclid", "li_fat_id", "srsltid", "mc_eid", "_ga", "jsessionid"} <= (
+        DEFAULT_POLICY.drop_params
+    )
+    assert (
+        POLICY_V2.drop_params
+        == POLICY_V1.drop_params
+        == {
+            "gclid",
+            "fbclid",
+            "msclkid",
+            "dclid",
+            "yclid",
+            "gbraid",
+            "wbraid",
+            "igshid",
+            "mc_cid",
+            "mc_eid",
+            "_ga",
+            "_gl",
+            "spm",
+            "from",
+            "ref",
+            "share_token",
+            "sessionid",
+            "phpsessid",
+            "jsessionid",
+            "sid",
+        }
+    )
     assert DEFAULT_POLICY.keep_params == frozenset()
     assert DEFAULT_POLICY.max_length == 8192
     assert (
@@ -1018,7 +1079,8 @@ def test_policy_is_frozen_and_hashable():
 #: Pinned: changing one orphans every filter and Redis namespace stamped with the old value.
 #: Policy 1's is the digest DEFAULT_POLICY had before policy 2, so that its crawls continue.
 POLICY_V1_DIGEST = "716e8d2d2c1c1eae"
-DEFAULT_POLICY_DIGEST = "c9072d952e9a5c87"
+POLICY_V2_DIGEST = "c9072d952e9a5c87"
+DEFAULT_POLICY_DIGEST = "17fdef6b4d400331"
 
 FIELD_CHANGES = {
     "schemes": {"http", "https", "ftp"},
@@ -1034,38 +1096,47 @@ FIELD_CHANGES = {
     "keep_fragment": True,
     "max_length": 4096,
     "version": 1,
+    "host_rules": [HostRule("example.com", keep_params={"gclid"})],
 }
 
 
 def test_default_digest_is_pinned():
     assert DEFAULT_POLICY.digest == DEFAULT_POLICY_DIGEST
     assert crawldedup.DEFAULT_POLICY.digest == DEFAULT_POLICY_DIGEST
-    assert crawldedup.DEFAULT_POLICY is crawldedup.POLICY_V2
+    assert crawldedup.DEFAULT_POLICY is crawldedup.POLICY_V3
 
 
 def test_policy_v1_keeps_the_digest_of_policy_1():
     assert POLICY_V1.digest == POLICY_V1_DIGEST
-    assert POLICY_V1 == CanonicalPolicy(version=1) and POLICY_V1.version == 1
-    # Its fields are policy 1's defaults: only the version sets it apart from the default.
-    assert dataclasses.replace(POLICY_V1, version=2) == DEFAULT_POLICY
+    assert POLICY_V1 == CanonicalPolicy(version=1, drop_params=canonical.POLICY2_DROP_PARAMS)
+    # Policy 2 differs from it by the version only, policy 3 by the version and the drop list.
+    assert dataclasses.replace(POLICY_V1, version=2) == POLICY_V2
+    assert dataclasses.replace(POLICY_V2, version=3, drop_params=canonical.DEFAULT_DROP_PARAMS) == DEFAULT_POLICY
+
+
+def test_policy_v2_keeps_the_digest_of_policy_2():
+    assert POLICY_V2.digest == POLICY_V2_DIGEST
+    assert crawldedup.POLICY_V2.digest == POLICY_V2_DIGEST
 
 
 @pytest.mark.parametrize(
     "version, error",
-    [(0, ValueError), (3, ValueError), ("1", TypeError), (1.0, TypeError), (True, TypeError)],
-    ids=["zero", "three", "str", "float", "bool"],
+    [(0, ValueError), (4, ValueError), ("1", TypeError), (1.0, TypeError), (True, TypeError)],
+    ids=["zero", "four", "str", "float", "bool"],
 )
-def test_version_is_1_or_2(version, error):
+def test_version_is_1_2_or_3(version, error):
     with pytest.raises(error, match="version"):
         CanonicalPolicy(version=version)
 
 
-@pytest.mark.parametrize("name, expected", [("v1", POLICY_V1), ("V2", DEFAULT_POLICY), (" v1 ", POLICY_V1)])
+@pytest.mark.parametrize(
+    "name, expected", [("v1", POLICY_V1), ("V2", POLICY_V2), (" v1 ", POLICY_V1), ("v3", DEFAULT_POLICY)]
+)
 def test_policy_named(name, expected):
     assert canonical.policy_named(name) is expected
 
 
-@pytest.mark.parametrize("name", ["v3", "1", "", "policy1", None])
+@pytest.mark.parametrize("name", ["v4", "1", "", "policy1", None])
 def test_policy_named_refuses_other_names(name):
     with pytest.raises(ValueError, match="v1, v2"):
         canonical.policy_named(name)
@@ -1074,12 +1145,15 @@ def test_policy_named_refuses_other_names(name):
 def test_policy_conflict_names_both_policies_and_the_way_on():
     message = canonical.policy_conflict(POLICY_V1.digest, DEFAULT_POLICY.digest)
     assert f"canonical policy 1 ({POLICY_V1_DIGEST})" in message
-    assert f"canonical policy 2 ({DEFAULT_POLICY_DIGEST})" in message
+    assert f"canonical policy 3 ({DEFAULT_POLICY_DIGEST})" in message
     assert "--policy v1" in message and "CRAWLDEDUP_POLICY=v1" in message and "POLICY_V1" in message
     back = canonical.policy_conflict(DEFAULT_POLICY.digest, POLICY_V1.digest)
-    assert "--policy v2" in back and "CRAWLDEDUP_POLICY=v2" in back
+    assert "--policy v3" in back and "CRAWLDEDUP_POLICY=v3" in back
+    upgrade = canonical.policy_conflict(POLICY_V2.digest, DEFAULT_POLICY.digest)
+    assert f"canonical policy 2 ({POLICY_V2_DIGEST})" in upgrade and "--policy v2" in upgrade
     custom = canonical.policy_conflict(CanonicalPolicy(strip_www=True).digest, POLICY_V1.digest)
     assert "a custom canonical policy" in custom and "CanonicalPolicy it was made with" in custom
+    assert "--policy-file" in custom
 
 
 def test_digest_is_stable_across_processes():

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawldedup import DEFAULT_POLICY, POLICY_V1, CanonicalPolicy, InvalidURL, canonical
+from crawldedup import DEFAULT_POLICY, POLICY_V1, POLICY_V2, CanonicalPolicy, HostRule, InvalidURL, canonical
 from crawldedup.canonical import _canonical_py as _canonical
 
 pytestmark = [
@@ -31,7 +31,7 @@ if canonical.HAS_EXTENSION:
 # Bounded so that the file runs in a few seconds.
 DIFF = settings(max_examples=400, deadline=None)
 
-# Each under policy 2 (the default) and policy 1.
+# Each under policy 3 (the default), policy 2 and policy 1.
 _POLICY_FIELDS = [
     DEFAULT_POLICY,
     CanonicalPolicy(keep_fragment=True),
@@ -48,8 +48,17 @@ _POLICY_FIELDS = [
     CanonicalPolicy(drop_params={"k" * 70, "\u00e9t\u00e9", "p"}, keep_params={"P"}),
     CanonicalPolicy(drop_params=(), drop_prefixes=()),
     CanonicalPolicy(max_length=30),
+    # Per-host rules: the compiled fast path declines the hosts that have one.
+    CanonicalPolicy(
+        host_rules=[
+            HostRule("example.com", drop_params={"ref", "sid"}),
+            HostRule("b.example.com", keep_params={"utm_source"}, keep_fragment=True, semicolon_separator=True),
+            HostRule("b\u00fccher.example", lowercase_path=True, strip_trailing_slash=False),
+            HostRule("h", drop_prefixes={"x"}),
+        ]
+    ),
 ]
-POLICIES = [dataclasses.replace(policy, version=version) for version in (2, 1) for policy in _POLICY_FIELDS]
+POLICIES = [dataclasses.replace(policy, version=version) for version in (3, 2, 1) for policy in _POLICY_FIELDS]
 
 SCHEMES = st.sampled_from(["http", "https", "HTTP", "HtTpS"])
 ODD_SCHEMES = st.sampled_from(["ws", "ftp", "javascript", "h", "https%3A%2F%2F", "", "wss", "HTTP"])
@@ -482,7 +491,7 @@ def _corpus(count, seed):
     return urls
 
 
-@pytest.mark.parametrize("policy", [DEFAULT_POLICY, POLICY_V1], ids=["v2", "v1"])
+@pytest.mark.parametrize("policy", [DEFAULT_POLICY, POLICY_V2, POLICY_V1], ids=["v3", "v2", "v1"])
 def test_crawl_corpus_same_as_the_reference_and_mostly_fast(policy):
     urls = _corpus(5_000, seed=3)
     assert _canonical_c.canonicalize_many(urls, policy=policy) == _canonical.canonicalize_many(urls, policy=policy)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crawldedup import DEFAULT_POLICY, POLICY_V1, InvalidURL
+from crawldedup import POLICY_V1, InvalidURL
+from crawldedup import POLICY_V2 as DEFAULT_POLICY
 
 REFUSED = "InvalidURL"
 BASE = "http://h.example/dir/page"

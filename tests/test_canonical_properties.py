@@ -1,5 +1,5 @@
 """Hypothesis properties of the canonicalizer: ASCII output, idempotence, and only InvalidURL/TypeError,
-under policy 2 (the default) and policy 1 (``POLICY_V1``)."""
+under policy 3 (the default), policy 2 (``POLICY_V2``) and policy 1 (``POLICY_V1``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crawldedup import POLICY_V1, CanonicalPolicy, InvalidURL
+from crawldedup import POLICY_V1, POLICY_V2, CanonicalPolicy, HostRule, InvalidURL
 
 # Bounded so that the whole file stays within a few seconds per build.
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -31,7 +31,10 @@ POLICIES = st.sampled_from(
         EVERYTHING_ON,
         CanonicalPolicy(drop_params=(), drop_prefixes=()),
         POLICY_V1,
+        POLICY_V2,
         dataclasses.replace(EVERYTHING_ON, version=1),
+        dataclasses.replace(EVERYTHING_ON, version=2),
+        CanonicalPolicy(host_rules=[HostRule("example.com", drop_params={"id"}, keep_fragment=True)]),
     ]
 )
 
@@ -198,7 +201,7 @@ def test_other_types_are_type_errors(impl, value):
 
 @FAST
 @given(
-    key=st.sampled_from(["utm_source", "UTM_Medium", "gclid", "Ref", "sid"]),
+    key=st.sampled_from(["utm_source", "UTM_Medium", "gclid", "FbClid", "JSESSIONID"]),
     value=st.text(max_size=10),
     escape=st.booleans(),
 )

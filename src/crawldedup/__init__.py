@@ -10,11 +10,15 @@ from .canonical import (
     DEFAULT_POLICY,
     POLICY_V1,
     POLICY_V2,
+    POLICY_V3,
     Canonicalized,
     CanonicalPolicy,
+    HostRule,
     InvalidURL,
+    PolicyFileError,
     canonicalize,
     canonicalize_many,
+    load_policy_file,
 )
 from .dedup import AsyncDeduplicator, ClaimBatch, Deduplicator, DedupStats, open_state
 from .fingerprints import fingerprint
@@ -43,7 +47,11 @@ __all__ = [
     "DEFAULT_POLICY",
     "POLICY_V1",
     "POLICY_V2",
+    "POLICY_V3",
     "CanonicalPolicy",
+    "HostRule",
+    "PolicyFileError",
+    "load_policy_file",
     "Canonicalized",
     "ClaimBatch",
     "DedupStats",

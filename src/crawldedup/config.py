@@ -22,7 +22,8 @@ from ._checks import (
     redact_url,
     redis_url_refusal,
 )
-from .canonical.policy import POLICIES, CanonicalPolicy, policy_named
+from .canonical.policy import DEFAULT_POLICY_NAME, POLICIES, CanonicalPolicy, policy_named
+from .canonical.policy_file import PolicyFileError, load_policy_file
 from .stores.durability import LEVELS, MAX_REPLICAS, MAX_WAIT_SECONDS, Durability, check_level
 from .stores.factory import REDIS_STRATEGIES, STRATEGY_CHOICES, strategy_name
 from .stores.service import check_service_url
@@ -63,6 +64,12 @@ class Setting(NamedTuple):
 
 
 #: Field -> its setting, in the order of :class:`DedupConfig`.
+def _readable_policy_file(path: str) -> bool:
+    """A policy file setting names a file that reads as a policy (checked when the config is made)."""
+    load_policy_file(path)
+    return True
+
+
 SETTINGS: Dict[str, Setting] = {
     "strategy": Setting("DEDUP_STRATEGY", str.strip, f"one of {STRATEGY_CHOICES}", strategy_name),
     "redis_url": Setting("REDIS_URL", str.strip, REDIS_URL_RULE, lambda v: check_redis_url("redis_url", v)),
@@ -113,8 +120,14 @@ SETTINGS: Dict[str, Setting] = {
     "policy": Setting(
         "CRAWLDEDUP_POLICY",
         str.strip,
-        f"one of {', '.join(POLICIES)} (the canonical policy; v1 continues a crawl begun before policy 2)",
+        f"one of {', '.join(POLICIES)} (the canonical policy; v1 and v2 continue crawls begun before policies 2 and 3)",
         policy_named,
+    ),
+    "policy_file": Setting(
+        "CRAWLDEDUP_POLICY_FILE",
+        str.strip,
+        "the path of a policy file (TOML, or JSON named *.json), or unset",
+        lambda v: v is None or _readable_policy_file(v),
     ),
 }
 
@@ -146,8 +159,11 @@ class DedupConfig:
     :param durable_replicas: ``CRAWLDEDUP_DURABLE_REPLICAS``: replicas that must confirm (default 1).
     :param durable_timeout: ``CRAWLDEDUP_DURABLE_TIMEOUT``: seconds ``WAIT`` waits for them
         (default 1); fewer in time is an error for the batch, retried.
-    :param policy: ``CRAWLDEDUP_POLICY``: the canonical policy by name: ``v2`` (policy 2, the
-        default) or ``v1`` (:data:`~crawldedup.POLICY_V1`, for a crawl begun before policy 2).
+    :param policy: ``CRAWLDEDUP_POLICY``: the canonical policy by name: ``v3`` (policy 3, the
+        default), ``v2`` (:data:`~crawldedup.POLICY_V2`, for a crawl begun before policy 3) or
+        ``v1`` (:data:`~crawldedup.POLICY_V1`, for a crawl begun before policy 2).
+    :param policy_file: ``CRAWLDEDUP_POLICY_FILE``: a policy file (docs/canonical-policy.md,
+        "Policy files"); when set, the policy is the file's and ``policy`` is not read.
     :raises ValueError: when a field is out of range (the message names its variable).
     """
 
@@ -165,13 +181,16 @@ class DedupConfig:
     durability: str = "primary"
     durable_replicas: int = 1
     durable_timeout: float = 1.0
-    policy: str = "v2"
+    policy: str = DEFAULT_POLICY_NAME
+    policy_file: Optional[str] = None
 
     def __post_init__(self) -> None:
         for field, value in vars(self).items():
             setting = SETTINGS[field]
             try:
                 setting.check(value)
+            except PolicyFileError as exc:  # the file's own problem, with its name
+                raise ValueError(f"{field} ({setting.variable}): {exc}") from None
             except (TypeError, ValueError):
                 raise ValueError(setting.complaint(field, value)) from None
         object.__setattr__(self, "strategy", strategy_name(self.strategy))  # an alias becomes its name
@@ -189,7 +208,12 @@ class DedupConfig:
 
     @property
     def canonical_policy(self) -> CanonicalPolicy:
-        """The canonical policy that ``policy`` names."""
+        """The canonical policy of ``policy_file``, else the one ``policy`` names.
+
+        :raises PolicyFileError: (a ``ValueError``) for a policy file that cannot be read.
+        """
+        if self.policy_file:
+            return load_policy_file(self.policy_file)
         return policy_named(self.policy)
 
     @property

@@ -7,7 +7,8 @@ Options: ``crawler`` (``http``, ``parsel`` or ``beautifulsoup``), ``proxy`` (the
 ``max_requests`` (or null), and ``dedup``: null for crawlee's own request queue, the
 AsyncDeduplicator's arguments, or ``"env"`` for ``AsyncDeduplicator.from_env()`` (the settings
 of the environment alone, as ``DEDUP_STRATEGY=service`` and ``CRAWLDEDUP_SERVICE_URL``). Prints one JSON line: requests handled, and the Deduplicator's
-``won``/``lost`` counters when it has one.
+``won``/``lost`` counters when it has one. ``redirects``: the crawler's HTTP client is
+crawldedup's ``DedupHttpClient`` (redirects followed hop by hop, each hop's page claimed first).
 """
 
 import asyncio
@@ -23,7 +24,7 @@ from crawlee.proxy_configuration import ProxyConfiguration
 from crawlee.storage_clients import FileSystemStorageClient
 
 from crawldedup import AsyncDeduplicator
-from crawldedup.integrations.crawlee import DedupStorageClient
+from crawldedup.integrations.crawlee import DedupHttpClient, DedupStorageClient
 
 CRAWLERS = {"http": HttpCrawler, "parsel": ParselCrawler, "beautifulsoup": BeautifulSoupCrawler}
 HREF = re.compile(rb'<a href="([^"]+)"')
@@ -43,6 +44,7 @@ async def main() -> int:
         configuration=configuration,
         storage_client=DedupStorageClient(dedup, storage) if dedup is not None else storage,
         proxy_configuration=ProxyConfiguration(proxy_urls=[options["proxy"]]),
+        **({"http_client": DedupHttpClient(dedup)} if options.get("redirects") else {}),
         max_requests_per_crawl=options["max_requests"],
         concurrency_settings=ConcurrencySettings(desired_concurrency=8, max_concurrency=8),
         configure_logging=False,
@@ -66,7 +68,7 @@ async def main() -> int:
     await crawler.run(options["start"])
     result = {"handled": handled}
     if dedup is not None:
-        result.update(won=dedup.stats.won, lost=dedup.stats.lost)
+        result.update(won=dedup.stats.won, lost=dedup.stats.lost, redirected_known=dedup.stats.redirected_known)
         await dedup.aclose()
     print(json.dumps(result))
     return 0

@@ -15,7 +15,8 @@ Byte 2 is held while the header page is written (exclusively) or read (shared), 
 one reads or writes half of another's header. Readers take no other lock. Where
 open-file-description locks are missing (macOS, Windows) nothing is locked: the compiled
 filter always uses atomic ORs and the pure-Python filter shares unguarded. After ``os.fork``
-parent and child each lock the file anew, so each sees the other.
+parent and child each lock the file anew, so each sees the other; a process forked inside
+:func:`forking_readers` (workers that never write the file) leaves the file to its parent.
 """
 
 from __future__ import annotations
@@ -154,13 +155,17 @@ class WriterLock:
             if not self.atomic_or:
                 if not _lock(fd, fcntl.F_WRLCK, 0, 2):
                     raise _busy_error(
-                        self.path, "a pure-Python filter needs the file to itself; the compiled extension shares it"
+                        self.path,
+                        "this filter needs the file to itself: a windowed filter, or a plain one of the "
+                        "pure-Python twin (the compiled twin shares a plain file)",
                     )
                 return fd
             deadline = time.monotonic() + JOIN_TIMEOUT
             while not _lock(fd, fcntl.F_RDLCK, 0, 1):
                 if _held_by_other(fd, 1):
-                    raise _busy_error(self.path, "a pure-Python filter, which cannot share it")
+                    raise _busy_error(
+                        self.path, "it holds the file alone: a windowed filter, or the pure-Python twin's plain one"
+                    )
                 if time.monotonic() > deadline:
                     raise _busy_error(self.path, f"one batch held it for over {JOIN_TIMEOUT:g} s")
                 time.sleep(0.001)  # another writer's batch is running alone: it ends soon
@@ -214,8 +219,34 @@ class WriterLock:
         self._fd = fd
 
 
+    def _leave(self) -> None:
+        """Stop being a writer, in a forked child that never writes: the open file description it
+        inherited stays its parent's alone (closing this descriptor releases none of its locks)."""
+        _LOCKS.discard(self)
+        self.writable = False
+        self.may_be_alone = False
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 _LOCKS: weakref.WeakSet[WriterLock] = weakref.WeakSet()
 _forking: list[WriterLock] = []
+#: Set by :func:`forking_readers` around forks whose children never write a filter file.
+_readers_only = threading.local()
+
+
+@contextlib.contextmanager
+def forking_readers() -> Iterator[None]:
+    """Processes forked by this thread inside the block never write the filter files open here
+    (workers that only compute): they leave them to this process, which stays their one writer,
+    so a filter can still set its bits with plain ORs and grow. A child that writes anyway gets
+    ``BlockingIOError``."""
+    _readers_only.on = True
+    try:
+        yield
+    finally:
+        _readers_only.on = False
 
 
 def _before_fork() -> None:
@@ -225,16 +256,21 @@ def _before_fork() -> None:
 
 
 def _after_fork_in_parent() -> None:
+    readers = getattr(_readers_only, "on", False)
     for lock in _forking:
-        if lock.atomic_or:
+        if lock.atomic_or and not readers:
             lock._after_fork()
         lock._mutex.release()
     _forking.clear()
 
 
 def _after_fork_in_child() -> None:
+    readers = getattr(_readers_only, "on", False)
     for lock in _forking:
-        lock._after_fork()
+        if readers:
+            lock._leave()
+        else:
+            lock._after_fork()
         lock._mutex.release()
     _forking.clear()
 

@@ -19,9 +19,11 @@ from .policy import (
     DEFAULT_DROP_PARAMS,
     DEFAULT_POLICY,
     POLICIES,
+    POLICY2_DROP_PARAMS,
     POLICY_FORMAT_VERSION,
     POLICY_V1,
     POLICY_V2,
+    POLICY_V3,
     Canonicalized,
     CanonicalPolicy,
     InvalidURL,
@@ -29,22 +31,30 @@ from .policy import (
     policy_conflict,
     policy_named,
 )
+from .policy_file import POLICY_FILE_FORMAT, PolicyFileError, load_policy_file
+from .rules import HostRule
 
 __all__ = [
     "DEFAULT_DROP_PARAMS",
     "DEFAULT_POLICY",
     "HAS_EXTENSION",
     "POLICIES",
+    "POLICY2_DROP_PARAMS",
+    "POLICY_FILE_FORMAT",
     "POLICY_FORMAT_VERSION",
     "POLICY_V1",
     "POLICY_V2",
+    "POLICY_V3",
     "CanonicalPolicy",
     "Canonicalized",
+    "HostRule",
     "InvalidURL",
+    "PolicyFileError",
     "canonicalize",
     "canonicalize_each",
     "canonicalize_many",
     "describe_policy",
+    "load_policy_file",
     "policy_conflict",
     "policy_named",
 ]

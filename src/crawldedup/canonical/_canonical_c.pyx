@@ -179,6 +179,12 @@ ctypedef struct CPlan:
     # Policy 2: http and https read as browsers do; every input where that reading could differ
     # from RFC 3986's (a backslash, a host ending in a number) is declined.
     bint whatwg
+    # Policy 2 checks an ASCII host's A-labels ("xn--") by UTS #46; policy 3 (``domains``)
+    # lowercases them as the URL Standard does.
+    bint a_labels, domains
+    # Hosts with a rule of their own (host_rules), by pattern: their URLs are declined.
+    bint has_rules
+    KeyTable rule_hosts
     Py_ssize_t max_length, prefix_count
     const unsigned char* prefix_blob
     Py_ssize_t* prefix_bounds  # (start in prefix_blob, length) per prefix
@@ -258,12 +264,13 @@ cdef class _Plan:
     cdef object policy
     cdef bint usable
     cdef CPlan c
-    cdef bytes prefix_blob, drop_blob, keep_blob  # what c points into
+    cdef bytes prefix_blob, drop_blob, keep_blob, rule_blob  # what c points into
 
     def __cinit__(self):
         self.c.prefix_bounds = NULL
         self.c.drop_keys.slots = NULL
         self.c.keep_keys.slots = NULL
+        self.c.rule_hosts.slots = NULL
         self.c.authorities = NULL
 
     def __dealloc__(self):
@@ -271,6 +278,7 @@ cdef class _Plan:
         PyMem_Free(self.c.prefix_bounds)
         PyMem_Free(self.c.drop_keys.slots)
         PyMem_Free(self.c.keep_keys.slots)
+        PyMem_Free(self.c.rule_hosts.slots)
 
     def __init__(self, policy):
         self.policy = policy
@@ -284,6 +292,10 @@ cdef class _Plan:
         self.c.strip_www = policy.strip_www
         self.c.max_length = policy.max_length
         self.c.whatwg = policy.version >= 2
+        self.c.a_labels = policy.version == 2
+        self.c.domains = policy.version >= 3
+        self.c.has_rules = bool(policy.host_rules)
+        self.rule_blob = _fill_table(&self.c.rule_hosts, [rule.match for rule in policy.host_rules])
         # The reference's own derived lookups (latin-1 text of each name's UTF-8 bytes).
         self.c.filters = policy.filters_query
         self.c.has_keep = bool(policy.query_keep_keys)
@@ -705,7 +717,7 @@ cdef Py_ssize_t _write_authority(const CPlan* plan, const Parts* parts, unsigned
                 return -1
             label = 0
         else:
-            if label == 0 and (c | 32) == 120 and plan.whatwg and end - i >= 4 and (a[i + 1] | 32) == 110 \
+            if label == 0 and (c | 32) == 120 and plan.a_labels and end - i >= 4 and (a[i + 1] | 32) == 110 \
                     and a[i + 2] == 45 and a[i + 3] == 45:
                 # Policy 2: an A-label ("xn--") is checked by UTS #46, in the reference.
                 return _write_reference_authority(plan, parts, out, start, python)
@@ -798,7 +810,7 @@ cdef Py_ssize_t _reference_authority(const CPlan* plan, const Parts* parts, unsi
         return DECLINE
     try:
         text = reference.canonical_authority(authority, scheme, scheme, plan.strip_www, plan.keep_userinfo,
-                                             plan.whatwg)
+                                             plan.whatwg, plan.domains)
     except InvalidURL:
         text = None
     # IDNA and RFC 5952 may write more than they read: keep within the room _canonical_parts reserves.
@@ -822,6 +834,28 @@ cdef Py_ssize_t _reference_authority(const CPlan* plan, const Parts* parts, unsi
     return DECLINE if length < 0 else o + length
 
 
+cdef bint _has_rule(const CPlan* plan, const unsigned char* a, Py_ssize_t n) noexcept nogil:
+    """Whether the host of a written authority (or a host above it) has a rule of its own."""
+    cdef Py_ssize_t i, start = 0, end = n, bracket = -1
+    for i in range(n):
+        if a[i] == 64:  # "@": kept user info
+            start = i + 1
+        elif a[i] == 93:
+            bracket = i
+    for i in range(n - 1, start - 1, -1):
+        if a[i] == 58 and i > bracket:  # ":port"
+            end = i
+            break
+    while True:
+        if _in_table(&plan.rule_hosts, a + start, end - start):
+            return True
+        while start < end and a[start] != 46:
+            start += 1
+        if start == end:
+            return False
+        start += 1
+
+
 cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned char* work, Py_ssize_t room,
                                  bint python) noexcept nogil:
     """Rules 4-10 for split parts: the canonical string's length in ``work``, or a code."""
@@ -838,9 +872,10 @@ cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned
     else:
         memcpy(out, b"http://", 7)
         o = 7
+    path_start = o
     o = _write_authority(plan, parts, out, o, python)
-    if o < 0:
-        return o
+    if o < 0 or (plan.has_rules and _has_rule(plan, out + path_start, o - path_start)):
+        return DECLINE if o >= 0 else o
     path_start = o
     if parts.path_len == 0:
         out[o] = 47

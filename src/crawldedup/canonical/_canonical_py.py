@@ -23,7 +23,7 @@ from urllib.parse import unquote_to_bytes
 import idna
 
 from .._checks import check_batch
-from . import _whatwg
+from . import _domain, _whatwg
 from .policy import DEFAULT_POLICY, Canonicalized, CanonicalPolicy, InvalidURL
 
 __all__ = ["canonicalize", "canonicalize_many"]
@@ -45,7 +45,11 @@ _REFUSED_RE = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _C0_AND_SPACE = "".join(chr(code) for code in range(0x21))
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 # By policy version: (characters stripped from the ends, characters refused anywhere).
-_INPUT_RULES = {1: (_STRIP_CHARS, _REFUSED_RE), 2: (_C0_AND_SPACE, _SURROGATE_RE)}
+_INPUT_RULES = {
+    1: (_STRIP_CHARS, _REFUSED_RE),
+    2: (_C0_AND_SPACE, _SURROGATE_RE),
+    3: (_C0_AND_SPACE, _SURROGATE_RE),
+}
 
 # Rule 2: only a leading "scheme%3A%2F%2F" marks a wrapped URL.
 _WRAPPED_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*%3[Aa]%2[Ff]%2[Ff]")
@@ -64,6 +68,10 @@ _HOST_CHARS_RE = re.compile(r"[a-z0-9_.\-]+\Z")
 # Policy 2: a label that starts with "xn--" (an A-label), which UTS #46 checks.
 _A_LABEL_RE = re.compile(r"(?:\A|\.)[Xx][Nn]--")
 _HOST_BAD_CHAR_RE = re.compile(r"[^a-z0-9_.\-]")
+# Policy 3: an ASCII host may hold what the URL Standard allows, every printable character but
+# its forbidden domain code points (# % / : < > ? @ [ \ ] ^ |).
+_DOMAIN_CHARS_RE = re.compile(r"[a-z0-9_.\-!\"$&'()*+,;=`{}~]+\Z")
+_DOMAIN_BAD_CHAR_RE = re.compile(r"[^a-z0-9_.\-!\"$&'()*+,;=`{}~]")
 _MAX_LABEL = 63
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
@@ -256,12 +264,20 @@ def _canonical_query(query: str, policy: CanonicalPolicy) -> str:
 
 @lru_cache(maxsize=1 << 14)
 def canonical_authority(
-    authority: str, scheme: str, out_scheme: str, strip_www: bool, keep_userinfo: bool, whatwg: bool = False
+    authority: str,
+    scheme: str,
+    out_scheme: str,
+    strip_www: bool,
+    keep_userinfo: bool,
+    whatwg: bool = False,
+    domains: bool = False,
 ) -> str:
     """Rules 5 and 6 for one authority; cached because a crawl sees few hosts many times.
 
-    :param whatwg: the host of a special URL under policy 2: percent-decoded first, and read
-        as an IPv4 address when its last label is a number.
+    :param whatwg: the host of a special URL under policy 2 or 3: percent-decoded first, and
+        read as an IPv4 address when its last label is a number.
+    :param domains: the host of a special URL under policy 3: converted by the URL Standard's
+        domain to ASCII, empty and long labels kept.
     """
     at = authority.rfind("@")
     userinfo = authority[:at] if at >= 0 else ""
@@ -281,7 +297,7 @@ def canonical_authority(
             host, port = hostport[:colon], hostport[colon + 1 :]
         else:
             host, port = hostport, ""
-        host = _canonical_name(host, strip_www, whatwg)
+        host = _canonical_name(host, strip_www, whatwg, whatwg and domains)
     if port:
         port = _canonical_port(port, scheme, out_scheme)
     if keep_userinfo and userinfo:
@@ -321,18 +337,26 @@ def _canonical_ipv6(literal: str) -> str:
     return f"[{address.compressed}]"
 
 
-def _canonical_name(host: str, strip_www: bool, whatwg: bool) -> str:
+def _canonical_name(host: str, strip_www: bool, whatwg: bool, domains: bool) -> str:
     """Rule 5 for a registered name or IPv4 literal: lowercase, or UTS #46 when non-ASCII.
 
     Under policy 2 (``whatwg``), percent-decoded first (rule 4) and read as IPv4 (rule 5).
+    Under policy 3 (``domains``), a non-ASCII host goes through the URL Standard's domain to
+    ASCII, an ASCII one is lowercased (A-labels unchecked, as the Standard does), and empty or
+    long labels stay.
     """
     if whatwg:
         try:
             host = _whatwg.special_host(host)
         except UnicodeDecodeError:
             raise InvalidURL(f"host {_show(host)} percent-decodes to bytes that are not UTF-8") from None
-    if host.isascii() and not (whatwg and _A_LABEL_RE.search(host) is not None):
+    if host.isascii() and (domains or not (whatwg and _A_LABEL_RE.search(host) is not None)):
         name = host.lower()
+    elif domains:
+        try:
+            name = _domain.domain_to_ascii(host)
+        except _domain.DomainError as exc:
+            raise InvalidURL(f"host {_show(host)} fails the URL Standard's domain to ASCII (UTS #46): {exc}") from None
     else:
         # Policy 2 reads an ASCII host with an A-label through UTS #46 too, as WHATWG does, so
         # that a label that is no valid Punycode ("xn--") is refused.
@@ -349,16 +373,22 @@ def _canonical_name(host: str, strip_www: bool, whatwg: bool) -> str:
                 "parts, each decimal, 0x hexadecimal or 0 octal, within range)"
             )
         return address
-    if name.endswith("."):
+    if name.endswith(".") and not (domains and name.endswith("..")):
+        # One trailing dot goes; a host ending in an empty label is kept as the Standard writes it.
         name = name[:-1]
     if not name:
         raise InvalidURL(f"empty host in {_show(host)}")
-    if _HOST_CHARS_RE.match(name) is None:
+    if domains:
+        if _DOMAIN_CHARS_RE.match(name) is None:
+            bad = _DOMAIN_BAD_CHAR_RE.search(name)
+            shown = bad.group() if bad is not None else name
+            raise InvalidURL(f"host holds {shown!r}, a forbidden domain code point (URL Standard), in {_show(host)}")
+    elif _HOST_CHARS_RE.match(name) is None:
         bad = _HOST_BAD_CHAR_RE.search(name)
         shown = bad.group() if bad is not None else name
         raise InvalidURL(f"host may hold letters, digits, '-', '_' and '.' only, got {shown!r} in {_show(host)}")
     labels = name.split(".")
-    for label in labels:
+    for label in () if domains else labels:
         if not label:
             raise InvalidURL(f"empty label in host {_show(host)}")
         if len(label) > _MAX_LABEL:
@@ -368,6 +398,15 @@ def _canonical_name(host: str, strip_www: bool, whatwg: bool) -> str:
             del labels[0]
         name = ".".join(labels)
     return name
+
+
+def host_of(authority: str) -> str:
+    """The host of a canonical authority: without user info and port."""
+    host = authority[authority.rfind("@") + 1 :]
+    colon = host.rfind(":")
+    if colon >= 0 and colon > host.rfind("]"):
+        host = host[:colon]
+    return host
 
 
 @lru_cache(maxsize=256)
@@ -416,12 +455,12 @@ def _canonicalize(url: object, base: Optional[_BaseParts], policy: CanonicalPoli
         raise InvalidURL(f"no host in {_show(text)} (expected {scheme}://host)")
     out_scheme = "https" if policy.merge_schemes and scheme == "http" else scheme
     whatwg = policy.version >= 2 and scheme in _whatwg.SPECIAL_SCHEMES
-    result = (
-        out_scheme
-        + "://"
-        + canonical_authority(authority, scheme, out_scheme, policy.strip_www, policy.keep_userinfo, whatwg)
-        + _canonical_path(path, policy)
+    authority = canonical_authority(
+        authority, scheme, out_scheme, policy.strip_www, policy.keep_userinfo, whatwg, policy.version >= 3
     )
+    if policy.host_rules:
+        policy = policy.for_host(host_of(authority))
+    result = out_scheme + "://" + authority + _canonical_path(path, policy)
     if query:
         query = _canonical_query(query, policy)
         if query:

@@ -1,5 +1,5 @@
-"""Line input and output of the ``crawldedup`` command: exit codes, a gzip-aware line reader,
-batch writes, a progress bar, and signals that wait for the end of a batch."""
+"""Line input and output of the ``crawldedup`` command: a gzip-aware line reader, batch writes,
+a progress bar, and signals that wait for the end of a batch."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import sys
 import time
 import zlib
 from contextlib import contextmanager
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import IO, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 
 from .._wording import counted
+from .exits import CLIError, ExitCode
 
 try:
     import fcntl
@@ -25,63 +26,35 @@ try:
 except ImportError:  # pragma: no cover  (Windows: no pipe to wait on)
     fcntl = termios = None  # type: ignore[assignment]
 
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_USAGE = 2
-EXIT_STATE = 3
-EXIT_IO = 4
-EXIT_STORE = 5
-EXIT_STORE_REFUSED = 6
-
-#: Every exit code the command returns, and what it means: the table of ``--help``, of the
-#: ``crawldedup.cli`` docstring and of docs/cli.md (a test keeps the three the same).
-EXIT_CODES: Tuple[Tuple[int, str], ...] = (
-    (EXIT_OK, "success"),
-    (
-        EXIT_INVALID,
-        "canonicalize: at least one line was not an accepted URL; content: at least one page "
-        "could not be checked; doctor: at least one check failed",
-    ),
-    (EXIT_USAGE, "usage: an unknown option, a bad option value or a bad environment variable"),
-    (
-        EXIT_STATE,
-        "a state or filter file is missing, corrupt or incompatible, merge would overwrite a file, "
-        "or the store's namespace was made by another store kind or canonical policy, does not exist "
-        "(stats, migrate), is half way through a migration elsewhere, or holds a seed that is incomplete, of "
-        "another file or of another window",
-    ),
-    (EXIT_IO, "an input could not be read, or an output could not be written"),
-    (EXIT_STORE, "the claim store (Redis, SQLite) is unavailable after its retries: unreachable, timed out, locked"),
-    (
-        EXIT_STORE_REFUSED,
-        "the claim store refused, not retried: a misconfiguration the message names (no "
-        "RedisBloom module, a wrong or missing password, ACL, a read-only replica, maxmemory, "
-        "not a SQLite database)",
-    ),
-    (130, "interrupted by SIGINT (Ctrl-C): the batch in flight was finished and the summary printed"),
-    (141, "stdout was closed by its reader, such as head (SIGPIPE)"),
-    (143, "terminated by SIGTERM: the batch in flight was finished and the summary printed"),
-)
-
 GZIP_MAGIC = b"\x1f\x8b"
 NEWLINE = 0x0A
 #: A block of lines as read: bytes, or a view of them (shared memory, for a --jobs worker).
 Block = Union[bytes, memoryview]
 #: One read takes up to 1 MiB: about 13,000 frontier lines of 80 bytes, so one read feeds one batch.
 READ_BYTES = 1 << 20
-#: A "line" longer than this without a newline is cut here, so a binary file cannot grow memory
-#: without bound; it is then rejected like any overlong URL (the policy's limit is 8,192 chars).
+#: A line longer than this is not kept whole, so that a binary file cannot grow memory without
+#: bound: it is one invalid line ("line too long"), read up to its newline and dropped (the
+#: policy refuses URLs far shorter: 8,192 characters).
 MAX_LINE_BYTES = 1 << 20
+#: What stands for such a line in a block of lines, followed by its length and its first bytes
+#: (:func:`long_lines` reads it back). Three NUL bytes cannot start a line a crawler wrote.
+LONG_LINE = b"\x00\x00\x00crawldedup-long-line "
+#: Bytes of a long line kept, to name it in ``--rejects``.
+LONG_LINE_HEAD = 120
+#: Seconds a pipe stays silent before the lines read so far are handed on as a batch (a crawler
+#: still writing its links gets its pages back without waiting for 10,000 more lines).
+IDLE_SECONDS = 0.2
+
+
+class Idle:
+    """What the reader yields when a pipe has been silent for ``idle_seconds``: hand on what
+    you have (:func:`line_batches` ends its batch there)."""
+
+
+#: The one :class:`Idle` marker.
+IDLE = Idle()
 #: Progress redraws at most this often (seconds): a terminal write per batch would cost more than the batch.
 PROGRESS_INTERVAL = 0.2
-
-
-class CLIError(Exception):
-    """An expected failure: one line on stderr and an exit code, never a traceback."""
-
-    def __init__(self, exit_code: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 # --------------------------------------------------------------------------- input
@@ -91,11 +64,13 @@ class InputReader:
     """Reads lines from files (``-`` is stdin), gunzipping any that starts with the gzip magic.
 
     :param names: paths, or ``-`` for stdin; none means stdin.
-    :raises CLIError: (``EXIT_IO``) an input that cannot be opened or read, or a broken gzip stream.
+    :raises CLIError: (``ExitCode.IO``) an input that cannot be opened or read, or a broken gzip stream.
     """
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], *, idle_seconds: Optional[float] = None) -> None:
         self.names = list(names) or ["-"]
+        #: After this long without input on a pipe, :meth:`raw_blocks` yields :data:`IDLE` (None: never).
+        self.idle_seconds = idle_seconds
         #: Bytes taken from the inputs so far (compressed bytes for gzip), for the progress bar.
         self.bytes_read = 0
         self.total_bytes = self._total_size()
@@ -118,18 +93,18 @@ class InputReader:
     def check_readable(self) -> None:
         """Fail before any work when a named input is missing or not a readable file.
 
-        :raises CLIError: (``EXIT_IO``) naming the input.
+        :raises CLIError: (``ExitCode.IO``) naming the input.
         """
         for name in self.names:
             if name == "-":
                 continue
             if os.path.isdir(name):
-                raise CLIError(EXIT_IO, f"cannot read input {name}: Is a directory")
+                raise CLIError(ExitCode.IO, f"cannot read input {name}: Is a directory")
             if not os.access(name, os.R_OK):
                 problem = "Permission denied" if os.path.exists(name) else "No such file or directory"
-                raise CLIError(EXIT_IO, f"cannot read input {name}: {problem}")
+                raise CLIError(ExitCode.IO, f"cannot read input {name}: {problem}")
 
-    def blocks(self) -> Iterator[Tuple[str, int, List[str]]]:
+    def blocks(self) -> Iterator[Tuple[str, int, Lines]]:
         """Yield ``(input name, number of its first line, lines)`` blocks, newlines removed."""
         for name in self.names:
             stream = self._open(name)
@@ -137,7 +112,7 @@ class InputReader:
                 line_number = 1
                 for lines in self._lines(name, stream):
                     yield name, line_number, lines
-                    line_number += len(lines)
+                    line_number += len(lines.lines)
             finally:
                 if stream is not _stdin():
                     stream.close()
@@ -148,24 +123,40 @@ class InputReader:
         try:
             return open(name, "rb")
         except OSError as exc:
-            raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
+            raise CLIError(ExitCode.IO, f"cannot read input {name}: {exc.strerror or exc}") from None
 
-    def _chunks(self, name: str, stream: IO[bytes]) -> Iterator[bytes]:
+    def _chunks(self, name: str, stream: IO[bytes]) -> Iterator[Union[bytes, Idle]]:
         read = getattr(stream, "read1", stream.read)
         while True:
+            if self._silent(stream):
+                yield IDLE
             try:
                 chunk = read(READ_BYTES)
             except OSError as exc:
-                raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
+                raise CLIError(ExitCode.IO, f"cannot read input {name}: {exc.strerror or exc}") from None
             if not chunk:
                 return
             self.bytes_read += len(chunk)
             yield chunk
 
-    def _decoded(self, name: str, stream: IO[bytes]) -> Iterator[bytes]:
+    def _silent(self, stream: IO[bytes]) -> bool:
+        """Whether ``stream`` is a pipe (or terminal) that stays silent for ``idle_seconds``."""
+        if self.idle_seconds is None:
+            return False
+        try:
+            fd = stream.fileno()
+            if _is_regular(os.fstat(fd).st_mode) or select.select([fd], [], [], 0)[0]:
+                return False
+            return not select.select([fd], [], [], self.idle_seconds)[0]
+        except (OSError, ValueError):
+            return False
+
+    def _decoded(self, name: str, stream: IO[bytes]) -> Iterator[Union[bytes, Idle]]:
         chunks = self._chunks(name, stream)
         head = b""
         for chunk in chunks:
+            if isinstance(chunk, Idle):
+                continue  # nothing to hand on before the first bytes are known
             head += chunk
             if len(head) >= len(GZIP_MAGIC):
                 break
@@ -176,9 +167,10 @@ class InputReader:
             return
         yield from _gunzip(name, head, chunks)
 
-    def raw_blocks(self) -> Iterator[bytes]:
+    def raw_blocks(self) -> Iterator[Union[bytes, Idle]]:
         """Yield the inputs as blocks of whole lines, still bytes: the lines of a block joined by
-        newlines, without the last one (:func:`decode_lines` makes them lines)."""
+        newlines, without the last one (:func:`decode_lines` makes them lines); and :data:`IDLE`
+        when a pipe stays silent (with ``idle_seconds``)."""
         for name in self.names:
             stream = self._open(name)
             self._current = stream
@@ -204,46 +196,111 @@ class InputReader:
             return False
         return not readable
 
-    def _lines(self, name: str, stream: IO[bytes]) -> Iterator[List[str]]:
+    def _lines(self, name: str, stream: IO[bytes]) -> Iterator[Lines]:
         for block in self._raw_lines(name, stream):
-            lines, undecodable = decode_lines(block)
-            self.undecodable |= undecodable
-            yield lines
+            if isinstance(block, Idle):
+                continue
+            decoded = decode_lines(block)
+            self.undecodable |= decoded.undecodable
+            yield decoded
 
-    def _raw_lines(self, name: str, stream: IO[bytes]) -> Iterator[bytes]:
+    def _raw_lines(self, name: str, stream: IO[bytes]) -> Iterator[Union[bytes, Idle]]:
         rest = b""
+        skipped: Optional[Tuple[bytes, int]] = None  # a line too long: its first bytes, its length so far
         for chunk in self._decoded(name, stream):
+            if isinstance(chunk, Idle):
+                yield chunk
+                continue
+            if skipped is not None:
+                cut = chunk.find(b"\n")
+                if cut < 0:
+                    skipped = (skipped[0], skipped[1] + len(chunk))
+                    continue
+                yield _long_line(skipped[0], skipped[1] + cut)
+                skipped, chunk = None, chunk[cut + 1 :]
             data = rest + chunk if rest else chunk
             cut = data.rfind(b"\n")
             if cut < 0:
                 rest = data
-                if len(rest) > MAX_LINE_BYTES:
-                    yield rest
-                    rest = b""
+                if len(rest) > MAX_LINE_BYTES:  # read on to its newline, keeping its head alone
+                    skipped, rest = (rest[:LONG_LINE_HEAD], len(rest)), b""
                 continue
             rest = data[cut + 1 :]
-            yield data[:cut]
-        if rest:
-            yield rest
+            yield _cap_lines(data[:cut])
+        if skipped is not None:
+            yield _long_line(skipped[0], skipped[1])
+        elif rest:
+            yield _cap_lines(rest)
 
 
-def decode_lines(block: Block) -> Tuple[List[str], bool]:
-    """The lines of a block of :meth:`InputReader.raw_blocks`, and whether some held bytes that
-    are not UTF-8 (then :func:`as_read` gives them back as bytes)."""
+def _long_line(head: bytes, length: int) -> bytes:
+    """What stands for a line of ``length`` bytes that starts with ``head`` (see :data:`LONG_LINE`)."""
+    return LONG_LINE + b"%d " % length + head.replace(b"\r", b"")
+
+
+def _cap_lines(block: bytes) -> bytes:
+    """``block`` with each line longer than :data:`MAX_LINE_BYTES` replaced by its marker; a block
+    that short holds none (the common case costs one comparison)."""
+    if len(block) <= MAX_LINE_BYTES:
+        return block
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == NEWLINE)
+    starts = np.concatenate(([0], ends + 1))
+    stops = np.concatenate((ends, [len(block)]))
+    long = np.flatnonzero(stops - starts > MAX_LINE_BYTES)
+    if not len(long):
+        return block
+    parts, position = [], 0
+    for row in long.tolist():
+        start, stop = int(starts[row]), int(stops[row])
+        parts += [block[position:start], _long_line(block[start : start + LONG_LINE_HEAD], stop - start)]
+        position = stop
+    parts.append(block[position:])
+    return b"".join(parts)
+
+
+class Lines(NamedTuple):
+    """The lines of a block (:func:`decode_lines`)."""
+
+    lines: List[str]
+    #: Whether some held bytes that are not UTF-8 (then :func:`as_read` gives them back as bytes).
+    undecodable: bool
+    #: The rows that stand for lines too long to keep: row -> (their first characters, their length in bytes).
+    too_long: Dict[int, Tuple[str, int]]
+
+
+_LONG_LINE_TEXT = LONG_LINE.decode("ascii")
+
+
+def decode_lines(block: Block) -> Lines:
+    """The lines of a block of :meth:`InputReader.raw_blocks`."""
     try:
-        return _split(str(block, "utf-8")), False  # as fast as the fallback on valid input
+        text, undecodable = str(block, "utf-8"), False  # as fast as the fallback on valid input
     except UnicodeDecodeError:
         # surrogateescape keeps the bytes that are not UTF-8: --output raw and --rejects
         # write them back unchanged, and as_read() gives them back to the canonicalizer.
-        return _split(str(block, "utf-8", "surrogateescape")), True
+        text, undecodable = str(block, "utf-8", "surrogateescape"), True
+    lines = _split(text)
+    too_long = {}
+    if _LONG_LINE_TEXT in text:  # one search of the block: the common case lists no line
+        for row, line in enumerate(lines):
+            if line.startswith(_LONG_LINE_TEXT):
+                length, _, head = line[len(_LONG_LINE_TEXT) :].partition(" ")
+                too_long[row] = (head, int(length))
+    return Lines(lines, undecodable, too_long)
 
 
-def line_batches(blocks: Iterator[bytes], size: int) -> Iterator[bytes]:
+def line_batches(blocks: Iterator[Union[bytes, Idle]], size: int) -> Iterator[bytes]:
     """Regroup blocks of :meth:`InputReader.raw_blocks` into blocks of ``size`` lines each (the
-    last one may hold fewer), cut at the newlines that one vectorized comparison per block marks."""
+    last one, and one cut short by :data:`IDLE`, may hold fewer), cut at the newlines that one
+    vectorized comparison per block marks."""
     pending: List[bytes] = []
     count = 0  # lines in pending
     for block in blocks:
+        if isinstance(block, Idle):
+            if pending:
+                yield b"\n".join(pending)
+                pending, count = [], 0
+            continue
         newlines = np.frombuffer(block, dtype=np.uint8) == NEWLINE
         start = 0  # where the block's lines not yet batched begin
         while True:
@@ -291,7 +348,7 @@ def _is_regular(mode: int) -> bool:
     return stat.S_ISREG(mode)
 
 
-def _gunzip(name: str, head: bytes, chunks: Iterator[bytes]) -> Iterator[bytes]:
+def _gunzip(name: str, head: bytes, chunks: Iterator[Union[bytes, Idle]]) -> Iterator[bytes]:
     """Decompress one or more concatenated gzip members (what ``cat a.gz b.gz`` makes)."""
     decoder = zlib.decompressobj(wbits=31)
     pending: Optional[bytes] = head
@@ -299,20 +356,26 @@ def _gunzip(name: str, head: bytes, chunks: Iterator[bytes]) -> Iterator[bytes]:
     while pending is not None:
         if pending:
             in_member = True
-            try:
-                out = decoder.decompress(pending)
-            except zlib.error as exc:
-                raise CLIError(EXIT_IO, f"cannot read input {name}: broken gzip data ({exc})") from None
-            if out:
-                yield out
+            data = pending
+            while True:  # at most READ_BYTES out per call: a small input may hold gigabytes
+                try:
+                    out = decoder.decompress(data, READ_BYTES)
+                except zlib.error as exc:
+                    raise CLIError(ExitCode.IO, f"cannot read input {name}: broken gzip data ({exc})") from None
+                if out:
+                    yield out
+                data = decoder.unconsumed_tail
+                if decoder.eof or (not data and len(out) < READ_BYTES):
+                    break
             if decoder.eof:
                 pending, in_member = decoder.unused_data, False
                 decoder = zlib.decompressobj(wbits=31)
                 continue
-        pending = next(chunks, None)
+        chunk = next(chunks, None)
+        pending = b"" if isinstance(chunk, Idle) else chunk
     if in_member:
         raise CLIError(
-            EXIT_IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)"
+            ExitCode.IO, f"cannot read input {name}: gzip data ends before the end of its stream (truncated file?)"
         )
 
 
@@ -365,7 +428,7 @@ class Output:
     Linux), and those lines must count as not written. A reader that exits first is a
     :class:`BrokenPipeError`.
 
-    :raises CLIError: (``EXIT_IO``) the stream cannot be written (disk full, closed pipe...).
+    :raises CLIError: (``ExitCode.IO``) the stream cannot be written (disk full, closed pipe...).
     """
 
     def __init__(self, stream: IO[bytes], name: str, *, until_read: bool = False) -> None:
@@ -390,7 +453,7 @@ class Output:
         except BaseException as exc:
             self._drop_batch(start)
             if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
-                raise CLIError(EXIT_IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
+                raise CLIError(ExitCode.IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
             raise
 
     def _write_all(self, data: bytes) -> None:
@@ -424,14 +487,14 @@ class Output:
     def sync(self) -> None:
         """Flush, and on a regular file fsync: what was written is on disk.
 
-        :raises CLIError: (``EXIT_IO``) when the file system refuses.
+        :raises CLIError: (``ExitCode.IO``) when the file system refuses.
         """
         try:
             self.stream.flush()
             if self.regular_file and self._fd is not None:
                 os.fsync(self._fd)
         except OSError as exc:
-            raise CLIError(EXIT_IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
+            raise CLIError(ExitCode.IO, f"cannot write {self.name}: {exc.strerror or exc}") from None
 
     def _drop_batch(self, start: Optional[int]) -> None:
         """Drop what a failed batch left: truncate a regular file where the batch began, and send

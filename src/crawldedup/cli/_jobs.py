@@ -38,7 +38,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, Callable, Deque, Generic, Iterator, List, Optional, Tuple, TypeVar, cast
 
-from ._io import EXIT_IO, CLIError
+from ..bloom.writer_lock import forking_readers
+from .exits import CLIError, ExitCode
 
 try:
     import fcntl
@@ -234,7 +235,7 @@ class _Worker:
         try:
             result = self.results.receive(copy=True)
         except (EOFError, OSError):
-            raise CLIError(EXIT_IO, "a worker process of --jobs died (killed, or out of memory)") from None
+            raise CLIError(ExitCode.IO, "a worker process of --jobs died (killed, or out of memory)") from None
         if isinstance(result, _Failed):
             raise result.error
         return result
@@ -281,7 +282,7 @@ class OrderedWork(Generic[T, R]):
     process, item by item, as it is consumed.
 
     :param function: what each worker runs on an item (forked with it, never pickled).
-    :raises CLIError: (``EXIT_IO``) when a worker process died (killed, out of memory).
+    :raises CLIError: (``ExitCode.IO``) when a worker process died (killed, out of memory).
     """
 
     def __init__(self, function: Callable[[T], R], jobs: int) -> None:
@@ -361,7 +362,7 @@ class OrderedWork(Generic[T, R]):
         try:
             self._workers[worker].tasks.send(item)
         except OSError:
-            raise CLIError(EXIT_IO, "a worker process of --jobs died (killed, or out of memory)") from None
+            raise CLIError(ExitCode.IO, "a worker process of --jobs died (killed, or out of memory)") from None
         self._busy[worker] += 1
 
     def _start(self) -> None:
@@ -371,7 +372,8 @@ class OrderedWork(Generic[T, R]):
         # would copy their pages into each worker (copy on write), batch after batch.
         gc.freeze()
         try:
-            self._workers = [_Worker(self.function, context) for _ in range(self.jobs - 1)]
+            with forking_readers():  # the workers leave the state file to this process: it grows
+                self._workers = [_Worker(self.function, context) for _ in range(self.jobs - 1)]
         finally:
             gc.unfreeze()
         self._busy = [0] * len(self._workers)

@@ -11,10 +11,10 @@ import os
 from dataclasses import replace
 from typing import Any, Dict, Mapping, Optional
 
-from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, policy_named
+from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, PolicyFileError, load_policy_file, policy_named
 from ..config import SETTINGS, DedupConfig
 from ..stores.factory import REDIS_STRATEGIES, STRATEGIES
-from ._io import EXIT_USAGE, CLIError
+from .exits import CLIError, ExitCode
 
 #: The database of ``--strategy sqlite`` without --sqlite or $CRAWLDEDUP_SQLITE.
 DEFAULT_SQLITE = "crawldedup.sqlite"
@@ -98,7 +98,7 @@ def store_config(args: argparse.Namespace, command: str, options: Mapping[str, s
                 given[field] = SETTINGS[field].read(field, text)
         return replace(config, **given)
     except ValueError as exc:
-        raise CLIError(EXIT_USAGE, f"{exc}; see crawldedup {command} --help") from None
+        raise CLIError(ExitCode.USAGE, f"{exc}; see crawldedup {command} --help") from None
 
 
 def _policy_name(text: str) -> str:
@@ -110,21 +110,36 @@ def _policy_name(text: str) -> str:
 
 
 def add_policy_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--policy {v1,v2}``: the canonical policy (``$CRAWLDEDUP_POLICY``; default v2)."""
+    """Add ``--policy {v1,v2,v3}`` and ``--policy-file FILE``: the canonical policy
+    (``$CRAWLDEDUP_POLICY``, ``$CRAWLDEDUP_POLICY_FILE``; default v3)."""
     parser.add_argument(
         "--policy",
         type=_policy_name,
         metavar="{" + ",".join(POLICIES) + "}",
-        help="the canonical policy: v2 (the default: links read as browsers read them) or v1 "
-        "(continues a crawl, state file or namespace begun before policy 2) ($CRAWLDEDUP_POLICY)",
+        help="the canonical policy: v3 (the default: hosts as browsers read them, no content parameter "
+        "dropped), v2 or v1 (continue a crawl, state file or namespace begun before policy 3 or 2) "
+        "($CRAWLDEDUP_POLICY)",
+    )
+    parser.add_argument(
+        "--policy-file",
+        metavar="FILE",
+        help="a policy file (TOML, or JSON named *.json): a policy with per-host rules, as written by "
+        "crawldedup audit --write-policy; wins over --policy ($CRAWLDEDUP_POLICY_FILE)",
     )
 
 
-def chosen_policy(name: Optional[str], command: str) -> CanonicalPolicy:
-    """The policy of ``--policy`` (``name``), else of ``$CRAWLDEDUP_POLICY``, else the default.
+def chosen_policy(name: Optional[str], command: str, file: Optional[str] = None) -> CanonicalPolicy:
+    """The policy of ``--policy-file`` (``file``), else of ``--policy`` (``name``), else of
+    ``$CRAWLDEDUP_POLICY_FILE``, else of ``$CRAWLDEDUP_POLICY``, else the default.
 
-    :raises CLIError: (exit code 2) for a variable that names no policy.
+    :raises CLIError: (exit code 2) for a policy file that cannot be read or a name that names no policy.
     """
+    file = file or (None if name else os.environ.get(SETTINGS["policy_file"].variable, "").strip() or None)
+    if file:
+        try:
+            return load_policy_file(file)
+        except PolicyFileError as exc:
+            raise CLIError(ExitCode.USAGE, f"{exc}; see crawldedup {command} --help") from None
     text = name or os.environ.get(SETTINGS["policy"].variable, "")
     if not text.strip():
         return DEFAULT_POLICY
@@ -132,5 +147,5 @@ def chosen_policy(name: Optional[str], command: str) -> CanonicalPolicy:
         return policy_named(text)
     except ValueError:
         raise CLIError(
-            EXIT_USAGE, f"{SETTINGS['policy'].complaint('policy', text)}; see crawldedup {command} --help"
+            ExitCode.USAGE, f"{SETTINGS['policy'].complaint('policy', text)}; see crawldedup {command} --help"
         ) from None

@@ -8,14 +8,22 @@ form's (``urllib.parse``): it explains a merge, it does not canonicalize.
 
 from __future__ import annotations
 
+import argparse
+import json
 import posixpath
+import sys
 from collections import Counter
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import SplitResult, unquote, unquote_plus, urlsplit
 
 from .._wording import counted
 from ..canonical import CanonicalPolicy, canonicalize_many
-from ._io import InputReader, as_read
+from ._args import INPUTS_HELP, positive_int
+from ._io import InputReader, Output, as_read
+from ._lines import stdout
+from ._store_options import add_policy_option, chosen_policy
+from .audit_rules import RuleLearner, parse_fingerprint
+from .exits import ExitCode, using
 
 WRAPPED = "wrapped URL"
 CASE = "scheme/host case"
@@ -169,7 +177,8 @@ class Audit:
 
     def read(self, reader: InputReader) -> None:
         """Canonicalize every line of ``reader``, one block (~1 MiB of lines) per call."""
-        for _, _, lines in reader.blocks():
+        for _, _, block in reader.blocks():
+            lines = block.lines
             result = canonicalize_many(as_read(lines) if reader.undecodable else lines, policy=self.policy)
             self.lines += len(lines)
             self.invalid += len(result.errors)
@@ -236,3 +245,106 @@ def render(report: Dict[str, Any]) -> str:
     if hidden:
         rows.append(f"... {counted(hidden, 'more page')} fetched more than once (--top)")
     return "\n".join(rows) + "\n"
+
+
+#: Pages and spellings per page that ``audit`` shows without --top and --spellings: one screen.
+AUDIT_TOP = 20
+AUDIT_SPELLINGS = 5
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    """Report the pages a log of fetched URLs holds more than once, and the spellings that merged."""
+    reader = InputReader(args.inputs)
+    reader.check_readable()
+    if args.content:
+        return _audit_content(args, reader)
+    audit = Audit(chosen_policy(args.policy, "audit", args.policy_file))
+    audit.read(reader)
+    top = args.top if args.top is not None or args.json else AUDIT_TOP
+    spellings = args.spellings if args.spellings is not None or args.json else AUDIT_SPELLINGS
+    report = audit.report(top, spellings)
+    text = json.dumps(report, indent=2) + "\n" if args.json else render(report)
+    Output(stdout(), "stdout").write_lines(text.splitlines())
+    return ExitCode.OK
+
+
+def _audit_content(args: argparse.Namespace, reader: InputReader) -> int:
+    """``audit --content``: per host, which parameters changed the pages' content (keep), which
+    never did over --min-pages groups (drop), and a policy file of rules with --write-policy."""
+    learner = RuleLearner(chosen_policy(args.policy, "audit", args.policy_file), args.distance, args.min_pages)
+    bad = 0
+    for name, first, block in reader.blocks():
+        for number, line in enumerate(block.lines, first):
+            url, tab, fingerprint = line.rstrip("\r\n").rpartition("\t")
+            try:
+                if not tab:
+                    raise ValueError("expected URL<TAB>SIMHASH")
+                learner.add(url, parse_fingerprint(fingerprint))
+            except ValueError as exc:
+                bad += 1
+                if bad <= 10:
+                    print(f"{name}:{number}: {exc}", file=sys.stderr)
+    rows = [
+        f"{item.host}\t{item.parameter}\t{item.verdict}\t{item.pages}\t{item.changed}" for item in learner.verdicts()
+    ]
+    Output(stdout(), "stdout").write_lines(rows)
+    if args.write_policy:
+        with (
+            using(f"cannot write {args.write_policy}", ExitCode.IO),
+            open(args.write_policy, "w", encoding="utf-8") as out,
+        ):
+            out.write(learner.policy_file())
+    print(
+        f"crawldedup audit: {counted(learner.records, 'page')}, {counted(learner.invalid + bad, 'line')} "
+        f"not read, {counted(len(rows), 'parameter')} judged",
+        file=sys.stderr,
+    )
+    return ExitCode.INVALID if bad or learner.invalid else ExitCode.OK
+
+
+def add_command(commands: Any, epilog: str, formatter: type) -> None:
+    """Add ``audit`` to the ``crawldedup`` command's subcommands."""
+    audit = commands.add_parser(
+        "audit",
+        help="find the pages a log of fetched URLs holds more than once",
+        description="Canonicalize a log of fetched URLs as filter does and report each page fetched more "
+        "than once: its fetches, the spellings that merged into it, and the rule that merged each. "
+        "Invalid lines are counted.",
+        epilog=epilog,
+        formatter_class=formatter,
+    )
+    audit.add_argument("inputs", nargs="*", metavar="FILE", help=INPUTS_HELP)
+    audit.add_argument(
+        "--top",
+        type=positive_int,
+        metavar="N",
+        help=f"show the N most-fetched pages (default {AUDIT_TOP}; with --json: all)",
+    )
+    audit.add_argument(
+        "--spellings",
+        type=positive_int,
+        metavar="N",
+        help=f"show the N most-used spellings of each page (default {AUDIT_SPELLINGS}; with --json: all)",
+    )
+    audit.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
+    audit.add_argument(
+        "--content",
+        action="store_true",
+        help="lines are URL<TAB>SIMHASH of fetched pages: print HOST PARAMETER VERDICT PAGES CHANGED, "
+        "where keep means the parameter changed the content and drop that it never did over --min-pages",
+    )
+    audit.add_argument(
+        "--distance", type=int, default=3, metavar="K", help="--content: bits apart that make two pages differ (3)"
+    )
+    audit.add_argument(
+        "--min-pages",
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="--content: pages differing from another in a parameter alone needed to call it safe to drop (5)",
+    )
+    audit.add_argument(
+        "--write-policy", metavar="FILE", help="--content: write the learned per-host rules as a policy file"
+    )
+    add_policy_option(audit)
+    audit.set_defaults(run=run_audit)

@@ -29,20 +29,10 @@ from ..content.index_format import MAX_DISTANCE
 from ..dedup import Deduplicator
 from ..pages import INVALID, PAGES_SUFFIX, VERDICTS, PageFileError
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
-from ._io import (
-    EXIT_INVALID,
-    EXIT_IO,
-    EXIT_OK,
-    EXIT_STATE,
-    EXIT_STORE,
-    EXIT_STORE_REFUSED,
-    EXIT_USAGE,
-    CLIError,
-    InputReader,
-    Output,
-)
+from ._io import InputReader, Output
+from .exits import CLIError, ExitCode, usage_error
 
-__all__ = ["BASE", "BATCH_PAGES", "add_parser", "run_content"]
+__all__ = ["BASE", "BATCH_PAGES", "add_command", "run_content"]
 
 #: Pages per check: 256 pages of 100 KB are 25 MB of HTML in memory at once.
 BATCH_PAGES = 256
@@ -56,7 +46,7 @@ _JSON_SUFFIXES = (".jsonl", ".ndjson")
 Page = Tuple[str, int, Optional[str], Union[bytes, str, None], Optional[str]]
 
 
-def add_parser(commands: Any, epilog: str, formatter_class: type) -> None:
+def add_command(commands: Any, epilog: str, formatter_class: type) -> None:
     """Add the ``content`` subcommand to the ``crawldedup`` command's subparsers."""
     parser = commands.add_parser(
         "content",
@@ -127,10 +117,6 @@ def _batch_size(text: str) -> int:
     return _integer(text, 1, None, "a positive integer")
 
 
-def _usage(message: str) -> CLIError:
-    return CLIError(EXIT_USAGE, f"{message}; see crawldedup content --help")
-
-
 def _open(args: argparse.Namespace) -> Deduplicator:
     """The Deduplicator of the options and the environment; its errors as one-line CLIErrors."""
     try:
@@ -147,19 +133,19 @@ def _open(args: argparse.Namespace) -> Deduplicator:
             content_distance=args.max_distance,
         )
     except (NamespaceConflict, FilterFileError) as exc:
-        raise CLIError(EXIT_STATE, str(exc)) from None
+        raise CLIError(ExitCode.STATE, str(exc)) from None
     except (StoreUnavailable, OSError) as exc:
         raise _store_error(exc) from None
     except (TypeError, ValueError) as exc:  # a setting out of range, naming it
-        raise _usage(str(exc)) from None
+        raise usage_error("content", str(exc)) from None
 
 
 def _store_error(exc: OSError) -> CLIError:
     if isinstance(exc, StoreRefused):
-        return CLIError(EXIT_STORE_REFUSED, str(exc))
+        return CLIError(ExitCode.STORE_REFUSED, str(exc))
     if isinstance(exc, StoreUnavailable):
-        return CLIError(EXIT_STORE, str(exc))
-    return CLIError(EXIT_STATE, f"{exc.filename or 'state file'}: {exc.strerror or exc}")
+        return CLIError(ExitCode.STORE, str(exc))
+    return CLIError(ExitCode.STATE, f"{exc.filename or 'state file'}: {exc.strerror or exc}")
 
 
 def _is_json_lines(name: str) -> bool:
@@ -185,12 +171,12 @@ def _record(line: str) -> Tuple[Optional[str], Optional[str], Optional[str]]:
 def pages(names: List[str], base: str) -> Iterator[Page]:
     """Every page of the inputs, in order: ``(name, line, url, html, problem)``.
 
-    :raises CLIError: (``EXIT_IO``) an input that cannot be read.
+    :raises CLIError: (``ExitCode.IO``) an input that cannot be read.
     """
     for name in names or ["-"]:
         if _is_json_lines(name):
-            for _, first, lines in InputReader([name]).blocks():
-                for offset, line in enumerate(lines):
+            for _, first, block in InputReader([name]).blocks():
+                for offset, line in enumerate(block.lines):
                     if line.strip():
                         url, html, problem = _record(line)
                         yield name, first + offset, url, html, problem
@@ -199,7 +185,7 @@ def pages(names: List[str], base: str) -> Iterator[Page]:
             with open(name, "rb") as file:
                 data = file.read()
         except OSError as exc:
-            raise CLIError(EXIT_IO, f"cannot read input {name}: {exc.strerror or exc}") from None
+            raise CLIError(ExitCode.IO, f"cannot read input {name}: {exc.strerror or exc}") from None
         yield name, 0, urljoin(base, quote(PurePath(name).as_posix().lstrip("/"))), data, None
 
 
@@ -257,18 +243,18 @@ def run_content(args: argparse.Namespace) -> int:
     try:
         page_text("")  # selectolax, before anything is stored
     except ImportError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("content", str(exc)) from None
     dedup = _open(args)
     try:
         job = ContentRun(dedup, args.batch_size)
         try:
             job.run(pages(args.inputs, args.base))
         except (NamespaceConflict, PageFileError) as exc:
-            raise CLIError(EXIT_STATE, str(exc)) from None
+            raise CLIError(ExitCode.STATE, str(exc)) from None
         except OSError as exc:
             raise _store_error(exc) from None
         if not args.quiet:
             print(job.summary(), file=sys.stderr)
     finally:
         dedup.close()
-    return EXIT_INVALID if job.counts[INVALID] else EXIT_OK
+    return ExitCode.INVALID if job.counts[INVALID] else ExitCode.OK

@@ -29,7 +29,6 @@ from ..stores.admin import ServerFacts, delete_namespace, server_facts
 from ..stores.base import ClaimStore, StoreUnavailable
 from ..stores.factory import open_store
 from ..stores.redisbloom import RedisBloomStore
-from ._io import EXIT_INVALID, EXIT_OK, EXIT_USAGE, CLIError
 from ._store_options import (
     DEFAULT_SQLITE,
     DURABILITY_OPTIONS,
@@ -39,6 +38,7 @@ from ._store_options import (
     add_store_options,
     store_config,
 )
+from .exits import CLIError, ExitCode
 
 #: Two spellings of one page: tracking parameter, parameter order, case, default port, fragment.
 SPELLINGS = ("https://Shop.Example:443/item/7?b=2&utm_source=mail&a=1#reviews", "https://shop.example/item/7?a=1&b=2")
@@ -102,16 +102,18 @@ class Report:
 
 def run_doctor(args: argparse.Namespace) -> int:
     """Run the checks; see :func:`add_command` for the options."""
-    config = store_config(args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS, "policy": "policy"})
+    config = store_config(
+        args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS, "policy": "policy", "policy_file": "policy_file"}
+    )
     if config.strategy == "local":
         raise CLIError(
-            EXIT_USAGE,
+            ExitCode.USAGE,
             "doctor checks a claim store: give --strategy (or $DEDUP_STRATEGY) other than "
             "local; see crawldedup doctor --help",
         )
     if args.samples < 1:
         raise CLIError(
-            EXIT_USAGE, f"--samples must be a positive integer, got {args.samples}; see crawldedup doctor --help"
+            ExitCode.USAGE, f"--samples must be a positive integer, got {args.samples}; see crawldedup doctor --help"
         )
     report = Report()
     _check_canonical(report, config.canonical_policy)
@@ -142,8 +144,8 @@ def run_doctor(args: argparse.Namespace) -> int:
 def _verdict(report: Report) -> int:
     if report.failed:
         print(f"crawldedup doctor: {counted(report.failed, 'check')} failed", file=sys.stderr)
-        return EXIT_INVALID
-    return EXIT_OK
+        return ExitCode.INVALID
+    return ExitCode.OK
 
 
 def _opener(config: DedupConfig, namespace: str, samples: int) -> Callable[[], ClaimStore]:

@@ -28,8 +28,8 @@ from ..stores.migration import BATCH, Migration, MigrationConflict
 from ..stores.redis_keys import RedisKeyStore
 from ..stores.seed import SEED_CHUNK_BYTES, SeedConflict, upload_seed
 from ..windows import Window
-from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 from ._store_options import DEFAULT_SQLITE, store_config
+from .exits import CLIError, ExitCode, usage_error
 
 #: Option -> the DedupConfig field it sets (the source's Redis and namespace, the target's sizes).
 OPTIONS = {
@@ -120,49 +120,51 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     migrate.set_defaults(run=run_migrate)
 
 
-def _usage(message: str) -> CLIError:
-    return CLIError(EXIT_USAGE, f"{message}; see crawldedup migrate --help")
-
-
 def run_migrate(args: argparse.Namespace) -> int:
     """Run one pass; see :func:`add_command` for the options."""
     config = store_config(args, "migrate", OPTIONS)
     if args.from_state is not None:
         return _run_seed(args, config)
     if args.batch_size < 1:
-        raise _usage(f"--batch-size must be a positive integer, got {args.batch_size}")
+        raise usage_error("migrate", f"--batch-size must be a positive integer, got {args.batch_size}")
     if config.redis_url is None:
-        raise _usage("the set source needs --redis-url (or $REDIS_URL)")
+        raise usage_error("migrate", "the set source needs --redis-url (or $REDIS_URL)")
     target_url = args.to_redis_url or config.redis_url
     target_namespace = args.to_namespace or config.namespace
     try:
         for text, field in ((target_url, "redis_url"), (target_namespace, "namespace")):
             SETTINGS[field].check(text)
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("migrate", str(exc)) from None
     if args.target != "sqlite" and target_url == config.redis_url and target_namespace == config.namespace:
-        raise _usage(
+        raise usage_error(
+            "migrate",
             f"the target namespace must differ from the source's on the same Redis: give --to-namespace "
-            f"(the namespace {config.namespace!r} stays stamped with the set strategy)"
+            f"(the namespace {config.namespace!r} stays stamped with the set strategy)",
         )
     try:
         record = namespace_record(RedisKeyStore.strategy, config.namespace, redis_url=config.redis_url)
         if record is None:
-            raise CLIError(EXIT_STATE, f"namespace {config.namespace!r} does not exist: nothing to migrate")
+            raise CLIError(ExitCode.STATE, f"namespace {config.namespace!r} does not exist: nothing to migrate")
         kind = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
         if kind != RedisKeyStore.strategy:
             raise CLIError(
-                EXIT_STATE,
+                ExitCode.STATE,
                 f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
                 f"not set: only set namespaces can be migrated",
             )
-        return _run(args, config, record["policy"], window_of_stamp(record.get("window")), target_url, target_namespace)
+        window = window_of_stamp(record.get("window"))
+        # The target keeps the source's window, what the crawl's workers use; a namespace made
+        # before windows were recorded gets the window of these settings (a default worker's).
+        explicit = args.ttl_days is not None or args.generations is not None
+        target_window = config.window if explicit or "window" not in record else window
+        return _run(args, config, record["policy"], window, target_window, target_url, target_namespace)
     except StoreRefused as exc:
-        raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
+        raise CLIError(ExitCode.STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
-        raise CLIError(EXIT_STORE, str(exc)) from None
+        raise CLIError(ExitCode.STORE, str(exc)) from None
     except (NamespaceConflict, MigrationConflict) as exc:
-        raise CLIError(EXIT_STATE, str(exc)) from None
+        raise CLIError(ExitCode.STATE, str(exc)) from None
 
 
 def _run(
@@ -170,6 +172,7 @@ def _run(
     config: DedupConfig,
     policy: str,
     window: Optional[Window],
+    target_window: Optional[Window],
     target_url: Optional[str],
     target_namespace: str,
 ) -> int:
@@ -181,9 +184,12 @@ def _run(
             policy_digest=policy,
             redis_url=target_url,
             sqlite_path=config.sqlite_path or DEFAULT_SQLITE,
+            postgres_url=config.postgres_url,
+            service_url=config.service_url,
             capacity=config.capacity,
             error_rate=config.error_rate,
             ttl_seconds=config.ttl_seconds,
+            window=target_window,
         ) as target,
     ):
         try:
@@ -191,7 +197,7 @@ def _run(
         except MigrationConflict:
             raise
         except ValueError as exc:  # a Redis Cluster source cannot be scanned
-            raise CLIError(EXIT_USAGE, str(exc)) from None
+            raise CLIError(ExitCode.USAGE, str(exc)) from None
         print(
             f"crawldedup migrate: pass {done.passes} done: {counted(done.copied, 'claim')} copied to "
             f"{target.description}, {done.present:,} already there, {done.leased:,} leased and left out "
@@ -201,24 +207,35 @@ def _run(
         if done.passes == 1:
             print(
                 f"crawldedup migrate: next, stop the workers, run the same command again (a last pass), then "
-                f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}",
+                f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}"
+                f"{_window_settings(target_window)} (the target's recrawl window: {window_text(target_window)})",
                 file=sys.stderr,
             )
-    return EXIT_OK
+    return ExitCode.OK
+
+
+def _window_settings(window: Optional[Window]) -> str:
+    """The settings a worker needs for ``window``, beyond the defaults (empty when they are)."""
+    default = DedupConfig().window
+    if window == default:
+        return ""
+    if window is None:
+        return " VISITED_TTL_DAYS=0"
+    return f" VISITED_TTL_DAYS={window.seconds / 86_400:g} CRAWLDEDUP_GENERATIONS={window.generations}"
 
 
 def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
     """Seed the target namespace with the state file of ``--from-state`` (resuming a stopped upload)."""
     if args.chunk_kib < 1:
-        raise _usage(f"--chunk-kib must be a positive integer, got {args.chunk_kib}")
+        raise usage_error("migrate", f"--chunk-kib must be a positive integer, got {args.chunk_kib}")
     target_url = args.to_redis_url or config.redis_url
     namespace = args.to_namespace or config.namespace
     if args.target in REDIS_STRATEGIES and target_url is None:
-        raise _usage(f"the {args.target} target needs --redis-url or --to-redis-url (or $REDIS_URL)")
+        raise usage_error("migrate", f"the {args.target} target needs --redis-url or --to-redis-url (or $REDIS_URL)")
     try:
         SETTINGS["namespace"].check(namespace)
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("migrate", str(exc)) from None
     path = args.from_state
     try:
         with GrowingFilter(open_filter_file(path, "r")) as seed:
@@ -227,10 +244,10 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
             pages = seed.approx_items
             files = [str(stage.path) for stage in seed.stages()]
     except FilterFileError as exc:
-        raise CLIError(EXIT_STATE, str(exc)) from None
+        raise CLIError(ExitCode.STATE, str(exc)) from None
     if window != config.window:
         raise CLIError(
-            EXIT_STATE,
+            ExitCode.STATE,
             f"{path}: made for a recrawl window of {window_text(window)}, the workers would "
             f"use {window_text(config.window)}: give the file's --ttl-days and --generations "
             f"(and start the workers with them)",
@@ -257,11 +274,11 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
             )
             where = target.description
     except StoreRefused as exc:
-        raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
+        raise CLIError(ExitCode.STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
-        raise CLIError(EXIT_STORE, f"{exc} (run the same command again: the upload resumes)") from None
+        raise CLIError(ExitCode.STORE, f"{exc} (run the same command again: the upload resumes)") from None
     except (NamespaceConflict, SeedConflict) as exc:
-        raise CLIError(EXIT_STATE, str(exc)) from None
+        raise CLIError(ExitCode.STATE, str(exc)) from None
     if not done.sent:
         sent = "already there"
     else:
@@ -272,4 +289,4 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
         f"DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={namespace}",
         file=sys.stderr,
     )
-    return EXIT_OK
+    return ExitCode.OK

@@ -20,8 +20,8 @@ from ..config import SETTINGS, DedupConfig
 from ..dedup.aio import AsyncDeduplicator
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import STRATEGIES
-from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError
 from ._store_options import DURABILITY_OPTIONS, add_durability_options, add_policy_option
+from .exits import CLIError, ExitCode, usage_error
 
 #: The port ``serve`` listens on without --port.
 DEFAULT_PORT = 8707
@@ -38,6 +38,7 @@ CONFIG_OPTIONS = {
     "generations": "generations",
     "postgres_url": "postgres_url",
     "policy": "policy",
+    "policy_file": "policy_file",
     **DURABILITY_OPTIONS,
 }
 
@@ -109,10 +110,6 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     serve.set_defaults(run=run_serve)
 
 
-def _usage(message: str) -> CLIError:
-    return CLIError(EXIT_USAGE, f"{message}; see crawldedup serve --help")
-
-
 def service_config(args: argparse.Namespace) -> DedupConfig:
     """The environment's settings, with the options given on top, each checked as its variable is.
 
@@ -127,7 +124,7 @@ def service_config(args: argparse.Namespace) -> DedupConfig:
                 given[field] = SETTINGS[field].read(field, text)
         return replace(config, **given)
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("serve", str(exc)) from None
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -137,7 +134,7 @@ def run_serve(args: argparse.Namespace) -> int:
         from ..service import app, server
     except ImportError as exc:
         raise CLIError(
-            EXIT_USAGE,
+            ExitCode.USAGE,
             f"crawldedup serve needs the service extra ({exc.name} is missing): pip install 'crawldedup[service]'",
         ) from None
     config = service_config(args)
@@ -148,16 +145,16 @@ def run_serve(args: argparse.Namespace) -> int:
     }
     for name, value in limits.items():
         if value < 1:
-            raise _usage(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+            raise usage_error("serve", f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     token: Optional[str] = None
     try:
         if args.token_file is not None:
             token = server.read_token(args.token_file)
         server.check_bind(args.host, token)
     except OSError as exc:
-        raise _usage(f"--token-file {args.token_file}: {exc.strerror or exc}") from None
+        raise usage_error("serve", f"--token-file {args.token_file}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("serve", str(exc)) from None
 
     async def main(stop: server.Stop) -> None:
         dedup = await _open(config, args)
@@ -165,7 +162,9 @@ def run_serve(args: argparse.Namespace) -> int:
             try:
                 sock = server.listen(args.host, args.port)
             except OSError as exc:
-                raise CLIError(EXIT_USAGE, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+                raise CLIError(
+                    ExitCode.USAGE, f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+                ) from None
             metrics = DedupMetrics()  # prometheus_client's default registry: the process's own metrics too
             metrics.attach(dedup)
             service = app.ServiceApp(dedup, metrics, token=token, **limits)
@@ -185,7 +184,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     server.run(main)
     print("crawldedup serve: stopped", file=sys.stderr, flush=True)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 async def _open(config: DedupConfig, args: argparse.Namespace) -> AsyncDeduplicator:
@@ -198,12 +197,12 @@ async def _open(config: DedupConfig, args: argparse.Namespace) -> AsyncDeduplica
         dedup = AsyncDeduplicator(config=config, verify_hits=args.verify_hits, worker_id=args.worker_id)
         return await dedup.open()
     except StoreRefused as exc:
-        raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
+        raise CLIError(ExitCode.STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
-        raise CLIError(EXIT_STORE, str(exc)) from None
+        raise CLIError(ExitCode.STORE, str(exc)) from None
     except (NamespaceConflict, FilterFileError) as exc:
-        raise CLIError(EXIT_STATE, str(exc)) from None
+        raise CLIError(ExitCode.STATE, str(exc)) from None
     except OSError as exc:
-        raise CLIError(EXIT_STATE, f"state file {config.state_path}: {exc.strerror or exc}") from None
+        raise CLIError(ExitCode.STATE, f"state file {config.state_path}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise usage_error("serve", str(exc)) from None

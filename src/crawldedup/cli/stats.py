@@ -29,14 +29,16 @@ from ..stores.admin import count_claims, lease_counts, namespace_record
 from ..stores.base import ClaimStore, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import STRATEGY_OF_KIND, open_store
 from ..stores.redisbloom import RedisBloomStore
-from ._io import EXIT_OK, EXIT_STATE, EXIT_STORE, EXIT_STORE_REFUSED, EXIT_USAGE, CLIError, Output
+from ._args import round_name
+from ._io import Output
 from ._store_options import DEFAULT_SQLITE, add_store_options, store_config
+from .exits import CLIError, ExitCode
 
 #: Points of the integral of a filter's false-positive rate over its fill (the skipped pages).
 INTEGRAL_POINTS = 64
 
 
-def add_command(commands: Any, epilog: str, formatter: Any, round_type: Callable[[str], str]) -> None:
+def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     """Add ``stats`` to the ``crawldedup`` command's subcommands."""
     stats = commands.add_parser(
         "stats",
@@ -49,7 +51,7 @@ def add_command(commands: Any, epilog: str, formatter: Any, round_type: Callable
         formatter_class=formatter,
     )
     add_store_options(stats)
-    stats.add_argument("--round", type=round_type, metavar="NAME", help="a crawl round: namespace <namespace>:<NAME>")
+    stats.add_argument("--round", type=round_name, metavar="NAME", help="a crawl round: namespace <namespace>:<NAME>")
     stats.add_argument("--state", metavar="FILE", help="a state file (the local filter) to describe too")
     stats.add_argument("--json", action="store_true", help="print one JSON document (fields in docs/cli.md)")
     stats.set_defaults(run=run_stats)
@@ -61,7 +63,8 @@ def run_stats(args: argparse.Namespace) -> int:
     state = args.state or config.state_path
     if config.strategy == "local" and state is None:
         raise CLIError(
-            EXIT_USAGE, "stats describes a store (--strategy) or a state file (--state); see crawldedup stats --help"
+            ExitCode.USAGE,
+            "stats describes a store (--strategy) or a state file (--state); see crawldedup stats --help",
         )
     report: Dict[str, Any] = {}
     if config.strategy != "local":
@@ -72,7 +75,7 @@ def run_stats(args: argparse.Namespace) -> int:
         report["local_filter"] = _filter_report(state)
     text = json.dumps(report, indent=2) + "\n" if args.json else render(report)
     Output(sys.stdout.buffer, "stdout").write_lines(text.splitlines())
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _store_report(config: DedupConfig, namespace: str, sqlite_path: Optional[str]) -> Dict[str, Any]:
@@ -84,12 +87,12 @@ def _store_report(config: DedupConfig, namespace: str, sqlite_path: Optional[str
         if record is None:
             where = {"sqlite": sqlite_path, "postgres": postgres_url}.get(strategy, redis_url)
             raise CLIError(
-                EXIT_STATE, f"namespace {namespace!r} does not exist in {_redacted(where)}: nothing to report"
+                ExitCode.STATE, f"namespace {namespace!r} does not exist in {_redacted(where)}: nothing to report"
             )
         theirs = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
         if theirs != strategy:
             raise CLIError(
-                EXIT_STATE,
+                ExitCode.STATE,
                 f"namespace {namespace!r} holds the claims of the {theirs} strategy, "
                 f"not {strategy}: give --strategy {theirs}",
             )
@@ -107,9 +110,9 @@ def _store_report(config: DedupConfig, namespace: str, sqlite_path: Optional[str
         ) as store:
             return _measure(store)
     except StoreRefused as exc:
-        raise CLIError(EXIT_STORE_REFUSED, str(exc)) from None
+        raise CLIError(ExitCode.STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
-        raise CLIError(EXIT_STORE, str(exc)) from None
+        raise CLIError(ExitCode.STORE, str(exc)) from None
 
 
 def _redacted(where: Optional[str]) -> str:
@@ -185,9 +188,9 @@ def _filter_report(path: str) -> Dict[str, Any]:
     try:
         bloom = open_filter(path, "r")
     except OSError as exc:
-        raise CLIError(EXIT_STATE, f"state file {path}: {exc.strerror or exc}") from None
+        raise CLIError(ExitCode.STATE, f"state file {path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # FilterFileError names the path and the problem
-        raise CLIError(EXIT_STATE, str(exc)) from None
+        raise CLIError(ExitCode.STATE, str(exc)) from None
     with bloom:
         base = bloom.base if isinstance(bloom, GrowingFilter) else bloom
         blocks, hashes = base.num_blocks, base.num_hashes
@@ -210,8 +213,9 @@ def _filter_report(path: str) -> Dict[str, Any]:
             # page was skipped when any of them took it for seen.
             skipped, older_miss = 0.0, 1.0
             for generation in generations:
-                frozen = older_miss
-                skipped += _skipped(lambda n: 1.0 - frozen * (1.0 - rate(n)), generation.approx_items)
+                skipped += _skipped(
+                    lambda n, frozen=older_miss: 1.0 - frozen * (1.0 - rate(n)), generation.approx_items
+                )
                 older_miss *= 1.0 - rate(generation.approx_items)
         else:
             skipped = _skipped(rate, base.approx_items)

@@ -37,7 +37,16 @@ from ..pages import PageCheck
 from ..stores.base import ClaimStore, check_lease_seconds
 from ..stores.factory import open_store
 from .aio import AsyncDeduplicator
-from .core import DEFAULT_SAMPLE_RATE, KEY_DOMAIN, ClaimBatch, DedupCore, Prepared, prepare_batch, prepare_canonical
+from .core import (
+    DEFAULT_SAMPLE_RATE,
+    KEY_DOMAIN,
+    Chain,
+    ClaimBatch,
+    DedupCore,
+    Prepared,
+    prepare_batch,
+    prepare_canonical,
+)
 from .held import HOLD_SECONDS, HeldBatch, HoldState
 from .leases import URL
 from .pipeline import StoreAsk
@@ -224,6 +233,7 @@ class Deduplicator(DedupCore[ClaimStore]):
         batch = self._counted(batch)
         won = np.zeros(len(batch.canonical), dtype=bool)
         claimed = drive(self._pipeline.claim(batch.hashes, batch.valid, hold_seconds if leased else None), self._ask)
+        held_until = self._clock() + hold_seconds if leased else None
         won[batch.positions[claimed.won]] = True
         self._counter.add(won=len(claimed.won), lost=len(batch.valid) - len(claimed.won))
         return HeldBatch(
@@ -238,6 +248,7 @@ class Deduplicator(DedupCore[ClaimStore]):
             leased=leased,
             owner=self.worker_id,
             counter=self._counter,
+            held_until=held_until,
         )
 
     def _check_hold(self, hold_seconds: float) -> bool:
@@ -275,23 +286,30 @@ class Deduplicator(DedupCore[ClaimStore]):
         return drive(self._seen_plan(urls), self._ask)
 
     def claim_final(
-        self, final_urls: Sequence[URL], requested: Sequence[URL], lease: Optional[float] = None
+        self, final_urls: Sequence[URL], requested: Sequence[Chain], lease: Optional[float] = None
     ) -> List[bool]:
-        """After fetches that were redirected: per fetch, True when this caller won its final page
-        (new: process it), False when the page was claimed already (drop it) or is invalid.
+        """After a redirect, per fetch chain: True when its page is the chain's to process (the same
+        page as a URL the chain holds, or a new page won now), False when another caller holds the
+        page the chain landed on (drop it: counted in ``stats.redirected_known``) or it is invalid.
 
-        Claims each final URL as :meth:`claim_many` does (two fetches that end on one page: one
-        wins, whichever link led to it), and records ``requested[i]`` -> ``final_urls[i]`` in the
-        namespace's alias map (bounded by ``max_aliases``; forgotten with the recrawl window), in
-        the same round trip, so that :meth:`seen_through_redirects` answers a later link to any
-        requested URL of the chain without a fetch. A pair whose URLs have one canonical form (no redirect)
-        or whose requested URL is refused records no alias. Keep requesting with the URL you
-        have: only the final URL is claimed here, the requested one was claimed before its fetch.
+        A fetch chain owns one claim. ``requested[i]`` is the URL the chain claimed before its
+        first fetch, or every URL it holds, first to last (a chain that claimed each hop's page
+        on the way, as :meth:`claim_final` does when called before each hop's fetch). A final URL
+        whose canonical form is one of theirs is the same page: True, without a claim (a slash
+        added or removed by the server, tracking parameters stripped, the host's case). Any other
+        final URL is claimed as :meth:`claim_many` claims (two chains that land on one page: one
+        wins, whichever link led to it). Each chain URL of another canonical form is recorded as an
+        alias of the final page in the namespace's alias map (bounded by ``max_aliases``; forgotten
+        with the recrawl window), in the same round trip, so that :meth:`seen_through_redirects`
+        answers a later link to it without a fetch.
 
-        :param final_urls: the URLs the fetches ended on (``str`` or ``bytes``).
-        :param requested: the URL each fetch was asked for, one per final URL.
-        :param lease: as :meth:`claim_batch`'s: the final pages won are leased to this worker.
-        :raises TypeError: when either is a single string.
+        Call it before fetching a redirect's target (the ``Location``) to fetch no page twice, or
+        after the chain's last fetch, with what it requested.
+
+        :param final_urls: the URLs the chains landed on, or are about to fetch (``str`` or ``bytes``).
+        :param requested: per final URL, the URL its chain requested, or the URLs it holds.
+        :param lease: as :meth:`claim_batch`'s: the new pages won are leased to this worker.
+        :raises TypeError: when either is a single string, or a chain is not a URL or a sequence of URLs.
         :raises ValueError: for lists of different lengths, or a lease out of range.
         :raises LeasesUnsupported: for a lease without a store that supports leases.
         :raises AliasesUnsupported: for a store that keeps no alias map (every store of crawldedup keeps one).

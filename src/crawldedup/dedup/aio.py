@@ -26,7 +26,7 @@ from ..canonical import HAS_EXTENSION as COMPILED_CANONICAL
 from ..pages import PageCheck
 from ..stores.aio import AsyncClaimStore
 from ..stores.factory import open_async_store
-from .core import ClaimBatch, DedupCore
+from .core import Chain, ClaimBatch, DedupCore
 from .leases import URL
 from .pipeline import StoreAsk
 
@@ -132,7 +132,7 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         return await self._run(self._seen_plan(urls), len(urls))
 
     async def claim_final(
-        self, final_urls: Sequence[URL], requested: Sequence[URL], lease: Optional[float] = None
+        self, final_urls: Sequence[URL], requested: Sequence[Chain], lease: Optional[float] = None
     ) -> List[bool]:
         """See :meth:`Deduplicator.claim_final`; a cancelled call counts in ``stats.cancelled_batches``."""
         return await self._run(self._final_plan(final_urls, requested, lease), len(final_urls), claim=True)

@@ -67,6 +67,9 @@ from .seed import Seed, load_seed
 from .state import open_state
 from .stats import DedupStats, StatsCounter, StatsListener
 
+#: What a fetch chain held before its last hop: the URL requested, or the chain of them.
+Chain = Union[URL, Sequence[URL]]
+
 #: Default share of local hits checked against the store to measure the local filter's loss.
 DEFAULT_SAMPLE_RATE = 0.01
 #: Put before a precomputed key (:meth:`Deduplicator.claim_keys`) before it is hashed. A
@@ -359,36 +362,57 @@ class DedupCore(Generic[S]):
             seen[positions] = yield from self._read(hash_many([cast(str, canonical[i]) for i in positions]))
         return cast(List[bool], seen.tolist())
 
-    def _final_plan(self, finals: Sequence[URL], requested: Sequence[URL], lease: Optional[float]) -> Plan[List[bool]]:
-        """:meth:`Deduplicator.claim_final`, as a plan: the claims of the final pages and the
-        aliases of the requested URLs go to the store in one round trip."""
+    def _final_plan(
+        self, finals: Sequence[URL], requested: Sequence[Chain], lease: Optional[float]
+    ) -> Plan[List[bool]]:
+        """:meth:`Deduplicator.claim_final`, as a plan: a fetch chain owns one claim.
+
+        Per row, a final URL with the canonical form of a URL its chain holds is that page: the
+        chain's, whoever answers its claim. Any other final URL is the chain's if its claim wins
+        (the rows of one page within a batch: the first wins). The aliases (each chain URL of
+        another canonical form -> the final page) go to the store in the same round trip.
+        """
         check_batch("final_urls", finals, "URLs")
-        check_batch("requested", requested, "URLs")
-        if len(requested) != len(finals):
-            raise ValueError(f"requested must hold one URL per final URL ({len(finals)}), got {len(requested)}")
+        check_batch("requested", requested, "URLs or chains of URLs")
+        chains = [_chain(row, links) for row, links in enumerate(requested)]
+        if len(chains) != len(finals):
+            raise ValueError(
+                f"requested must hold one URL per final URL ({len(finals)}), or a chain of URLs, got {len(chains)}"
+            )
         if self.store is not None and not self.store.supports_aliases:
             raise unsupported(self.store.strategy)
         if lease is not None:
             lease_store(self.store, self.config.strategy)
             check_lease_seconds(lease)
         batch = self._prepare(finals, None, None)
-        wanted, _ = _canonicalize_in_pieces(requested, None, self.policy)
-        pairs = [
-            row
-            for row, i in enumerate(batch.positions.tolist())
-            if wanted[i] is not None and wanted[i] != batch.canonical[i]
-        ]
+        held_forms, _ = _canonicalize_in_pieces([url for chain in chains for url in chain], None, self.policy)
+        starts = np.cumsum([0] + [len(chain) for chain in chains]).tolist()
+        same, pairs, sources = [], [], []
+        for row, i in enumerate(batch.positions.tolist()):
+            final = batch.canonical[i]
+            holds = {form for form in held_forms[starts[i] : starts[i + 1]] if form is not None}
+            if final in holds:
+                same.append(row)
+            for form in sorted(holds - {final}):  # sorted: the same aliases whatever the chain's order
+                pairs.append(row)
+                sources.append(form)
         aliases = Aliases(
-            Fingerprints(hash_many([wanted[batch.positions[row]] for row in pairs])),
-            Fingerprints(take_rows(batch.hashes, pairs)),
-            self.max_aliases,
+            Fingerprints(hash_many(sources)), Fingerprints(take_rows(batch.hashes, pairs)), self.max_aliases
         )
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
             rows = yield from self._claim_and_learn(
                 batch.hashes, batch.valid, lease, aliases if self.store is not None and pairs else None
             )
-            won[batch.positions[rows]] = True
+            # A page the chain holds is claimed too (a caller whose chain claimed nothing in this
+            # Deduplicator records it now), and is the chain's whoever answered first.
+            mine = np.zeros(len(batch.positions), dtype=bool)
+            mine[rows] = True
+            held = np.zeros(len(batch.positions), dtype=bool)
+            held[same] = True
+            won[batch.positions[mine | held]] = True
+            kept = int((held & ~mine).sum())
+            self._counter.add(won=kept, lost=-kept, redirected_known=int((~mine & ~held).sum()))
             if self._local_aliases is not None and pairs:
                 self._local_aliases.record(aliases)
         return cast(List[bool], won.tolist())
@@ -509,6 +533,15 @@ def prepare_canonical(canonicalized: Canonicalized) -> Prepared:
         positions = np.arange(len(canonical), dtype=np.intp)
         valid = cast(List[str], canonical.copy())
     return Prepared(canonical, errors, positions, valid, hash_many(valid))
+
+
+def _chain(row: int, links: Chain) -> List[URL]:
+    """The URLs of one fetch chain: a single URL, or a sequence of them (first requested first)."""
+    if isinstance(links, (str, bytes)):
+        return [links]
+    if isinstance(links, (bytearray, memoryview)) or not isinstance(links, Sequence):
+        raise TypeError(f"requested[{row}] must be a URL or a sequence of URLs, got {type(links).__name__}")
+    return list(links)
 
 
 def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: CanonicalPolicy) -> Canonicalized:

@@ -52,6 +52,9 @@ class HeldBatch:
     :ivar won: per input URL, whether this caller won it (and now holds it).
     :ivar canonical: per input URL, its canonical form (None when invalid).
     :ivar errors: why the invalid ones were refused (``errors[i]``).
+    :ivar held_until: when the leases of the won pages run out (seconds since the epoch, by the
+        Deduplicator's clock; None where pages are not leased): a batch neither committed nor
+        abandoned, or whose leases could not be released, holds its pages until then.
     """
 
     def __init__(
@@ -68,8 +71,10 @@ class HeldBatch:
         leased: bool,
         owner: str,
         counter: StatsCounter,
+        held_until: Optional[float] = None,
     ) -> None:
         self.won = won
+        self.held_until = held_until
         self.canonical = canonical
         self.errors = errors
         self._hashes = hashes

@@ -44,6 +44,8 @@ class DedupStats:
         next claim wins them again).
     :ivar stranded: pages of abandoned batches that stay claimed in the store although they were
         never used (RedisBloom cannot take a claim back; or the store failed during the abandon).
+    :ivar redirected_known: redirect chains that landed on a page another caller held
+        (:meth:`Deduplicator.claim_final` said False for a page new to the chain): dropped.
     :ivar won_twice: committed pages another holder had made seen meanwhile (its lease ran out
         and was taken over, or another holder of the same local filter committed it first).
     """
@@ -73,6 +75,7 @@ class DedupStats:
     abandoned: int = 0
     stranded: int = 0
     won_twice: int = 0
+    redirected_known: int = 0
 
     @property
     def false_hit_rate(self) -> Optional[float]:

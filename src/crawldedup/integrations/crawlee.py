@@ -21,16 +21,32 @@ Deduplicator's policy (so ``?utm_source=...``, a fragment, a default port or the
 not make another page); any other request, and one whose URL the policy refuses, by crawlee's
 ``unique_key`` (``crawlee:<unique_key>``, claimed with :meth:`~crawldedup.AsyncDeduplicator.claim_keys`).
 
+Redirects: crawlee's HTTP clients follow them inside one fetch, so a short link to a page
+fetched already costs a second body fetch, and a page behind a redirect is never claimed under
+its final URL. :class:`DedupHttpClient` follows them itself, hop by hop, and applies the rule
+that a fetch chain owns one claim (:meth:`~crawldedup.AsyncDeduplicator.claim_final`) before
+each hop's fetch: a redirect to another spelling of the page the chain holds goes on, a redirect
+to another page claims it, and a chain that would land on a page another request holds stops
+before its fetch (the request is handled, its page is not fetched twice)::
+
+    crawler = ParselCrawler(storage_client=DedupStorageClient(dedup), http_client=DedupHttpClient(dedup))
+
 This is the only module that imports crawlee (``pip install crawldedup[crawlee]``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Sequence
-from typing import Dict, List, Optional
+from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
+from typing import Any, Dict, List, Optional
+from urllib.parse import urljoin, urlsplit
 
 from crawlee import Request
 from crawlee.configuration import Configuration
+from crawlee.errors import ContextPipelineInterruptedError
+from crawlee.http_clients import HttpClient, HttpCrawlingResult, HttpResponse, ImpitHttpClient
 from crawlee.storage_clients import FileSystemStorageClient, StorageClient
 
 # The base classes of storage clients, as crawlee's guide to writing one imports them.
@@ -39,10 +55,20 @@ from crawlee.storage_clients.models import AddRequestsResponse, ProcessedRequest
 
 from ..dedup import AsyncDeduplicator
 
-__all__ = ["DedupRequestQueueClient", "DedupStorageClient", "KEY_PREFIX"]
+__all__ = ["DedupHttpClient", "DedupRequestQueueClient", "DedupStorageClient", "KEY_PREFIX", "MAX_REDIRECTS"]
 
 #: Put before crawlee's ``unique_key`` when a request is claimed by it rather than by its URL.
 KEY_PREFIX = "crawlee:"
+#: Redirects one fetch follows at most (crawlee's own clients follow 20).
+MAX_REDIRECTS = 20
+#: The statuses of an HTTP redirect (the Fetch Standard's redirect statuses).
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: Headers of one origin only, dropped when a redirect leaves it (as browsers and crawlee do).
+_ORIGIN_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+#: Headers of a request body, dropped when a redirect turns the request into a GET.
+_BODY_HEADERS = frozenset(
+    {"content-encoding", "content-language", "content-location", "content-type", "content-length"}
+)
 
 
 class DedupRequestQueueClient(RequestQueueClient):
@@ -132,6 +158,119 @@ class DedupRequestQueueClient(RequestQueueClient):
 
     async def is_finished(self) -> bool:
         return await self.inner.is_finished()
+
+
+def _origin(url: str) -> tuple:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+
+
+def _redirected_method(status: int, method: str) -> str:
+    """The method of a redirect's next request, as the Fetch Standard says (HTTP-redirect fetch)."""
+    if (status in (301, 302) and method == "POST") or (status == 303 and method not in ("GET", "HEAD")):
+        return "GET"
+    return method
+
+
+class DedupHttpClient(HttpClient):
+    """An HTTP client for crawlee's crawlers that claims each redirect's page before fetching it.
+
+    It sends every request through ``inner`` one hop at a time and follows HTTP redirects itself
+    (301, 302, 303, 307, 308): before a GET hop is fetched, its URL is claimed for the fetch
+    chain with :meth:`~crawldedup.AsyncDeduplicator.claim_final`. A hop to another spelling of
+    the page the chain holds goes on; a hop to another page is fetched only if the chain won it;
+    otherwise the request stops there, before any body is fetched twice (crawlee marks it
+    handled: its page is another request's). ``request.loaded_url`` is the URL fetched last.
+    :meth:`send_request` and :meth:`stream` (the crawling context's own requests) go to ``inner``
+    as they are.
+
+    :param dedup: the AsyncDeduplicator that claims (the one of the crawler's
+        :class:`DedupStorageClient`, so that a page is claimed once, whichever way it came).
+    :param inner: a crawlee HTTP client that does NOT follow redirects itself (default:
+        ``ImpitHttpClient(follow_redirects=False)``, crawlee's default client).
+    :param max_redirects: the most redirects one fetch follows.
+    """
+
+    def __init__(
+        self, dedup: AsyncDeduplicator, inner: Optional[HttpClient] = None, *, max_redirects: int = MAX_REDIRECTS
+    ) -> None:
+        super().__init__()
+        self.dedup = dedup
+        self.inner = inner if inner is not None else ImpitHttpClient(follow_redirects=False)
+        self.max_redirects = max_redirects
+
+    async def crawl(
+        self,
+        request: Request,
+        *,
+        session: Any = None,
+        proxy_info: Any = None,
+        statistics: Any = None,
+        timeout: Optional[timedelta] = None,
+    ) -> HttpCrawlingResult:
+        """Fetch ``request``, following its redirects and claiming each hop's page first.
+
+        :raises ContextPipelineInterruptedError: when a redirect leads to a page another request
+            holds (crawlee handles the request without processing it).
+        :raises StoreUnavailable: when the store stayed unreachable (crawlee retries the request).
+        """
+        deadline = time.monotonic() + timeout.total_seconds() if timeout is not None else None
+        url, method, payload = request.url, request.method, request.payload
+        headers = dict(request.headers) if request.headers else {}
+        chain = [url]
+        for _ in range(self.max_redirects + 1):
+            left = None if deadline is None else timedelta(seconds=max(deadline - time.monotonic(), 0.0))
+            response = await self.inner.send_request(
+                url,
+                method=method,
+                headers=headers,
+                payload=payload,
+                session=session,
+                proxy_info=proxy_info,
+                timeout=left,
+            )
+            location = response.headers.get("location")
+            target = urljoin(url, location) if response.status_code in _REDIRECTS and location else None
+            if target is None or urlsplit(target).scheme not in ("http", "https"):
+                break
+            next_method = _redirected_method(response.status_code, method)
+            if next_method != method:
+                method, payload = next_method, None
+                headers = {name: value for name, value in headers.items() if name.lower() not in _BODY_HEADERS}
+            if _origin(target) != _origin(url):
+                headers = {name: value for name, value in headers.items() if name.lower() not in _ORIGIN_HEADERS}
+            if method == "GET" and not payload and not (await self.dedup.claim_final([target], requested=[chain]))[0]:
+                raise ContextPipelineInterruptedError(
+                    f"crawldedup: {request.url} redirects to {target}, a page another request holds"
+                )
+            chain.append(target)
+            url = target
+        else:
+            raise ContextPipelineInterruptedError(
+                f"crawldedup: {request.url}: more than {self.max_redirects} redirects"
+            )
+        if statistics is not None:
+            statistics.register_status_code(response.status_code)
+        request.loaded_url = url
+        return HttpCrawlingResult(http_response=response)
+
+    async def send_request(self, url: str, **options: Any) -> HttpResponse:
+        return await self.inner.send_request(url, **options)
+
+    def stream(self, url: str, **options: Any) -> AbstractAsyncContextManager[HttpResponse]:
+        return self.inner.stream(url, **options)
+
+    async def cleanup(self) -> None:
+        await self.inner.cleanup()
+
+    async def __aenter__(self) -> DedupHttpClient:
+        await self.inner.__aenter__()
+        self._active = True
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self._active = False
+        await self.inner.__aexit__(*exc_info)  # the inner client cleans up
 
 
 class DedupStorageClient(StorageClient):

@@ -7,7 +7,9 @@ settings are described in docs/scrapy.md. This is the only module that imports S
 What a request is keyed by:
 
 - a GET request without a body: its URL, canonicalized by the Deduplicator's policy
-  (:meth:`~crawldedup.Deduplicator.claim_batch`);
+  (:meth:`~crawldedup.Deduplicator.claim_batch`); a redirect hop by the rule that a fetch chain
+  owns one claim (:meth:`~crawldedup.Deduplicator.claim_final`): a hop to another spelling of
+  the page its chain holds goes on, a hop to another page claims that page;
 - any other request (another method, or a body): a digest of the method, the canonical URL
   and the body, the key ``method-body:<32 hex>``;
 - a request whose URL the policy refuses (``data:``, ``mailto:``...) or that carries
@@ -23,8 +25,11 @@ and the state file are the same as for URLs.
 unchanged or a duplicate (``CRAWLDEDUP_CONTENT_DROP``).
 
 :class:`RedirectMiddleware`, a downloader middleware beside Scrapy's own redirect middleware,
-claims the final page of each HTTP redirect chain (:meth:`~crawldedup.Deduplicator.claim_final`)
-and drops a response whose page was processed already, whichever link led to it.
+looks requests up in the alias map of redirects, and applies the chain rule where crawldedup's
+dupefilter does not (another dupefilter, ``dont_filter`` requests).
+
+Under scrapy-redis's Scheduler (several processes sharing one queue), the dupefilter is built by
+:meth:`DupeFilter.from_spider` and closed with the spider.
 """
 
 from __future__ import annotations
@@ -46,7 +51,15 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.request import RequestFingerprinter, referer_str
 
 from .._checks import integer_in
-from ..canonical import DEFAULT_POLICY, POLICIES, CanonicalPolicy, InvalidURL, canonicalize, policy_named
+from ..canonical import (
+    DEFAULT_POLICY,
+    POLICIES,
+    CanonicalPolicy,
+    InvalidURL,
+    canonicalize,
+    load_policy_file,
+    policy_named,
+)
 from ..config import SETTINGS as CONFIG_SETTINGS
 from ..config import DedupConfig
 from ..content import page_text, simhash
@@ -109,8 +122,12 @@ _MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hit
 
 
 def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
-    """``CRAWLDEDUP_POLICY``: a CanonicalPolicy, a policy's name (``v1``, ``v2``), or a dict (or its
-    JSON text) of fields to change in the default policy (``{"version": 1, ...}`` for policy 1's)."""
+    """``CRAWLDEDUP_POLICY``: a CanonicalPolicy, a policy's name (``v1``, ``v2``, ``v3``), or a dict
+    (or its JSON text) of fields to change in the named policy of its ``version`` (default 3:
+    ``{"version": 1, ...}`` changes policy 1's)."""
+    path = settings.get("CRAWLDEDUP_POLICY_FILE")
+    if path:  # a policy file (docs/canonical-policy.md) wins, as --policy-file does
+        return load_policy_file(path)
     if value is None or value == "":
         return DEFAULT_POLICY
     if isinstance(value, CanonicalPolicy):
@@ -131,7 +148,10 @@ def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
             f"CRAWLDEDUP_POLICY: unknown field(s) {', '.join(unknown)}; the fields are {', '.join(sorted(names))}"
         )
     try:
-        return dataclasses.replace(DEFAULT_POLICY, **overrides)
+        # The named policy of the version asked for, so that {"version": 2} is policy 2 whole.
+        version = overrides.get("version", DEFAULT_POLICY.version)
+        base = next((policy for policy in POLICIES.values() if policy.version == version), DEFAULT_POLICY)
+        return dataclasses.replace(base, **overrides)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"CRAWLDEDUP_POLICY: {exc}") from None
 
@@ -217,9 +237,7 @@ class DupeFilter(BaseDupeFilter):
         self.fingerprinter = fingerprinter if fingerprinter is not None else RequestFingerprinter()
         self.logdupes = True
         self._seen = 0
-        #: Whether :class:`RedirectMiddleware` claims the final pages of redirect chains: then a
-        #: redirect hop is read, not claimed (its page is claimed once its chain ends there).
-        self.reads_redirects = False
+        self._cleared = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DupeFilter:
@@ -231,9 +249,34 @@ class DupeFilter(BaseDupeFilter):
             debug=crawler.settings.getbool("DUPEFILTER_DEBUG"),
             fingerprinter=crawler.request_fingerprinter,
         )
-        dupefilter.reads_redirects = redirects_enabled(crawler.settings)
         _DEDUPLICATORS[crawler] = dupefilter.deduplicator  # RedirectMiddleware claims in the same one
         return dupefilter
+
+    @classmethod
+    def from_spider(cls, spider: Spider) -> DupeFilter:
+        """Build the filter for ``spider``, as scrapy-redis's Scheduler does: from its crawler's
+        settings, closed when the spider closes (that scheduler never closes its dupefilter)."""
+        dupefilter = cls.from_crawler(spider.crawler)
+        spider.crawler.signals.connect(dupefilter.close, signal=signals.spider_closed)
+        return dupefilter
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> DupeFilter:
+        """Build the filter from settings alone (a scheduler that knows no crawler): no stats, the
+        namespace of ``CRAWLDEDUP_NAMESPACE``; close it with :meth:`close`."""
+        return cls(deduplicator_from_settings(settings), debug=settings.getbool("DUPEFILTER_DEBUG"))
+
+    def clear(self) -> None:
+        """What scrapy-redis's Scheduler calls to start over (``SCHEDULER_PERSIST = False``): the
+        claims are kept, so that no page another worker holds is fetched again; delete the
+        namespace (``crawldedup migrate`` or the store's admin) to start a crawl over."""
+        if not self._cleared:
+            self._cleared = True
+            logger.warning(
+                "crawldedup: the scheduler asked to clear the dupefilter; the claims of %s are kept "
+                "(a crawl shared by several processes must keep them: set SCHEDULER_PERSIST = True)",
+                self.deduplicator,
+            )
 
     def open(self) -> None:
         logger.info("crawldedup: filtering duplicate requests with %r", self.deduplicator)
@@ -259,8 +302,11 @@ class DupeFilter(BaseDupeFilter):
     def _claim(self, request: Request) -> bool:
         """Plain GETs by canonical URL (``claim_batch``), every other request by its key (``claim_keys``)."""
         if request.method == "GET" and not request.body and not request.meta.get("verbatim_url"):
-            if self.reads_redirects and redirect_hops(request):
-                return not self.deduplicator.seen([request.url])[0]
+            hops = redirect_hops(request)
+            if hops and _valid(request.url, self.deduplicator.policy):
+                # A fetch chain owns one claim: a hop to the page its chain holds goes on, a hop to
+                # another page claims it (``claim_final`` before the fetch, not after).
+                return self.deduplicator.claim_final([request.url], requested=[hops])[0]
             batch = self.deduplicator.claim_batch([request.url])
             if batch.canonical[0] is not None:
                 return batch.won[0]
@@ -457,14 +503,13 @@ REDIRECT_MIDDLEWARE = "crawldedup.scrapy.RedirectMiddleware"
 _DEDUPLICATORS: weakref.WeakKeyDictionary[Crawler, Deduplicator] = weakref.WeakKeyDictionary()
 
 
-def redirects_enabled(settings: BaseSettings) -> bool:
-    """Whether ``DOWNLOADER_MIDDLEWARES`` enables :class:`RedirectMiddleware`."""
-    enabled = settings.getwithbase("DOWNLOADER_MIDDLEWARES")
-    return any(
-        order is not None
-        and (key in (REDIRECT_MIDDLEWARE, f"{__name__}.RedirectMiddleware") or key is RedirectMiddleware)
-        for key, order in enabled.items()
-    )
+def _valid(url: str, policy: CanonicalPolicy) -> bool:
+    """Whether the policy accepts ``url`` (a refused one is keyed by Scrapy's fingerprint)."""
+    try:
+        canonicalize(url, policy=policy)
+    except InvalidURL:
+        return False
+    return True
 
 
 def redirect_hops(request: Request) -> List[str]:
@@ -482,25 +527,28 @@ def redirect_hops(request: Request) -> List[str]:
 
 
 class RedirectMiddleware:
-    """A downloader middleware that processes each final page once, whichever redirects led to it.
+    """A downloader middleware that processes each page once, whichever redirects led to it.
 
-    Enable it beside Scrapy's own redirect middleware, with crawldedup's dupefilter::
+    Enable it beside Scrapy's own redirect middleware::
 
         DOWNLOADER_MIDDLEWARES = {"crawldedup.scrapy.RedirectMiddleware": 540}
 
-    - A response at the end of an HTTP redirect chain (``redirect_urls`` of 301, 302, 303, 307,
-      308) claims its final URL with :meth:`~crawldedup.Deduplicator.claim_final`, recording
-      each URL of the chain as an alias of it; when the page was claimed already (processed,
-      or reached through another chain) the response is dropped (``IgnoreRequest``).
-    - The dupefilter reads a redirect hop instead of claiming it: a hop to a page claimed
-      already is dropped before its fetch; the others are fetched and their chain's end claims.
+    A fetch chain owns one claim (:meth:`~crawldedup.Deduplicator.claim_final`): a redirect to
+    another spelling of the page the chain holds (a slash added or removed by the server,
+    tracking parameters stripped) is never dropped; a redirect to another page claims that page,
+    and a chain that lands on a page another request holds is dropped.
+
+    - With crawldedup's dupefilter, the dupefilter applies the rule to every redirect hop before
+      its fetch, so no page body is fetched twice; this middleware then adds the lookup below.
+    - With another dupefilter, this middleware claims the end of each HTTP redirect chain
+      (``redirect_urls`` of 301, 302, 303, 307, 308) in a Deduplicator of its own, made from the
+      same settings, and drops a response whose page another chain holds (``IgnoreRequest``);
+      so do requests the dupefilter never saw (``dont_filter``).
     - With ``CRAWLDEDUP_REDIRECT_LOOKUP`` (default on), a request that is no hop is dropped
       before its fetch when the alias map knows it leads to a claimed page
       (:meth:`~crawldedup.Deduplicator.seen_through_redirects`): one read per request.
     - A meta refresh is left alone (a link of its page, claimed as one by the dupefilter).
 
-    It claims in the dupefilter's Deduplicator (its local filter and store) when
-    ``DUPEFILTER_CLASS`` is crawldedup's, otherwise in its own, made from the same settings.
     When the store stays unreachable, the response goes on (logged at ERROR, counted as
     ``crawldedup/redirect/store_errors``): a page is never dropped without an answer.
     Counted in Scrapy's stats: ``crawldedup/redirect/new``, ``/duplicate`` and ``/known_alias``.
@@ -557,15 +605,16 @@ class RedirectMiddleware:
     def process_response(
         self, request: Request, response: Response, spider: Optional[Spider] = None
     ) -> Union[Request, Response]:
-        """Claim the final page of a redirect chain; drop the response when it was claimed already.
+        """Claim the end of a redirect chain that no crawldedup dupefilter claimed; drop the response
+        when another chain holds its page.
 
         :raises IgnoreRequest: for a page processed already.
         """
         hops = redirect_hops(request)
-        if not hops:
-            return response
+        if not hops or (self._own is None and not request.dont_filter):
+            return response  # crawldedup's dupefilter claimed every hop of the chain before its fetch
         try:
-            won = self.deduplicator.claim_final([response.url] * len(hops), requested=hops)[0]
+            won = self.deduplicator.claim_final([response.url], requested=[hops])[0]
         except StoreUnavailable as exc:
             logger.error("crawldedup: %s; %s goes on unclaimed and may be processed twice", exc, response)
             self._count("store_errors")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, cast
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
 
 from ..dedup import ClaimBatch
 from ..stores.base import RetryPolicy, StoreUnavailable
@@ -93,13 +93,13 @@ class Requests:
 
     @staticmethod
     def claim_final(
-        final_urls: Sequence[str], requested: Sequence[str], lease: Optional[float]
+        final_urls: Sequence[str], requested: Sequence[Union[str, Sequence[str]]], lease: Optional[float]
     ) -> Exchange[List[bool]]:
         return _exchange(
             "claim_final",
             lambda f: listed(f["won"]),
             final_urls=_batch(final_urls),
-            requested=_batch(requested),
+            requested=[link if isinstance(link, str) else list(link) for link in _batch(requested)],
             lease=lease,
         )
 
@@ -220,7 +220,7 @@ class ServiceClient(_Client):
         return self._send(Requests.seen(urls))
 
     def claim_final(
-        self, final_urls: Sequence[str], requested: Sequence[str], lease: Optional[float] = None
+        self, final_urls: Sequence[str], requested: Sequence[Union[str, Sequence[str]]], lease: Optional[float] = None
     ) -> List[bool]:
         """After redirected fetches: per fetch, True when its final page is new (``POST
         /v1/claim_final``; see :meth:`Deduplicator.claim_final`)."""
@@ -317,7 +317,7 @@ class AsyncServiceClient(_Client):
         return await self._send(Requests.seen(urls))
 
     async def claim_final(
-        self, final_urls: Sequence[str], requested: Sequence[str], lease: Optional[float] = None
+        self, final_urls: Sequence[str], requested: Sequence[Union[str, Sequence[str]]], lease: Optional[float] = None
     ) -> List[bool]:
         """See :meth:`ServiceClient.claim_final`."""
         return await self._send(Requests.claim_final(final_urls, requested, lease))

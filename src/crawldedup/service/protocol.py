@@ -80,6 +80,11 @@ def _strings(values: List[Any]) -> bool:
     return all_of(str, values)
 
 
+def _chains(values: List[Any]) -> bool:
+    """Each item a URL, or a list of URLs (a fetch chain, first requested first)."""
+    return all(isinstance(value, str) or (isinstance(value, list) and all_of(str, value)) for value in values)
+
+
 def _keys(values: List[Any]) -> bool:
     return all_of(str, values) and all(values)  # strings, none of them empty
 
@@ -111,7 +116,13 @@ CALLS: Dict[str, Call] = {
     "renew": Call("/v1/renew", (_URLS, _LEASE._replace(required=True)), "renewed"),
     "expired": Call("/v1/expired", (Field("limit", "an integer", is_integer), _LEASE), "urls"),
     "claim_final": Call(
-        "/v1/claim_final", (_URLS._replace(name="final_urls"), _URLS._replace(name="requested"), _LEASE), "won"
+        "/v1/claim_final",
+        (
+            _URLS._replace(name="final_urls"),
+            Field("requested", "a list of strings or of lists of strings", _is_list, required=True, items=_chains),
+            _LEASE,
+        ),
+        "won",
     ),
     "seen_through_redirects": Call("/v1/seen_through_redirects", (_URLS,), "seen"),
 }
