@@ -504,7 +504,7 @@ def test_unknown_strategy_and_missing_location(tmp_path):
     with pytest.raises(
         ValueError,
         match=re.escape(
-            "strategy must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service (bloom: redisbloom), got 'redis'"
+            "strategy must be one of exact, local, set, sharded-set, redisbloom, sqlite, postgres, service (bloom: redisbloom), got 'redis'"
         ),
     ):
         make("redis", {"redis_url": "redis://127.0.0.1:1/0"})

@@ -45,7 +45,7 @@ try:
 except ImportError:  # pragma: no cover  (the extra is missing)
     raise ImportError("crawldedup.metrics needs prometheus_client: pip install 'crawldedup[metrics]'") from None
 
-from .bloom import GrowingFilter
+from .dedup.state import LocalState
 from .dedup.stats import DedupStats, StatsListener
 
 __all__ = ["LATENCY_BUCKETS_SECONDS", "METRICS", "DedupMetrics"]
@@ -92,7 +92,7 @@ class Watched(Protocol):
     """What :meth:`DedupMetrics.attach` needs of a Deduplicator."""
 
     namespace: str
-    local_filter: GrowingFilter
+    local_filter: LocalState
 
     def watch_stats(self, listener: StatsListener) -> None: ...
 
@@ -170,7 +170,7 @@ class _Filter:
     """A Deduplicator's local filter as the gauges show it: read from its count (no scan of its
     bits), and once it is closed, as it was last read."""
 
-    def __init__(self, local_filter: GrowingFilter) -> None:
+    def __init__(self, local_filter: LocalState) -> None:
         self.local_filter = local_filter
         self.fill = self.error_rate = 0.0
         self.read()

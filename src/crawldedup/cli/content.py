@@ -29,6 +29,7 @@ from ..content.index_format import MAX_DISTANCE
 from ..dedup import Deduplicator
 from ..pages import INVALID, PAGES_SUFFIX, VERDICTS, PageFileError
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
+from ..stores.factory import LOCAL_STRATEGIES
 from ._io import InputReader, Output
 from .exits import CLIError, ExitCode, usage_error
 
@@ -128,7 +129,7 @@ def _open(args: argparse.Namespace) -> Deduplicator:
             redis_url=args.redis_url,
             namespace=args.namespace,
             crawl_round=args.round,
-            state=args.state or config.state_path or (DEFAULT_STATE if strategy == "local" else None),
+            state=args.state or config.state_path or (DEFAULT_STATE if strategy in LOCAL_STRATEGIES else None),
             sqlite_path=args.sqlite,
             content_distance=args.max_distance,
         )

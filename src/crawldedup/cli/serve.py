@@ -39,6 +39,7 @@ CONFIG_OPTIONS = {
     "postgres_url": "postgres_url",
     "policy": "policy",
     "policy_file": "policy_file",
+    "local_tier": "local_tier",
     **DURABILITY_OPTIONS,
 }
 
@@ -63,7 +64,15 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         "--token-file", metavar="FILE", help="a file whose first line is the bearer token every request must carry"
     )
     serve.add_argument(
-        "--strategy", metavar="{" + ",".join(STRATEGIES) + "}", help="the claim store ($DEDUP_STRATEGY; default local)"
+        "--strategy",
+        metavar="{" + ",".join(STRATEGIES) + "}",
+        help="the claim store ($DEDUP_STRATEGY; default exact: the service's own state, no page lost)",
+    )
+    serve.add_argument(
+        "--local-tier",
+        metavar="{exact,bloom}",
+        help="with a store, what answers before it: exact (no page lost) or bloom (a false positive loses its "
+        "page, up to the error rate of the new pages) ($CRAWLDEDUP_LOCAL_TIER; default exact)",
     )
     serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($REDIS_URL)")
     serve.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")

@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .._plans import Plan
-from ..bloom import LocalFilter, hash_many
+from ..bloom import hash_many
 from ..canonical import CanonicalPolicy, canonicalize_many
 from ..fingerprints import Fingerprints, take_rows
 from ..stores.base import LeasesUnsupported, check_lease_seconds
 from ..stores.factory import LEASE_STRATEGIES
 from .pipeline import StoreAsk
+from .state import LocalState
 from .stats import StatsCounter
 
 URL = Union[str, bytes]
@@ -42,7 +43,7 @@ class Leases:
         self,
         store: Any,
         strategy: str,
-        local_filter: LocalFilter,
+        local_filter: LocalState,
         owner: str,
         policy: CanonicalPolicy,
         counter: StatsCounter,

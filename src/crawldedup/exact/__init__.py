@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_BUFFER_KEYS",
     "ExactFileError",
     "ExactFilter",
+    "ExactFilterBase",
     "FORMAT_VERSION",
     "HAS_EXTENSION",
     "KERNELS",

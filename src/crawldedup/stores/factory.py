@@ -22,8 +22,12 @@ from .service import ServiceStore
 from .sharded_set import RedisShardedSetStore
 from .sqlite import SQLiteStore
 
-#: The strategy without a store: the local filter decides alone.
+#: The strategies without a store, the local state decides alone: ``exact``, a Bloom filter in
+#: front of the exact tier on disk (no page lost); ``local``, the Bloom filter alone (a false
+#: positive loses its page: up to the error rate of the new pages).
+EXACT = "exact"
 LOCAL = "local"
+LOCAL_STRATEGIES = (EXACT, LOCAL)
 _STORES: Tuple[Type[ClaimStore], ...] = (
     RedisKeyStore,
     RedisShardedSetStore,
@@ -32,8 +36,12 @@ _STORES: Tuple[Type[ClaimStore], ...] = (
     PostgresStore,
     ServiceStore,
 )
-#: Strategy name -> its store class (None for ``local``), in the order documentation lists them.
-STRATEGIES: Dict[str, Optional[Type[ClaimStore]]] = {LOCAL: None, **{store.strategy: store for store in _STORES}}
+#: Strategy name -> its store class (None for ``exact`` and ``local``), in the order documentation lists them.
+STRATEGIES: Dict[str, Optional[Type[ClaimStore]]] = {
+    EXACT: None,
+    LOCAL: None,
+    **{store.strategy: store for store in _STORES},
+}
 #: Store kind (as namespace records hold it) -> its strategy name, for messages about a record.
 STRATEGY_OF_KIND: Dict[str, str] = {store.kind: store.strategy for store in _STORES}
 #: Other names accepted for a strategy: ``bloom`` is the seed's ``DEDUP_STRATEGY`` value.
@@ -113,7 +121,7 @@ def open_store(
     """
     store = STRATEGIES[strategy_name(strategy)]
     if store is None:
-        raise ValueError("the local strategy has no store")
+        raise ValueError(f"the {strategy_name(strategy)} strategy has no store")
     common: _CommonArgs = {
         "namespace": namespace,
         "policy_digest": policy_digest,
