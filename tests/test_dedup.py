@@ -314,7 +314,7 @@ def test_from_env_reads_the_variables(tmp_path, redis_url):
 def test_constructor_does_not_read_the_environment(monkeypatch):
     monkeypatch.setenv("DEDUP_STRATEGY", "set")
     with Deduplicator(capacity=1_000) as d:
-        assert d.config.strategy == "local" and d.store is None
+        assert d.config.strategy == "exact" and d.store is None
 
 
 @pytest.mark.parametrize(

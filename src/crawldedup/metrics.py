@@ -83,7 +83,12 @@ METRICS: Tuple[Tuple[str, str, str], ...] = (
     *((f"{name}_total", "counter", _COUNTER_HELP[field]) for field, name in COUNTER_NAMES.items()),
     (LATENCY, "histogram", "Time of a claim round trip to the store, its retries included."),
     (FILL, "gauge", "URLs the local filter holds (its approximate count) over its capacity."),
-    (ERROR_RATE, "gauge", "False-positive rate of the local filter at its approximate count."),
+    (
+        ERROR_RATE,
+        "gauge",
+        "The chance that the local filter takes a new page for a seen one, at its count (with the exact tier, "
+        "that of a 64-bit collision: about 0).",
+    ),
 )
 _HELP = {name: text for name, _, text in METRICS}
 

@@ -33,12 +33,7 @@ def run_merge(args: argparse.Namespace) -> int:
     try:
         for path, bloom in zip(args.files, filters):
             if isinstance(bloom, GrowingFilter):
-                raise CLIError(
-                    ExitCode.STATE,
-                    f"cannot merge {path}: it grew past its capacity into "
-                    f"{counted(len(bloom.stages()) - 1, 'stage file')} ({path}.stage1 ...), "
-                    "and merge takes only filters that never grew",
-                )
+                raise _grown(path, bloom)
         plain = cast(List[FilterFile], filters)
         first = plain[0]
         for path, other in zip(args.files[1:], plain[1:]):
@@ -75,11 +70,7 @@ def _merge_exact(args: argparse.Namespace) -> int:
         first = states[0]
         for path, other in zip(args.files, states):
             if other.grown:
-                raise CLIError(
-                    ExitCode.STATE,
-                    f"cannot merge {path}: its filter grew past its capacity into stage files, and merge takes "
-                    "only filters that never grew",
-                )
+                raise _grown(path, other.bloom)
             _check_compatible(
                 args.files[0], cast(FilterFile, first.bloom.base), path, cast(FilterFile, other.bloom.base)
             )
@@ -119,11 +110,20 @@ def _merge_exact(args: argparse.Namespace) -> int:
         for state in states:
             state.close()
     print(
-        f"crawldedup merge: wrote {args.output} and {tier_directory(args.output)} from "
-        f"{counted(len(states), 'state')} ({pages:,} pages)",
+        f"crawldedup merge: wrote {args.output} from {counted(len(states), 'filter')}, and its exact tier "
+        f"{tier_directory(args.output)} ({counted(pages, 'page')})",
         file=sys.stderr,
     )
     return ExitCode.OK
+
+
+def _grown(path: str, bloom: GrowingFilter) -> CLIError:
+    return CLIError(
+        ExitCode.STATE,
+        f"cannot merge {path}: it grew past its capacity into "
+        f"{counted(len(bloom.stages()) - 1, 'stage file')} ({path}.stage1 ...), "
+        "and merge takes only filters that never grew",
+    )
 
 
 def _window_of(bloom: FilterFile) -> str:

@@ -45,6 +45,14 @@ def state_tier(path: PathArg) -> str:
 
     :raises FilterFileError: for a file that is missing, not a filter or not a state file.
     """
+    return _stamp_on_disk(path).get("tier", BLOOM_TIER)
+
+
+def _stamp_on_disk(path: PathArg) -> Dict[str, str]:
+    """The stamp of a state file, read from its header alone.
+
+    :raises FilterFileError: for a file that is missing, not a filter or not a state file.
+    """
     try:
         with open(path, "rb") as file:
             page = file.read(HEADER_BYTES)
@@ -53,8 +61,7 @@ def state_tier(path: PathArg) -> str:
         raise FilterFileError(f"{os.fspath(path)}: no such file") from None
     except IsADirectoryError:
         raise FilterFileError(f"{os.fspath(path)}: is a directory, not a filter file") from None
-    metadata = Header.unpack(page, os.fspath(path), size).metadata
-    return _words(metadata, path).get("tier", BLOOM_TIER)
+    return _words(Header.unpack(page, os.fspath(path), size).metadata, path)
 
 
 def state_policy(bloom: Union[LocalFilter, ExactFilterBase], path: PathArg) -> str:
@@ -65,8 +72,7 @@ def state_policy(bloom: Union[LocalFilter, ExactFilterBase], path: PathArg) -> s
     return _read_stamp(bloom, path).get("policy", "")
 
 
-def _check_stamp(bloom: LocalState, path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
-    stamp = _read_stamp(bloom, path)
+def _check_stamp(stamp: Dict[str, str], path: PathArg, policy_digest: str, namespace: Optional[str]) -> None:
     if stamp.get("policy") != policy_digest:
         raise FilterFileError(f"{path}: made with {policy_conflict(stamp.get('policy', '?'), policy_digest)}")
     if namespace is not None and stamp.get("namespace", namespace) != namespace:
@@ -139,16 +145,17 @@ def open_state(
         return GrowingFilter(BloomFilter(capacity, error_rate, path=path, metadata=stamp))
     except FileExistsError:
         assert path is not None
-    found = state_tier(path)
-    if tier is not None and found != tier:
-        raise FilterFileError(_tier_conflict(path, found, tier))
+    found = _stamp_on_disk(path)
+    _check_stamp(found, path, digest, namespace)
+    found_tier = found.get("tier", BLOOM_TIER)
+    if tier is not None and found_tier != tier:
+        raise FilterFileError(_tier_conflict(path, found_tier, tier))
     state: LocalState = (
         ExactFilter.open(path, "r+", clock=clock)
-        if found == EXACT_TIER
+        if found_tier == EXACT_TIER
         else GrowingFilter(open_filter_file(path, "r+", clock=clock))
     )
     try:
-        _check_stamp(state, path, digest, namespace)
         _check_window(state, path, window)
     except BaseException:
         state.close()
