@@ -3,8 +3,8 @@
 The log and the in-memory runs it backs belong to one process, so a second writer is refused
 (``BlockingIOError``) instead of sharing. The lock is ``flock`` on the log file: it belongs to
 one ``open()`` of the file, so two tiers of one process on one directory are two writers too.
-A forked child shares its parent's lock and may not write (it gets ``BlockingIOError``): it
-reopens the tier, as it would a pure-Python filter. Readers take no lock. Where ``flock`` is
+A forked child closes its copy of the descriptor at once and may not write (it gets
+``BlockingIOError``): it reopens the tier, as it would a pure-Python filter. Readers take no lock. Where ``flock`` is
 missing (Windows) or the file system refuses it, nothing is locked.
 """
 
@@ -64,8 +64,11 @@ _LOCKS: weakref.WeakSet[WriterLock] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
+    # The child drops its copy of the descriptor at once: the lock stays its parent's alone, and
+    # goes when the parent closes the tier, whether or not the child still runs.
     for lock in list(_LOCKS):
         lock.writable = False
+        lock.close()
 
 
 if hasattr(os, "register_at_fork"):
