@@ -14,8 +14,9 @@ import sys
 import tempfile
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import quote
 
 import pytest
@@ -1258,15 +1259,108 @@ class LosingProxy:
             thread.join(timeout=5)
 
 
+class LoopbackHandler(BaseHTTPRequestHandler):
+    """The request handler of a :class:`LoopbackSite`: HTTP/1.1 keep-alive, no log lines."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body are two writes: without this, Nagle's algorithm and delayed ACKs stall
+    # each response by about 40 ms.
+    disable_nagle_algorithm = True
+
+    def send_html(self, status: int, body: bytes, location: Optional[str] = None) -> None:
+        self.send_response(status)
+        if location is not None:
+            self.send_header("Location", location)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+
+class LoopbackSite:
+    """A test web site on a free loopback port, also the crawlers' HTTP proxy: what
+    tests/scrapy_site.py and tests/crawl_zoo.py share (their own ``_handler()``, a
+    :class:`LoopbackHandler`, answers).
+
+    :param wait_for_agents: hold every response until this many distinct User-Agents have asked
+        for something (at most ``gate_seconds``), so that concurrent crawlers each take part:
+        neither can claim a link before the other has a request of its own in flight.
+    """
+
+    def __init__(self, *, wait_for_agents: int = 0, gate_seconds: float = 20.0) -> None:
+        self.wait_for_agents = wait_for_agents
+        self.gate_seconds = gate_seconds
+        #: The User-Agents that asked for something.
+        self.agents: Set[str] = set()
+        #: True when the gate opened because ``wait_for_agents`` agents asked (not by its timeout).
+        self.gate_opened_by_agents = wait_for_agents <= 1
+        self._gate = threading.Event()
+        if wait_for_agents <= 1:
+            self._gate.set()
+        self._lock = threading.Lock()
+        self._server: Optional[ThreadingHTTPServer] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def _handler(self) -> type:
+        raise NotImplementedError
+
+    @property
+    def proxy(self) -> str:
+        """The ``http_proxy`` value that reaches the site, once started."""
+        assert self._server is not None, "the site is not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> Any:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._gate.set()  # no handler waits on it any more
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _admit(self, agent: str) -> None:
+        """Wait at the gate (see ``wait_for_agents``); called by the handler for every request."""
+        with self._lock:
+            self.agents.add(agent)
+            if not self._gate.is_set() and len(self.agents) >= self.wait_for_agents:
+                self.gate_opened_by_agents = True
+                self._gate.set()
+        self._gate.wait(self.gate_seconds)
+
+
 class ServeProcess:
     """``python -m crawldedup serve --port 0 ARGS``; :attr:`url` once it listens, its stderr kept.
 
     :param env: variables added to the environment (``DEDUP_STRATEGY``, ``REDIS_URL``...).
     """
 
-    def __init__(self, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None) -> None:
-        self.args = ["--port", "0", *args]
+    def __init__(
+        self,
+        args: Sequence[str] = (),
+        env: Optional[Dict[str, str]] = None,
+        descriptors: Optional[int] = None,
+        command: Sequence[str] = ("-m", "crawldedup", "serve", "--port", "0"),
+    ) -> None:
+        self.args = [*command, *args]
         self.env = {**os.environ, **(env or {})}
+        #: The process's file descriptor limit (soft and hard), when given.
+        self.descriptors = descriptors
         self.lines: List[str] = []
         self.url = ""
         self._listening = threading.Event()
@@ -1276,12 +1370,13 @@ class ServeProcess:
         self.lines = []
         self._listening.clear()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "crawldedup", "serve", *self.args],
+            [sys.executable, *self.args],
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=self._limit if self.descriptors is not None else None,
         )
         self._reader = threading.Thread(target=self._read, args=(self.process,), daemon=True)
         self._reader.start()
@@ -1291,6 +1386,11 @@ class ServeProcess:
                 self.stop(signal.SIGKILL)
                 raise RuntimeError(f"crawldedup serve did not start: {self.stderr}")
         return self
+
+    def _limit(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.descriptors, self.descriptors))
 
     def _read(self, process: subprocess.Popen) -> None:
         assert process.stderr is not None

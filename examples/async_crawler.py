@@ -15,9 +15,9 @@ would land on a page another worker holds stops before fetching it again.
 Usage::
 
     pip install aiohttp crawldedup
-    DEDUP_STRATEGY=set REDIS_URL=redis://127.0.0.1:6379/0 python examples/async_crawler.py https://example.com/
+    CRAWLDEDUP_STRATEGY=set CRAWLDEDUP_REDIS_URL=redis://127.0.0.1:6379/0 python examples/async_crawler.py https://example.com/
 
-Without ``DEDUP_STRATEGY`` the local filter alone decides (one process). ``--pages`` bounds
+Without ``CRAWLDEDUP_STRATEGY`` the local filter alone decides (one process). ``--pages`` bounds
 the crawl (default 100); ``--workers`` is the number of concurrent fetches (default 8). A proxy
 comes from the environment (``http_proxy``, ``https_proxy``), as aiohttp's ``trust_env`` reads it.
 """

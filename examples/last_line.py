@@ -11,7 +11,7 @@ Usage (``pip install crawldedup sqlalchemy``, and ``psycopg`` for PostgreSQL)::
     python examples/last_line.py sqlite:///pages.db https://example.com/ https://example.com/?utm_source=x
     python examples/last_line.py postgresql+psycopg://user:password@host/db https://example.com/
 
-The Deduplicator is configured by the environment (``DEDUP_STRATEGY``...; docs/stores.md).
+The Deduplicator is configured by the environment (``CRAWLDEDUP_STRATEGY``...; docs/stores.md).
 """
 
 import sys

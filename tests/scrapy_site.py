@@ -21,10 +21,10 @@ from __future__ import annotations
 import collections
 import html
 import posixpath
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from conftest import LoopbackHandler, LoopbackSite
 
 HOST = "shop.example"
 ORIGIN = f"http://{HOST}"
@@ -46,7 +46,7 @@ def spellings(source: int, target: int) -> List[str]:
             f"/item?{query}&utm_source=newsletter&utm_medium=email",  # tracking
             f"http://SHOP.example:80/item?{swapped}#details",  # host case, default port, fragment
             relative,  # relative to the linking page
-            f"/item/?{query}&sessionid=s{target}",  # trailing slash, session id
+            f"/item/?{query}&jsessionid=s{target}",  # trailing slash, session id
             f"//{HOST}/item?{query}&gclid=Cj{target}",  # scheme-relative, click id
         ]
     else:
@@ -58,7 +58,7 @@ def spellings(source: int, target: int) -> List[str]:
             f"/p/{target}/",  # trailing slash
             f"/p/{target}?utm_source=feed&utm_campaign=spring",  # tracking
             relative,  # relative to the linking page
-            f"/p/./{target}?ref=home",  # dot segment, referral tag
+            f"/p/./{target}?ref_src=home",  # dot segment, referral tag
             f"//{HOST}/p/{target}?fbclid=IwAR{target}",  # scheme-relative, click id
         ]
     # Three spellings per link, rotating with the source so that every spelling appears.
@@ -94,7 +94,7 @@ def targets(source: int, pages: int) -> List[int]:
     return sorted({(source + 1) % pages, (7 * source + 3) % pages, (source + pages // 2) % pages})
 
 
-class ShopSite:
+class ShopSite(LoopbackSite):
     """The site on a free loopback port; ``fetches[page]`` counts GETs per page, per user agent too.
 
     :param pages: number of pages.
@@ -113,46 +113,15 @@ class ShopSite:
         article: Optional[Callable[[int], str]] = None,
         redirects: bool = False,
     ) -> None:
+        super().__init__(wait_for_agents=wait_for_agents, gate_seconds=gate_seconds)
         self.pages = pages
         self.redirects = redirects
         #: Redirect and meta refresh responses sent, by status (``refresh`` for meta refresh pages).
         self.redirected: Dict[str, int] = collections.Counter()
         self.article = article
-        self.wait_for_agents = wait_for_agents
-        self.gate_seconds = gate_seconds
         self.fetches: Dict[int, int] = collections.Counter()
         self.fetches_by_agent: Dict[str, int] = collections.Counter()
         self.unknown: List[str] = []
-        self._agents: set = set()
-        self._gate = threading.Event()
-        if wait_for_agents <= 1:
-            self._gate.set()
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread: Optional[threading.Thread] = None
-
-    @property
-    def proxy(self) -> str:
-        """The ``http_proxy`` value that reaches the site."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> ShopSite:
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> ShopSite:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def total_fetches(self) -> int:
         with self._lock:
@@ -194,22 +163,10 @@ class ShopSite:
             f"{article}</body></html>"
         ).encode()
 
-    def _admit(self, agent: str) -> None:
-        with self._lock:
-            self._agents.add(agent)
-            if len(self._agents) >= self.wait_for_agents:
-                self._gate.set()
-        self._gate.wait(self.gate_seconds)
-
     def _handler(self) -> type:
         site = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body are two writes: without this, Nagle's algorithm and delayed ACKs
-            # stall each response by about 40 ms.
-            disable_nagle_algorithm = True
-
+        class Handler(LoopbackHandler):
             def do_GET(self) -> None:
                 agent = self.headers.get("User-Agent", "")
                 site._admit(agent)
@@ -239,15 +196,6 @@ class ShopSite:
                 if status != 200 and status != 404:
                     with site._lock:
                         site.redirected[str(status) if status else "refresh"] += 1
-                self.send_response(status or 200)
-                if location is not None:
-                    self.send_header("Location", location)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
-                pass
+                self.send_html(status or 200, body, location)
 
         return Handler

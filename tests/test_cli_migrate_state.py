@@ -133,7 +133,7 @@ def test_a_seeded_store_wins_none_of_the_old_pages_and_every_new_one_once(target
     state = local_crawl(tmp_path)
     done = migrate(state, target, redis_url, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "seeded" in done.stderr and f"DEDUP_STRATEGY={target} CRAWLDEDUP_NAMESPACE=fleet" in done.stderr
+    assert "seeded" in done.stderr and f"CRAWLDEDUP_STRATEGY={target} CRAWLDEDUP_NAMESPACE=fleet" in done.stderr
 
     old, new = pages(OLD, "shop"), pages(NEW, "new")
     blocking, asynchronous = run_workers(target, redis_url, tmp_path, old + new)

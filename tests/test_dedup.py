@@ -45,7 +45,7 @@ def test_local_strategy_spellings_have_one_winner():
 
 
 def test_invalid_urls_are_reported_not_raised(store_strategy, store_location):
-    urls = ["https://ok.example/a", "mailto:x@y.example", "https://ok.example/b", 42, "http://bad..host/"]
+    urls = ["https://ok.example/a", "mailto:x@y.example", "https://ok.example/b", 42, "http://bad host/"]
     with dedup(store_strategy, store_location) as d:
         batch = d.claim_batch(urls)  # type: ignore[list-item]
         assert batch.won == [True, False, True, False, False]
@@ -221,7 +221,7 @@ def test_a_store_of_another_policy_is_refused(tmp_path):
     with pytest.raises(
         ValueError,
         match=f"custom canonical policy \\({WWW_POLICY.digest}\\), this crawl uses "
-        f"canonical policy 2 \\({DEFAULT_POLICY.digest}\\)",
+        f"canonical policy 3 \\({DEFAULT_POLICY.digest}\\)",
     ):
         Deduplicator("sqlite", store=store)
     store.close()
@@ -341,7 +341,7 @@ def test_bad_environment_value_names_the_variable(variable, value, message):
 
 
 def test_bad_constructor_value_names_the_setting():
-    with pytest.raises(ValueError, match="error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"):
+    with pytest.raises(ValueError, match="error_rate \\(CRAWLDEDUP_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"):
         Deduplicator("local", error_rate=0.0)
     with pytest.raises(ValueError, match="crawl_round must be"):
         Deduplicator("local", crawl_round="a b")

@@ -94,3 +94,27 @@ def test_info_shows_the_window_and_merge_refuses_to_mix(tmp_path):
     assert cli(["merge", "w.bloom", "w.bloom", "-o", "m.bloom"], tmp_path).returncode == 0
     bad = cli(["filter", "--ttl-days", "-1"], tmp_path, pages)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr.decode()
+
+
+def test_each_setting_has_its_crawldedup_variable_and_the_older_name_is_an_alias():
+    """``CRAWLDEDUP_<FIELD>`` sets each field; the five older names set theirs when it is unset,
+    and the ``CRAWLDEDUP_`` name wins over them; a bad value names the variable it came from."""
+    from crawldedup.config import SETTINGS
+
+    assert all(setting.variable.startswith("CRAWLDEDUP_") for setting in SETTINGS.values())
+    older = {"DEDUP_STRATEGY": "sqlite", "REDIS_URL": "redis://old:1/0", "VISITED_TTL_DAYS": "2"}
+    newer = {"CRAWLDEDUP_STRATEGY": "set", "CRAWLDEDUP_REDIS_URL": "redis://new:1/0", "CRAWLDEDUP_TTL_DAYS": "3"}
+    config = DedupConfig.from_env({**older, "BLOOM_CAPACITY": "77", "BLOOM_ERROR_RATE": "0.5"})
+    assert (config.strategy, config.redis_url, config.ttl_days, config.capacity, config.error_rate) == (
+        "sqlite",
+        "redis://old:1/0",
+        2.0,
+        77,
+        0.5,
+    )
+    config = DedupConfig.from_env({**older, **newer})
+    assert (config.strategy, config.redis_url, config.ttl_days) == ("set", "redis://new:1/0", 3.0)
+    with pytest.raises(ValueError, match=r"capacity \(BLOOM_CAPACITY\) must be"):
+        DedupConfig.from_env({"BLOOM_CAPACITY": "0"})
+    with pytest.raises(ValueError, match=r"capacity \(CRAWLDEDUP_CAPACITY\) must be"):
+        DedupConfig.from_env({"CRAWLDEDUP_CAPACITY": "x", "BLOOM_CAPACITY": "5"})

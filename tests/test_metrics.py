@@ -38,7 +38,7 @@ DOCUMENTED = {
     "crawldedup_store_round_trips_total",
     "crawldedup_store_latency_seconds",
     "crawldedup_filter_fill_ratio",
-    "crawldedup_filter_estimated_error_rate",
+    "crawldedup_filter_false_positive_ratio",
 }
 
 Samples = Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]
@@ -67,7 +67,7 @@ def scrape(port: int) -> str:
 
 def assert_counters_equal(samples: Samples, stats: DedupStats, namespace: str) -> None:
     for field in dataclasses.fields(DedupStats):
-        scraped = value(samples, f"{COUNTER_NAMES[field.name]}_total", namespace=namespace)
+        scraped = value(samples, f"{COUNTER_NAMES[field.name]}_total", crawl_namespace=namespace)
         assert scraped == getattr(stats, field.name), field.name
 
 
@@ -138,7 +138,7 @@ def test_scraped_counters_of_a_running_deduplicator_equal_its_stats(redis_url, t
             worker.start()
             seen: List[float] = []
             while worker.is_alive():
-                seen.append(value(parse(scrape(port))[0], "crawldedup_urls_total", namespace="scraped"))
+                seen.append(value(parse(scrape(port))[0], "crawldedup_urls_total", crawl_namespace="scraped"))
             worker.join()
             assert seen == sorted(seen)  # a counter scraped mid-run never goes back
             samples, types = parse(scrape(port))
@@ -150,18 +150,21 @@ def test_scraped_counters_of_a_running_deduplicator_equal_its_stats(redis_url, t
         assert_counters_equal(samples, stats, "scraped")
         assert stats.lost > 0 and stats.sampled_hits > 0 and stats.invalid == 1 and stats.round_trips > 0
         timed = stats.round_trips - timed_before
-        assert timed > 0 and value(samples, "crawldedup_store_latency_seconds_count", namespace="scraped") == timed
-        assert value(samples, "crawldedup_store_latency_seconds_sum", namespace="scraped") > 0
+        assert (
+            timed > 0 and value(samples, "crawldedup_store_latency_seconds_count", crawl_namespace="scraped") == timed
+        )
+        assert value(samples, "crawldedup_store_latency_seconds_sum", crawl_namespace="scraped") > 0
         buckets = [
-            value(samples, "crawldedup_store_latency_seconds_bucket", namespace="scraped", le=str(bound))
+            value(samples, "crawldedup_store_latency_seconds_bucket", crawl_namespace="scraped", le=str(bound))
             for bound in LATENCY_BUCKETS_SECONDS
         ]
         assert buckets == sorted(buckets) and buckets[-1] <= timed
         local = dedup.local_filter
         assert (
-            value(samples, "crawldedup_filter_fill_ratio", namespace="scraped") == local.approx_items / local.capacity
+            value(samples, "crawldedup_filter_fill_ratio", crawl_namespace="scraped")
+            == local.approx_items / local.capacity
         )
-        assert value(samples, "crawldedup_filter_estimated_error_rate", namespace="scraped") == pytest.approx(
+        assert value(samples, "crawldedup_filter_false_positive_ratio", crawl_namespace="scraped") == pytest.approx(
             expected_false_positive_rate(local.approx_items, local.base.num_blocks, local.base.num_hashes)
         )
         assert types["crawldedup_store_latency_seconds"] == "histogram"
@@ -179,8 +182,8 @@ def test_deduplicators_of_one_namespace_add_up_and_namespaces_stay_apart():
             metrics.attach(dedup)
             dedup.claim_many([f"https://a.example/{i}" for i in range(count)])
         samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
-        assert value(samples, "crawldedup_won_total", namespace="a") == first.stats.won + second.stats.won == 30
-        assert value(samples, "crawldedup_won_total", namespace="b") == third.stats.won == 40
+        assert value(samples, "crawldedup_won_total", crawl_namespace="a") == first.stats.won + second.stats.won == 30
+        assert value(samples, "crawldedup_won_total", crawl_namespace="b") == third.stats.won == 40
 
 
 def test_gauges_are_read_when_scraped_from_the_fullest_filter_of_the_namespace():
@@ -199,12 +202,12 @@ def test_gauges_are_read_when_scraped_from_the_fullest_filter_of_the_namespace()
         fill = fuller.local_filter.approx_items / fuller.local_filter.capacity
         assert fill > emptier.local_filter.approx_items / emptier.local_filter.capacity
         samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
-        assert value(samples, "crawldedup_filter_fill_ratio", namespace="g") == fill
-        assert value(samples, "crawldedup_filter_estimated_error_rate", namespace="g") == pytest.approx(
+        assert value(samples, "crawldedup_filter_fill_ratio", crawl_namespace="g") == fill
+        assert value(samples, "crawldedup_filter_false_positive_ratio", crawl_namespace="g") == pytest.approx(
             fuller.local_filter.expected_error_rate
         )
     samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
-    assert value(samples, "crawldedup_filter_fill_ratio", namespace="g") == fill
+    assert value(samples, "crawldedup_filter_fill_ratio", crawl_namespace="g") == fill
 
 
 def test_the_exact_tiers_gauge_is_the_chance_of_a_64_bit_collision():
@@ -214,10 +217,10 @@ def test_the_exact_tiers_gauge_is_the_chance_of_a_64_bit_collision():
         metrics.attach(dedup)
         dedup.claim_many([f"https://a.example/{i}" for i in range(2_000)])
         samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
-        rate = value(samples, "crawldedup_filter_estimated_error_rate", namespace="x")
+        rate = value(samples, "crawldedup_filter_false_positive_ratio", crawl_namespace="x")
         assert rate == pytest.approx(dedup.local_filter.expected_error_rate)
         assert 0 < rate < dedup.local_filter.bloom.expected_error_rate * 2_000 / 2**63
-    assert value(samples, "crawldedup_filter_fill_ratio", namespace="x") == 2_000 / 10_000
+    assert value(samples, "crawldedup_filter_fill_ratio", crawl_namespace="x") == 2_000 / 10_000
 
 
 def test_multiprocess_mode_adds_up_every_process(redis_url, tmp_path, monkeypatch):
@@ -238,12 +241,14 @@ def test_multiprocess_mode_adds_up_every_process(redis_url, tmp_path, monkeypatc
     samples, _ = parse(DedupMetrics(CollectorRegistry()).exposition()[0].decode("utf-8"))
     for field in dataclasses.fields(DedupStats):
         total = sum(report["stats"][field.name] for report in reports)
-        assert value(samples, f"{COUNTER_NAMES[field.name]}_total", namespace="mp") == total, field.name
-    assert value(samples, "crawldedup_won_total", namespace="mp") == pages
-    assert value(samples, "crawldedup_store_latency_seconds_count", namespace="mp") == sum(
+        assert value(samples, f"{COUNTER_NAMES[field.name]}_total", crawl_namespace="mp") == total, field.name
+    assert value(samples, "crawldedup_won_total", crawl_namespace="mp") == pages
+    assert value(samples, "crawldedup_store_latency_seconds_count", crawl_namespace="mp") == sum(
         report["stats"]["round_trips"] for report in reports
     )
-    assert value(samples, "crawldedup_filter_fill_ratio", namespace="mp") == max(report["fill"] for report in reports)
+    assert value(samples, "crawldedup_filter_fill_ratio", crawl_namespace="mp") == max(
+        report["fill"] for report in reports
+    )
 
 
 def test_attaching_while_threads_claim_misses_nothing_and_counts_nothing_twice():

@@ -13,6 +13,7 @@ PUBLIC = {
     "DEFAULT_POLICY",
     "POLICY_V1",
     "POLICY_V2",
+    "DedupConfig",
     "DedupStats",
     "Deduplicator",
     "Durability",

@@ -117,7 +117,7 @@ def test_method_and_body_are_part_of_the_key():
 
 
 @pytest.mark.parametrize(
-    "url", ["data:text/plain,hello", "ftp://shop.example/price-list.csv", "about:blank", "http://bad..host/p"]
+    "url", ["data:text/plain,hello", "ftp://shop.example/price-list.csv", "about:blank", "http://bad%20host/p"]
 )
 def test_a_url_the_policy_refuses_is_keyed_by_scrapy_fingerprint(url):
     df = make_filter()

@@ -24,6 +24,7 @@ import pytest
 from conftest import LosingProxy, ServeProcess
 
 from crawldedup import (
+    DEFAULT_POLICY,
     POLICY_V1,
     AsyncServiceClient,
     CanonicalPolicy,
@@ -162,11 +163,14 @@ def test_healthz_and_metrics(service, prefix):
     lines = text.decode().splitlines()
     assert any(line.startswith('crawldedup_http_requests_total{call="claim_keys",code="200"}') for line in lines)
     assert any(line.startswith("crawldedup_http_request_duration_seconds_bucket") for line in lines)
-    won = [line for line in lines if line.startswith('crawldedup_won_total{namespace="svc"}')]
+    won = [line for line in lines if line.startswith('crawldedup_won_total{crawl_namespace="svc"}')]
     assert won and float(won[0].split()[-1]) >= 1, "the Deduplicator's counters are there too"
 
 
 # --------------------------------------------------------------------------- bad requests
+
+#: The start of a store call's body: the namespace and policy the ``service`` fixture serves.
+OPENED = b'{"namespace": "svc", "policy": "%s", ' % DEFAULT_POLICY.digest.encode()
 
 BAD_REQUESTS = [
     pytest.param("/mark_seen", b"{", 400, "the body is not JSON", id="malformed-json"),
@@ -198,26 +202,26 @@ BAD_REQUESTS = [
     ),
     pytest.param(
         "/v1/store/claim",
-        b'{"claims": "", "reads": "", "aliases": {"requested": ""}}',
+        OPENED + b'"claims": "", "reads": "", "aliases": {"requested": ""}}',
         400,
         "aliases must be an object with requested, finals",
         id="aliases-fields",
     ),
     pytest.param(
         "/v1/store/claim",
-        b'{"claims": "", "reads": "", "aliases": {"requested": "AAAA", "finals": "", "capacity": 1}}',
+        OPENED + b'"claims": "", "reads": "", "aliases": {"requested": "AAAA", "finals": "", "capacity": 1}}',
         400,
         "aliases.requested must be base64 of 16-byte fingerprints",
         id="aliases-bytes",
     ),
     pytest.param(
         "/v1/store/claim",
-        b'{"claims": "", "reads": "", "aliases": {"requested": "", "finals": "", "capacity": 0}}',
+        OPENED + b'"claims": "", "reads": "", "aliases": {"requested": "", "finals": "", "capacity": 0}}',
         400,
         "max_aliases must be an integer in",
         id="aliases-capacity",
     ),
-    pytest.param("/v1/store/aliases", b"{}", 400, "missing field 'fingerprints'", id="aliases-read-field"),
+    pytest.param("/v1/store/aliases", OPENED[:-2] + b"}", 400, "missing field 'fingerprints'", id="aliases-read-field"),
     pytest.param("/v1/nothing", b"{}", 404, "no such call", id="unknown-path"),
     pytest.param("/mark_seen", b'{"url_fp": "' + b"[" * 100_000 + b'"}', 200, "", id="brackets-in-a-key"),
     pytest.param(

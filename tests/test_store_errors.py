@@ -257,7 +257,7 @@ def test_namespace_keys_of_another_type_are_refused_once(redis_url, admin, strat
 def test_bad_redis_url_names_the_setting_and_hides_the_password():
     for call, name in [
         (lambda url: make("set", url), "url"),
-        (lambda url: Deduplicator("set", redis_url=url), "redis_url (REDIS_URL)"),
+        (lambda url: Deduplicator("set", redis_url=url), "redis_url (CRAWLDEDUP_REDIS_URL)"),
         (lambda url: Deduplicator.from_env({"DEDUP_STRATEGY": "set", "REDIS_URL": url}), "redis_url (REDIS_URL)"),
     ]:
         with pytest.raises(ValueError) as raised:
@@ -279,7 +279,7 @@ def test_bad_redis_url_names_the_setting_and_hides_the_password():
     ],
 )
 def test_unusable_redis_urls_are_refused_before_connecting(url, problem):
-    with pytest.raises(ValueError, match="redis_url \\(REDIS_URL\\) must be") as raised:
+    with pytest.raises(ValueError, match="redis_url \\(CRAWLDEDUP_REDIS_URL\\) must be") as raised:
         Deduplicator("set", redis_url=url)
     assert problem in str(raised.value)
 

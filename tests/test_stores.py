@@ -115,7 +115,7 @@ def test_namespace_of_policy_1_names_the_way_to_continue(store_strategy, store_l
         make(store_strategy, store_location, "old-crawl", digest=DEFAULT_POLICY.digest)
     message = str(refused.value)
     assert (
-        f"made with canonical policy 1 ({POLICY_V1.digest}), this crawl uses canonical policy 2 "
+        f"made with canonical policy 1 ({POLICY_V1.digest}), this crawl uses canonical policy 3 "
         f"({DEFAULT_POLICY.digest})" in message
     )
     assert "--policy v1" in message and "CRAWLDEDUP_POLICY=v1" in message

@@ -63,6 +63,7 @@ def main() -> int:
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.clients)), hard))
+    load = os.getloadavg()[0]
     redis = started_redis_server()
     loop = new_event_loop()
     try:
@@ -79,7 +80,7 @@ def main() -> int:
     latencies = [latency for _, latency in answers]
     print(
         f"{args.clients:,} keep-alive clients x {args.requests} claims of {args.urls} new URLs, "
-        f"{os.cpu_count()} cores, load average before/after {os.getloadavg()[0]:.1f}: "
+        f"{os.cpu_count()} cores, load average before/after {load:.1f}/{os.getloadavg()[0]:.1f}: "
         f"{len(answers):,} requests in {seconds:.1f} s; statuses {dict(statuses)}; "
         f"p50 {percentile(latencies, 0.5) * 1e3:.0f} ms, p99 {percentile(latencies, 0.99) * 1e3:.0f} ms, "
         f"mean {statistics.mean(latencies) * 1e3:.0f} ms"

@@ -27,6 +27,7 @@ Run::
 
     python bench/scripts/service_load.py                       # ~2.5 minutes: 3 rounds of 4 s each
     python bench/scripts/service_load.py --rounds 5 --seconds 8 --strategy sharded-set
+    python bench/scripts/service_load.py --stacks uvicorn --clients 8,32   # the front against uvicorn
 
 Prints one markdown table: medians of the rounds, and [min-max]; its last column splits the CPU
 time of a batch (medians) between the clients (this process, with the direct Deduplicator, and
@@ -65,6 +66,8 @@ from crawldedup import AsyncDeduplicator, AsyncServiceClient  # noqa: E402
 from crawldedup.service.server import new_event_loop  # noqa: E402
 
 BATCH = 1_000
+#: ``--stacks``: the command that serves the same application on another HTTP stack.
+STACKS = {"uvicorn": (str(Path(__file__).with_name("serve_uvicorn.py")),)}
 #: Local filter capacity: every URL is new, and a run of all rounds claims some 30 million.
 CAPACITY = 50_000_000
 _run_ids = itertools.count()
@@ -239,9 +242,12 @@ def in_process(latencies: Callable[[], Awaitable[Tuple[float, List[float]]]]) ->
 
 
 async def measure(
-    args: argparse.Namespace, server: ServeProcess, redis_url: str, workdir: Path
+    args: argparse.Namespace, server: ServeProcess, redis_url: str, workdir: Path, others: Dict[str, ServeProcess]
 ) -> Dict[str, List[Row]]:
-    """Every configuration, alternating, ``args.rounds`` times: name -> its rows."""
+    """Every configuration, alternating, ``args.rounds`` times: name -> its rows.
+
+    :param others: servers of the same application on other HTTP stacks (``--stacks``), in the closed loop.
+    """
     results: Dict[str, List[Row]] = {}
     # The server's settings: the environment, then the options it was started with.
     direct = AsyncDeduplicator.from_env(**settings(args, redis_url))
@@ -249,16 +255,23 @@ async def measure(
     client = AsyncServiceClient(server.url)
     assert server.process is not None
     cpu = CPU(server.process.pid, redis_url)
+    stacks = [("service", client, cpu)]
+    for stack, other in others.items():
+        assert other.process is not None
+        stacks.append((f"service on {stack}", AsyncServiceClient(other.url), CPU(other.process.pid, redis_url)))
     try:
         # The first claim of a Deduplicator takes up to a second (its store's scripts, the filter's
         # first pages): made before any round, by both.
         await direct.claim_many(fresh_batches()())
-        await client.claim_many(fresh_batches()())
+        for _, stack_client, _ in stacks:
+            await stack_client.claim_many(fresh_batches()())
         for round_ in range(args.rounds):
             for clients in args.clients:
-                for name, claim in (("direct", direct.claim_many), ("service", client.claim_many)):
+                runs = [("direct", direct.claim_many, cpu)] + [(name, c.claim_many, u) for name, c, u in stacks]
+                turn = round_ % len(runs)  # each goes first in turn
+                for name, claim, used in runs[turn:] + runs[:turn]:
                     results.setdefault(f"{name}, {plural(clients, 'client')}", []).append(
-                        await timed(cpu, in_process(lambda: closed_loop(claim, clients, args.seconds)))
+                        await timed(used, in_process(lambda: closed_loop(claim, clients, args.seconds)))
                     )
             rated = 8 if 8 in args.clients else args.clients[0]
             direct_rate = statistics.median(row[0] for row in results[f"direct, {plural(rated, 'client')}"])
@@ -281,7 +294,8 @@ async def measure(
                     await timed(cpu, lambda: run_wrk(server.url, 8, args.seconds, workdir))
                 )
     finally:
-        await client.aclose()
+        for _, stack_client, _ in stacks:
+            await stack_client.aclose()
         await direct.aclose()
     return results
 
@@ -302,16 +316,30 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each measurement")
     parser.add_argument("--clients", default="1,8,32", help="concurrent clients of the closed loop")
+    parser.add_argument(
+        "--stacks",
+        default="",
+        help="also the closed loop against the application on these HTTP stacks, in the same run "
+        "(uvicorn: bench/scripts/serve_uvicorn.py, the server before the service's own front)",
+    )
     args = parser.parse_args()
     args.clients = [int(n) for n in args.clients.split(",")]
     redis = started_redis_server()
     workdir = Path(tempfile.mkdtemp(prefix="crawldedup-service-load-"))
     load_before = os.getloadavg()
     loop = new_event_loop()  # the server's: uvloop when installed
+    others = {
+        stack: ServeProcess(options(settings(args, redis.url)), command=STACKS[stack])
+        for stack in filter(None, args.stacks.split(","))
+    }
     try:
         with ServeProcess(options(settings(args, redis.url))) as server:
-            results = loop.run_until_complete(measure(args, server, redis.url, workdir))
+            for other in others.values():
+                other.start()
+            results = loop.run_until_complete(measure(args, server, redis.url, workdir, others))
     finally:
+        for other in others.values():
+            other.stop()
         loop.close()
         redis.stop()
         shutil.rmtree(redis.workdir, ignore_errors=True)

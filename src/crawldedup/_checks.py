@@ -254,7 +254,7 @@ def check_postgres_url(name: str, url: str) -> str:
     if not url.startswith(POSTGRES_SCHEMES):
         raise ValueError(complaint(name, POSTGRES_URL_RULE, redact_url(url)))
     try:
-        urlsplit(url).port
+        _ = urlsplit(url).port  # parsing the port is the check
     except ValueError:
         raise ValueError(complaint(name, POSTGRES_URL_RULE + " and a port in [1, 65535]", redact_url(url))) from None
     return url

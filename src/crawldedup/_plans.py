@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, Awaitable, Callable, Generator, Optional, Tuple, TypeVar
 
 T = TypeVar("T")
@@ -89,8 +90,7 @@ async def adrive(plan: Plan[T], send: Callable[[Any], Awaitable[Any]], resume: R
     reply: Any = None
     error: Optional[BaseException] = None
     while True:
-        sent, thrown = reply, error
-        finished, value = await resume(lambda: _advance(plan, sent, thrown))
+        finished, value = await resume(partial(_advance, plan, reply, error))
         if finished:
             return value  # type: ignore[no-any-return]
         reply, error = None, None

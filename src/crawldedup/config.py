@@ -1,10 +1,15 @@
-"""The Deduplicator's settings and the environment variables that set them (read once)."""
+"""The Deduplicator's settings and the environment variables that set them (read once).
+
+Every variable is named ``CRAWLDEDUP_<FIELD>``, as the Scrapy settings are. The names of the
+design this project grew from are read too, as aliases, when the ``CRAWLDEDUP_`` name is unset:
+``DEDUP_STRATEGY``, ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``, ``BLOOM_ERROR_RATE``.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from ._checks import (
     NAME_RULE,
@@ -41,32 +46,44 @@ DAY_SECONDS = 86_400
 
 class Setting(NamedTuple):
     """One field of :class:`DedupConfig`: its environment variable, how its text is read, what
-    it allows (for messages) and the check of a value (raises TypeError or ValueError)."""
+    it allows (for messages), the check of a value (raises TypeError or ValueError), and the
+    older names of its variable, read when it is unset."""
 
     variable: str
     parse: Callable[[str], Any]
     allowed: str
     check: Callable[[Any], object]
+    aliases: Tuple[str, ...] = ()
 
-    def read(self, field: str, text: str) -> Any:
+    def read(self, field: str, text: str, variable: Optional[str] = None) -> Any:
         """The value of ``text`` for ``field``, as read from the environment or a config file.
 
+        :param variable: the variable it was read from (default: :attr:`variable`).
         :raises ValueError: naming the field and the variable when it cannot be parsed.
         """
         try:
             return self.parse(text)
         except ValueError:
-            raise ValueError(self.complaint(field, text)) from None
+            raise ValueError(self.complaint(field, text, variable)) from None
 
-    def complaint(self, field: str, value: object) -> str:
+    def complaint(self, field: str, value: object, variable: Optional[str] = None) -> str:
         """``<field> (<VARIABLE>) must be <allowed>, got <value>``; a Redis URL with its password
         hidden and what is wrong with it."""
+        variable = variable or self.variable
         refusal = redis_url_refusal(value) if field == "redis_url" else None
         if refusal:
-            return f"{field} ({self.variable}) {refusal}"
+            return f"{field} ({variable}) {refusal}"
         if field == "postgres_url" and isinstance(value, str):
             value = redact_url(value)
-        return complaint(f"{field} ({self.variable})", self.allowed, value)
+        return complaint(f"{field} ({variable})", self.allowed, value)
+
+    def find(self, environ: Mapping[str, str]) -> Optional[Tuple[str, str]]:
+        """``(variable, text)`` of the first of its names set in ``environ``, or None."""
+        for name in (self.variable, *self.aliases):
+            text = environ.get(name)
+            if text is not None and text != "":
+                return name, text
+        return None
 
 
 #: Field -> its setting, in the order of :class:`DedupConfig`.
@@ -77,16 +94,29 @@ def _readable_policy_file(path: str) -> bool:
 
 
 SETTINGS: Dict[str, Setting] = {
-    "strategy": Setting("DEDUP_STRATEGY", str.strip, f"one of {STRATEGY_CHOICES}", strategy_name),
-    "redis_url": Setting("REDIS_URL", str.strip, REDIS_URL_RULE, lambda v: check_redis_url("redis_url", v)),
+    "strategy": Setting(
+        "CRAWLDEDUP_STRATEGY", str.strip, f"one of {STRATEGY_CHOICES}", strategy_name, ("DEDUP_STRATEGY",)
+    ),
+    "redis_url": Setting(
+        "CRAWLDEDUP_REDIS_URL", str.strip, REDIS_URL_RULE, lambda v: check_redis_url("redis_url", v), ("REDIS_URL",)
+    ),
     "ttl_days": Setting(
-        "VISITED_TTL_DAYS",
+        "CRAWLDEDUP_TTL_DAYS",
         float,
         "a number of days in [0, 36500] (0 = claims never expire)",
         lambda v: number_in("ttl_days", v, 0, 36_500),
+        ("VISITED_TTL_DAYS",),
     ),
-    "capacity": Setting("BLOOM_CAPACITY", lambda text: int(text.strip()), "an integer in [1, 2**48]", check_capacity),
-    "error_rate": Setting("BLOOM_ERROR_RATE", float, "a number in (0, 1)", check_error_rate),
+    "capacity": Setting(
+        "CRAWLDEDUP_CAPACITY",
+        lambda text: int(text.strip()),
+        "an integer in [1, 2**48]",
+        check_capacity,
+        ("BLOOM_CAPACITY",),
+    ),
+    "error_rate": Setting(
+        "CRAWLDEDUP_ERROR_RATE", float, "a number in (0, 1)", check_error_rate, ("BLOOM_ERROR_RATE",)
+    ),
     "state_path": Setting(
         "CRAWLDEDUP_STATE", str, "a file path or unset (memory)", lambda v: check_path("state_path", v)
     ),
@@ -153,14 +183,20 @@ def _check_tier(tier: Optional[str]) -> None:
 class DedupConfig:
     """Settings of a :class:`~crawldedup.Deduplicator`; each has an environment variable.
 
-    :param strategy: ``DEDUP_STRATEGY``: ``local``, ``set``, ``sharded-set``, ``redisbloom``
-        (``bloom`` is the same) or ``sqlite``.
-    :param redis_url: ``REDIS_URL``: the Redis of the ``set``, ``sharded-set`` and ``redisbloom`` stores.
-    :param ttl_days: ``VISITED_TTL_DAYS``: the recrawl window W, in every strategy: a page
+    Each field's variable is ``CRAWLDEDUP_<FIELD>`` (:data:`SETTINGS`; five also answer to an
+    older name, an alias read when the ``CRAWLDEDUP_`` one is unset).
+
+    :param strategy: ``CRAWLDEDUP_STRATEGY`` (``DEDUP_STRATEGY``): ``local``, ``set``, ``sharded-set``,
+        ``redisbloom`` (``bloom`` is the same), ``sqlite``, ``postgres`` or ``service``.
+    :param redis_url: ``CRAWLDEDUP_REDIS_URL`` (``REDIS_URL``): the Redis of the ``set``,
+        ``sharded-set`` and ``redisbloom`` stores.
+    :param ttl_days: ``CRAWLDEDUP_TTL_DAYS`` (``VISITED_TTL_DAYS``): the recrawl window W, in every strategy: a page
         claimed at time t is seen until at least t + W and won again, by one worker, by
         t + W (1 + 1 / generations) at the latest; 0 = claims never expire.
-    :param capacity: ``BLOOM_CAPACITY``: URLs the local filter and the store are sized for.
-    :param error_rate: ``BLOOM_ERROR_RATE``: false-positive rate of the local filter (and RedisBloom).
+    :param capacity: ``CRAWLDEDUP_CAPACITY`` (``BLOOM_CAPACITY``): URLs the local filter and the
+        store are sized for.
+    :param error_rate: ``CRAWLDEDUP_ERROR_RATE`` (``BLOOM_ERROR_RATE``): false-positive rate of
+        the local filter (and RedisBloom).
     :param state_path: ``CRAWLDEDUP_STATE``: the local filter's file; None keeps it in memory.
     :param namespace: ``CRAWLDEDUP_NAMESPACE``: the crawl's key prefix in the store.
     :param sqlite_path: ``CRAWLDEDUP_SQLITE``: the database file of the ``sqlite`` store.
@@ -271,8 +307,16 @@ class DedupConfig:
         """
         environ = os.environ if environ is None else environ
         values: Dict[str, object] = {}
+        read: Dict[str, str] = {}
         for field, setting in SETTINGS.items():
-            raw = environ.get(setting.variable)
-            if raw is not None and raw != "":
-                values[field] = setting.read(field, raw)
-        return cls(**values)  # type: ignore[arg-type]
+            found = setting.find(environ)
+            if found is not None:
+                read[field], text = found
+                values[field] = setting.read(field, text, read[field])
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except ValueError as exc:  # name the variable that was read, an alias too
+            message = str(exc)
+            for field, variable in read.items():
+                message = message.replace(f"{field} ({SETTINGS[field].variable})", f"{field} ({variable})")
+            raise ValueError(message) from None

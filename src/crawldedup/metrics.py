@@ -9,7 +9,7 @@
 
 Every counter of :class:`~crawldedup.DedupStats` is a Prometheus counter named
 ``crawldedup_<field>_total`` (``round_trips`` is ``crawldedup_store_round_trips_total``),
-labelled with the Deduplicator's namespace; :data:`METRICS` lists them all. The values come
+labelled ``crawl_namespace`` with the Deduplicator's namespace; :data:`METRICS` lists them all. The values come
 from the Deduplicator's own counters (:meth:`~crawldedup.Deduplicator.watch_stats`), so a
 scrape equals ``dedup.stats``, including what was counted before :meth:`DedupMetrics.attach`.
 Deduplicators of one namespace add up, as the processes of one crawl do.
@@ -48,7 +48,7 @@ except ImportError:  # pragma: no cover  (the extra is missing)
 from .dedup.state import LocalState
 from .dedup.stats import DedupStats, StatsListener
 
-__all__ = ["LATENCY_BUCKETS_SECONDS", "METRICS", "DedupMetrics"]
+__all__ = ["LABEL", "LATENCY_BUCKETS_SECONDS", "METRICS", "DedupMetrics"]
 
 PREFIX = "crawldedup"
 #: Upper bounds of the store-latency histogram, in seconds: a batch of 1,000 claims takes
@@ -77,7 +77,11 @@ _COUNTER_HELP = _counter_help()
 COUNTER_NAMES: Dict[str, str] = {field: f"{PREFIX}_{_RENAMED.get(field, field)}" for field in _COUNTER_HELP}
 LATENCY = f"{PREFIX}_store_latency_seconds"
 FILL = f"{PREFIX}_filter_fill_ratio"
-ERROR_RATE = f"{PREFIX}_filter_estimated_error_rate"
+#: A probability, so a ratio in Prometheus's naming (a ``_rate`` reads as per second).
+ERROR_RATE = f"{PREFIX}_filter_false_positive_ratio"
+#: The label of every series: not ``namespace``, which Kubernetes' service discovery attaches to
+#: each target (Prometheus would rename ours ``exported_namespace``).
+LABEL = "crawl_namespace"
 #: Every metric: its name as exposed, its type and what it counts.
 METRICS: Tuple[Tuple[str, str, str], ...] = (
     *((f"{name}_total", "counter", _COUNTER_HELP[field]) for field, name in COUNTER_NAMES.items()),
@@ -113,7 +117,7 @@ class DedupMetrics:
 
     def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
         self.registry = registry if registry is not None else REGISTRY
-        labels = ("namespace",)
+        labels = (LABEL,)
         self._counters = {
             field: Counter(name, _COUNTER_HELP[field], labels, registry=self.registry)
             for field, name in COUNTER_NAMES.items()

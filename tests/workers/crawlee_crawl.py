@@ -1,4 +1,5 @@
-"""One crawlee crawl of the loopback shop site (run as a script by tests/test_crawlee.py, never imported).
+"""One crawlee crawl of a loopback test site (run as a script by tests/test_crawlee.py and
+tests/test_crawl_zoo.py, never imported).
 
 Usage: crawlee_crawl.py JSON_OPTIONS
 
@@ -6,9 +7,12 @@ Options: ``crawler`` (``http``, ``parsel`` or ``beautifulsoup``), ``proxy`` (the
 ``http_proxy``), ``start`` (start URLs), ``storage_dir`` and ``purge`` (crawlee's storage),
 ``max_requests`` (or null), and ``dedup``: null for crawlee's own request queue, the
 AsyncDeduplicator's arguments, or ``"env"`` for ``AsyncDeduplicator.from_env()`` (the settings
-of the environment alone, as ``DEDUP_STRATEGY=service`` and ``CRAWLDEDUP_SERVICE_URL``). Prints one JSON line: requests handled, and the Deduplicator's
-``won``/``lost`` counters when it has one. ``redirects``: the crawler's HTTP client is
-crawldedup's ``DedupHttpClient`` (redirects followed hop by hop, each hop's page claimed first).
+of the environment alone, as ``DEDUP_STRATEGY=service`` and ``CRAWLDEDUP_SERVICE_URL``).
+``redirects``: the crawler's HTTP client is crawldedup's ``DedupHttpClient`` (redirects
+followed hop by hop, each hop's page claimed first). ``strategy``: crawlee's enqueue strategy
+(default ``same-hostname``, crawlee's own); ``retries``: crawlee's ``max_request_retries``
+(default crawlee's: a retry is a second fetch). Prints one JSON line: requests handled, and the
+Deduplicator's ``won``/``lost``/``redirected_known`` counters when it has one.
 """
 
 import asyncio
@@ -46,6 +50,7 @@ async def main() -> int:
         proxy_configuration=ProxyConfiguration(proxy_urls=[options["proxy"]]),
         **({"http_client": DedupHttpClient(dedup)} if options.get("redirects") else {}),
         max_requests_per_crawl=options["max_requests"],
+        **({"max_request_retries": options["retries"]} if options.get("retries") is not None else {}),
         concurrency_settings=ConcurrencySettings(desired_concurrency=8, max_concurrency=8),
         configure_logging=False,
     )
@@ -63,7 +68,7 @@ async def main() -> int:
                 [urljoin(page, href.decode().replace("&amp;", "&")) for href in HREF.findall(body)]
             )
         else:
-            await context.enqueue_links()
+            await context.enqueue_links(strategy=options.get("strategy", "same-hostname"))
 
     await crawler.run(options["start"])
     result = {"handled": handled}

@@ -79,7 +79,9 @@ def _move_into_place(tmp: str, path: str, overwrite: bool) -> None:
         raise
     except (OSError, NotImplementedError):  # pragma: no cover  (file systems without hard links)
         if os.path.lexists(path):
-            raise FileExistsError(errno.EEXIST, "filter file exists (pass overwrite=True to replace it)", path)
+            raise FileExistsError(
+                errno.EEXIST, "filter file exists (pass overwrite=True to replace it)", path
+            ) from None
         os.rename(tmp, path)
     else:
         os.unlink(tmp)

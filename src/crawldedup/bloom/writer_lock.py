@@ -218,7 +218,6 @@ class WriterLock:
         os.close(self._fd)
         self._fd = fd
 
-
     def _leave(self) -> None:
         """Stop being a writer, in a forked child that never writes: the open file description it
         inherited stays its parent's alone (closing this descriptor releases none of its locks)."""

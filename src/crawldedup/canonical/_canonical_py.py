@@ -25,6 +25,7 @@ import idna
 from .._checks import check_batch
 from . import _domain, _whatwg
 from .policy import DEFAULT_POLICY, Canonicalized, CanonicalPolicy, InvalidURL
+from .rules import host_of
 
 __all__ = ["canonicalize", "canonicalize_many"]
 
@@ -398,15 +399,6 @@ def _canonical_name(host: str, strip_www: bool, whatwg: bool, domains: bool) -> 
             del labels[0]
         name = ".".join(labels)
     return name
-
-
-def host_of(authority: str) -> str:
-    """The host of a canonical authority: without user info and port."""
-    host = authority[authority.rfind("@") + 1 :]
-    colon = host.rfind(":")
-    if colon >= 0 and colon > host.rfind("]"):
-        host = host[:colon]
-    return host
 
 
 @lru_cache(maxsize=256)

@@ -115,3 +115,12 @@ class HostRule:
                 continue
             out[f.name] = sorted(value) if isinstance(value, frozenset) else value
         return out
+
+
+def host_of(authority: str) -> str:
+    """The host of a canonical authority: without user info and port."""
+    host = authority[authority.rfind("@") + 1 :]
+    colon = host.rfind(":")
+    if colon >= 0 and colon > host.rfind("]"):
+        host = host[:colon]
+    return host

@@ -33,6 +33,7 @@ one line and an exit code (:mod:`.exits`).
 from __future__ import annotations
 
 import signal
+import sys
 from typing import Optional, Sequence
 
 __all__ = ["main"]
@@ -47,8 +48,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     :param argv: the arguments (``sys.argv[1:]`` when None).
     :returns: the exit code (see the module docstring).
     """
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments == ["--version"]:  # answered before the commands load: no layer, no server client
+        from .. import __version__
+
+        print(f"crawldedup {__version__}")
+        return 0
     try:
         from .main import run
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
-    return run(argv)
+    return run(arguments)

@@ -1,7 +1,7 @@
 """The options that choose a claim store, for the commands that open one (``doctor``, ``stats``).
 
 Each option is read and checked as its environment variable is (:data:`~crawldedup.config.SETTINGS`),
-and the environment (``DEDUP_STRATEGY``, ``REDIS_URL``...) fills in what the options leave out.
+and the environment (``CRAWLDEDUP_STRATEGY``, ``CRAWLDEDUP_REDIS_URL``...) fills in what the options leave out.
 """
 
 from __future__ import annotations
@@ -41,9 +41,13 @@ def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -
     """Add ``--strategy``, ``--redis-url``, ``--sqlite``, ``--namespace`` (unless ``namespace``
     is False), ``--capacity``, ``--error-rate`` and ``--ttl-days`` to ``parser``."""
     stores = [name for name, store in STRATEGIES.items() if store is not None]
-    parser.add_argument("--strategy", metavar="{" + ",".join(stores) + "}", help="the claim store ($DEDUP_STRATEGY)")
     parser.add_argument(
-        "--redis-url", metavar="URL", help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)"
+        "--strategy", metavar="{" + ",".join(stores) + "}", help="the claim store ($CRAWLDEDUP_STRATEGY)"
+    )
+    parser.add_argument(
+        "--redis-url",
+        metavar="URL",
+        help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($CRAWLDEDUP_REDIS_URL)",
     )
     parser.add_argument(
         "--sqlite",
@@ -57,9 +61,11 @@ def add_store_options(parser: argparse.ArgumentParser, namespace: bool = True) -
         parser.add_argument(
             "--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)"
         )
-    parser.add_argument("--capacity", metavar="N", help="URLs the store is sized for ($BLOOM_CAPACITY)")
-    parser.add_argument("--error-rate", metavar="P", help="false-positive rate of RedisBloom ($BLOOM_ERROR_RATE)")
-    parser.add_argument("--ttl-days", metavar="DAYS", help="lifetime of a claim in the set store ($VISITED_TTL_DAYS)")
+    parser.add_argument("--capacity", metavar="N", help="URLs the store is sized for ($CRAWLDEDUP_CAPACITY)")
+    parser.add_argument("--error-rate", metavar="P", help="false-positive rate of RedisBloom ($CRAWLDEDUP_ERROR_RATE)")
+    parser.add_argument(
+        "--ttl-days", metavar="DAYS", help="lifetime of a claim in the set store ($CRAWLDEDUP_TTL_DAYS)"
+    )
 
 
 def add_durability_options(parser: argparse.ArgumentParser) -> None:

@@ -18,8 +18,8 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 from urllib.parse import unquote_plus
 
 from ..canonical import CanonicalPolicy, HostRule, InvalidURL, canonicalize
-from ..canonical._canonical_py import host_of
 from ..canonical.policy_file import policy_file_text
+from ..canonical.rules import host_of
 
 __all__ = ["DROP", "KEEP", "UNKNOWN", "ParameterVerdict", "RuleLearner"]
 

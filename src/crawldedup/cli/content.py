@@ -82,8 +82,8 @@ def add_command(commands: Any, epilog: str, formatter_class: type) -> None:
         help=f"local strategy: the state file, pages in FILE{PAGES_SUFFIX} "
         f"(default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})",
     )
-    parser.add_argument("--strategy", metavar="S", help="keep pages beside a store's claims ($DEDUP_STRATEGY)")
-    parser.add_argument("--redis-url", metavar="URL", help="Redis of the Redis strategies ($REDIS_URL)")
+    parser.add_argument("--strategy", metavar="S", help="keep pages beside a store's claims ($CRAWLDEDUP_STRATEGY)")
+    parser.add_argument("--redis-url", metavar="URL", help="Redis of the Redis strategies ($CRAWLDEDUP_REDIS_URL)")
     parser.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
     parser.add_argument(
         "--namespace", metavar="NAME", help="the crawl's key prefix in the store ($CRAWLDEDUP_NAMESPACE)"

@@ -108,7 +108,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     if config.strategy in LOCAL_STRATEGIES:
         raise CLIError(
             ExitCode.USAGE,
-            "doctor checks a claim store: give --strategy (or $DEDUP_STRATEGY) other than "
+            "doctor checks a claim store: give --strategy (or $CRAWLDEDUP_STRATEGY) other than "
             f"{' or '.join(LOCAL_STRATEGIES)}; see crawldedup doctor --help",
         )
     if args.samples < 1:
@@ -282,7 +282,7 @@ def _check_capacity(
     if needed <= room:
         report.line(PASS, "capacity", text)
     else:
-        report.line(FAIL, "capacity", f"{text}: raise the limit, or lower the capacity (BLOOM_CAPACITY)")
+        report.line(FAIL, "capacity", f"{text}: raise the limit, or lower the capacity (CRAWLDEDUP_CAPACITY)")
 
 
 def _clean_up(report: Report, store: ClaimStore, namespace: str) -> None:

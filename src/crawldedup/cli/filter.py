@@ -337,9 +337,10 @@ def _open_deduplicator(args: argparse.Namespace, config: DedupConfig, state: str
 
 
 def _default_strategy(config: DedupConfig, state: str) -> str:
-    """The strategy without --strategy: $DEDUP_STRATEGY's, else ``exact``, but ``local`` to go
+    """The strategy without --strategy: $CRAWLDEDUP_STRATEGY's, else ``exact``, but ``local`` to go
     on with a state file made by the Bloom filter alone (the summary then says what it may lose)."""
-    if os.environ.get(SETTINGS["strategy"].variable, "").strip():
+    found = SETTINGS["strategy"].find(os.environ)
+    if found is not None and found[1].strip():
         return config.strategy
     try:
         if os.path.exists(state) and state_tier(state) == BLOOM_TIER:
@@ -447,13 +448,13 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         "--capacity",
         type=positive_int,
         metavar="N",
-        help="URLs a new filter is sized for (default $BLOOM_CAPACITY or 10,000,000)",
+        help="URLs a new filter is sized for (default $CRAWLDEDUP_CAPACITY or 10,000,000)",
     )
     filt.add_argument(
         "--error-rate",
         type=probability,
         metavar="P",
-        help="false-positive rate of a new filter at capacity (default $BLOOM_ERROR_RATE or 0.01)",
+        help="false-positive rate of a new filter at capacity (default $CRAWLDEDUP_ERROR_RATE or 0.01)",
     )
     filt.add_argument(
         "--output",
@@ -469,7 +470,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         help="exact: the state file alone decides, a Bloom filter in front of the pages' fingerprints "
         "beside it, no page lost (the default, but a state file made by local goes on with local); local: "
         "the Bloom filter alone, a false positive loses its page (up to --error-rate of the new pages); "
-        "or a store ($DEDUP_STRATEGY; " + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items()) + ")",
+        "or a store ($CRAWLDEDUP_STRATEGY; " + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items()) + ")",
     )
     filt.add_argument(
         "--local-tier",
@@ -483,7 +484,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         "--redis-url",
         type=redis_url,
         metavar="URL",
-        help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($REDIS_URL)",
+        help=f"Redis of the {', '.join(REDIS_STRATEGIES)} strategies ($CRAWLDEDUP_REDIS_URL)",
     )
     filt.add_argument(
         "--sqlite",
@@ -501,7 +502,7 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         type=days,
         metavar="DAYS",
         help="the recrawl window: a page is seen for DAYS, then won again; 0 = for ever "
-        "($VISITED_TTL_DAYS, default 30)",
+        "($CRAWLDEDUP_TTL_DAYS, default 30)",
     )
     filt.add_argument(
         "--generations",

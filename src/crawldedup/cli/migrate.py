@@ -69,7 +69,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         choices=[name for name, store in STRATEGIES.items() if store is not None],
         help="the store to copy them into",
     )
-    migrate.add_argument("--redis-url", metavar="URL", help="the source's Redis ($REDIS_URL)")
+    migrate.add_argument("--redis-url", metavar="URL", help="the source's Redis ($CRAWLDEDUP_REDIS_URL)")
     migrate.add_argument("--namespace", metavar="NAME", help="the source namespace ($CRAWLDEDUP_NAMESPACE)")
     migrate.add_argument("--to-redis-url", metavar="URL", help="the target's Redis (default: the source's)")
     migrate.add_argument(
@@ -82,15 +82,17 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         metavar="FILE",
         help=f"the target database of --to sqlite (default $CRAWLDEDUP_SQLITE or ./{DEFAULT_SQLITE})",
     )
-    migrate.add_argument("--capacity", metavar="N", help="URLs a new target namespace is sized for ($BLOOM_CAPACITY)")
     migrate.add_argument(
-        "--error-rate", metavar="P", help="false-positive rate of a RedisBloom target ($BLOOM_ERROR_RATE)"
+        "--capacity", metavar="N", help="URLs a new target namespace is sized for ($CRAWLDEDUP_CAPACITY)"
+    )
+    migrate.add_argument(
+        "--error-rate", metavar="P", help="false-positive rate of a RedisBloom target ($CRAWLDEDUP_ERROR_RATE)"
     )
     migrate.add_argument(
         "--ttl-days",
         metavar="DAYS",
         help="lifetime of the copies in a set target; with --from-state, the workers' recrawl "
-        "window, which must be the file's ($VISITED_TTL_DAYS)",
+        "window, which must be the file's ($CRAWLDEDUP_TTL_DAYS)",
     )
     migrate.add_argument(
         "--generations",
@@ -128,7 +130,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise usage_error("migrate", f"--batch-size must be a positive integer, got {args.batch_size}")
     if config.redis_url is None:
-        raise usage_error("migrate", "the set source needs --redis-url (or $REDIS_URL)")
+        raise usage_error("migrate", "the set source needs --redis-url (or $CRAWLDEDUP_REDIS_URL)")
     target_url = args.to_redis_url or config.redis_url
     target_namespace = args.to_namespace or config.namespace
     try:
@@ -207,7 +209,7 @@ def _run(
         if done.passes == 1:
             print(
                 f"crawldedup migrate: next, stop the workers, run the same command again (a last pass), then "
-                f"start them with DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}"
+                f"start them with CRAWLDEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={target_namespace}"
                 f"{_window_settings(target_window)} (the target's recrawl window: {window_text(target_window)})",
                 file=sys.stderr,
             )
@@ -220,8 +222,8 @@ def _window_settings(window: Optional[Window]) -> str:
     if window == default:
         return ""
     if window is None:
-        return " VISITED_TTL_DAYS=0"
-    return f" VISITED_TTL_DAYS={window.seconds / 86_400:g} CRAWLDEDUP_GENERATIONS={window.generations}"
+        return " CRAWLDEDUP_TTL_DAYS=0"
+    return f" CRAWLDEDUP_TTL_DAYS={window.seconds / 86_400:g} CRAWLDEDUP_GENERATIONS={window.generations}"
 
 
 def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
@@ -231,7 +233,9 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
     target_url = args.to_redis_url or config.redis_url
     namespace = args.to_namespace or config.namespace
     if args.target in REDIS_STRATEGIES and target_url is None:
-        raise usage_error("migrate", f"the {args.target} target needs --redis-url or --to-redis-url (or $REDIS_URL)")
+        raise usage_error(
+            "migrate", f"the {args.target} target needs --redis-url or --to-redis-url (or $CRAWLDEDUP_REDIS_URL)"
+        )
     try:
         SETTINGS["namespace"].check(namespace)
     except ValueError as exc:
@@ -286,7 +290,7 @@ def _run_seed(args: argparse.Namespace, config: DedupConfig) -> int:
     print(
         f"crawldedup migrate: seeded {where} with {path} ({done.record.size:,} bytes, about {pages:,} pages, "
         f"{counted(done.record.chunks, 'chunk')}, {sent}): start the workers with "
-        f"DEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={namespace}",
+        f"CRAWLDEDUP_STRATEGY={args.target} CRAWLDEDUP_NAMESPACE={namespace}",
         file=sys.stderr,
     )
     return ExitCode.OK

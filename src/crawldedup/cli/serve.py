@@ -1,7 +1,7 @@
 """``crawldedup serve``: the fingerprint service, one AsyncDeduplicator behind HTTP/JSON.
 
 The Deduplicator is configured as ``crawldedup filter``'s is: its options, then the environment
-(``DEDUP_STRATEGY``, ``REDIS_URL``...), then the defaults. It is opened before the server
+(``CRAWLDEDUP_STRATEGY``, ``CRAWLDEDUP_REDIS_URL``...), then the defaults. It is opened before the server
 listens, so a bad setting, state file or store ends the command with filter's exit codes and one
 line on stderr; once it listens, a line ``crawldedup serve: listening on http://HOST:PORT ...``
 goes to stderr. SIGTERM (or SIGINT) drains the requests in flight, closes the Deduplicator
@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, Dict, Optional
 
 from ..bloom import FilterFileError
 from ..config import SETTINGS, DedupConfig
 from ..dedup.aio import AsyncDeduplicator
+from ..service.limits import OPTIONS as LIMIT_OPTIONS  # nothing of the service extra: --help shows them
+from ..service.limits import Limits
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 from ..stores.factory import STRATEGIES
 from ._store_options import DURABILITY_OPTIONS, add_durability_options, add_policy_option
@@ -66,7 +68,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     serve.add_argument(
         "--strategy",
         metavar="{" + ",".join(STRATEGIES) + "}",
-        help="the claim store ($DEDUP_STRATEGY; default exact: the service's own state, no page lost)",
+        help="the claim store ($CRAWLDEDUP_STRATEGY; default exact: the service's own state, no page lost)",
     )
     serve.add_argument(
         "--local-tier",
@@ -74,7 +76,7 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         help="with a store, what answers before it: exact (no page lost) or bloom (a false positive loses its "
         "page, up to the error rate of the new pages) ($CRAWLDEDUP_LOCAL_TIER; default exact)",
     )
-    serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($REDIS_URL)")
+    serve.add_argument("--redis-url", metavar="URL", help="Redis of the Redis stores ($CRAWLDEDUP_REDIS_URL)")
     serve.add_argument("--sqlite", metavar="FILE", help="database of the sqlite strategy ($CRAWLDEDUP_SQLITE)")
     serve.add_argument(
         "--postgres-url", metavar="URL", help="database of the postgres strategy ($CRAWLDEDUP_POSTGRES_URL)"
@@ -87,13 +89,15 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         "--state", metavar="FILE", help="the local filter's file ($CRAWLDEDUP_STATE; default: in memory)"
     )
     serve.add_argument(
-        "--capacity", metavar="N", help="URLs the local filter and store are sized for ($BLOOM_CAPACITY)"
+        "--capacity", metavar="N", help="URLs the local filter and store are sized for ($CRAWLDEDUP_CAPACITY)"
     )
-    serve.add_argument("--error-rate", metavar="P", help="false-positive rate of the local filter ($BLOOM_ERROR_RATE)")
+    serve.add_argument(
+        "--error-rate", metavar="P", help="false-positive rate of the local filter ($CRAWLDEDUP_ERROR_RATE)"
+    )
     serve.add_argument(
         "--ttl-days",
         metavar="DAYS",
-        help="the recrawl window: lifetime of a claim in the store and the local filter ($VISITED_TTL_DAYS)",
+        help="the recrawl window: lifetime of a claim in the store and the local filter ($CRAWLDEDUP_TTL_DAYS)",
     )
     serve.add_argument(
         "--generations", metavar="G", help="generations the local filter's window is cut into ($CRAWLDEDUP_GENERATIONS)"
@@ -111,11 +115,21 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
         "the same id settle each other's leases",
     )
     serve.add_argument(
-        "--max-body-bytes", type=int, metavar="N", help="largest request body (default 16 MiB; more: 413)"
+        "--open-healthz",
+        action="store_true",
+        help="answer GET /healthz without the token, for load balancers' probes (its status alone: no data)",
     )
-    serve.add_argument(
-        "--max-batch", type=int, metavar="N", help="most URLs or keys in one call (default 100,000; more: 413)"
-    )
+    limits = serve.add_argument_group("limits", "what each client may use (docs/service.md, Limits)")
+    for field in fields(Limits):
+        default = field.default
+        kind = float if isinstance(default, float) else int
+        shown = f"{default:g}" if isinstance(default, float) else f"{default:,}"
+        limits.add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=kind,
+            metavar="S" if kind is float else "N",
+            help=f"{LIMIT_OPTIONS[field.name]} (default {shown})",
+        )
     serve.set_defaults(run=run_serve)
 
 
@@ -147,14 +161,10 @@ def run_serve(args: argparse.Namespace) -> int:
             f"crawldedup serve needs the service extra ({exc.name} is missing): pip install 'crawldedup[service]'",
         ) from None
     config = service_config(args)
-    limits = {
-        name: value
-        for name, value in (("max_body_bytes", args.max_body_bytes), ("max_batch", args.max_batch))
-        if value is not None
-    }
-    for name, value in limits.items():
-        if value < 1:
-            raise usage_error("serve", f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    try:
+        limits = service_limits(args, server.fit_descriptors)
+    except ValueError as exc:
+        raise usage_error("serve", str(exc)) from None
     token: Optional[str] = None
     try:
         if args.token_file is not None:
@@ -176,7 +186,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 ) from None
             metrics = DedupMetrics()  # prometheus_client's default registry: the process's own metrics too
             metrics.attach(dedup)
-            service = app.ServiceApp(dedup, metrics, token=token, **limits)
+            service = app.ServiceApp(dedup, metrics, token=token, open_healthz=args.open_healthz, limits=limits)
             where = server.address(sock)
             await server.serve(
                 service,
@@ -194,6 +204,25 @@ def run_serve(args: argparse.Namespace) -> int:
     server.run(main)
     print("crawldedup serve: stopped", file=sys.stderr, flush=True)
     return ExitCode.OK
+
+
+def service_limits(args: argparse.Namespace, fit: Any) -> Limits:
+    """The limits given as options over the defaults, ``max_connections`` fitted to the descriptors
+    (``fit(max_connections, reserved)``; a line on stderr when it had to be lowered).
+
+    :raises ValueError: for a limit that is not positive, or bodies over the buffered bytes.
+    """
+    given = {field.name: getattr(args, field.name) for field in fields(Limits) if getattr(args, field.name) is not None}
+    limits = Limits(**given)
+    fitted = fit(limits.max_connections, limits.store_connections)
+    if fitted < limits.max_connections:
+        print(
+            f"crawldedup serve: --max-connections lowered to {fitted:,}: the file descriptors (ulimit -n) "
+            f"allow no more beside the store's {limits.store_connections}",
+            file=sys.stderr,
+        )
+        limits = replace(limits, max_connections=fitted)
+    return limits
 
 
 async def _open(config: DedupConfig, args: argparse.Namespace) -> AsyncDeduplicator:

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import time
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._checks import redact_url
@@ -169,6 +170,12 @@ def _skipped(rate: Callable[[float], float], items: int) -> float:
     return sum((a + b) / 2 for a, b in zip(rates, rates[1:])) * items / INTEGRAL_POINTS
 
 
+def _newer_rate(rate: Callable[[int], float], older_miss: float, items: int) -> float:
+    """The rate a generation of ``items`` took a new page for seen, while the older live ones,
+    which all missed it with probability ``older_miss``, answered too."""
+    return 1.0 - older_miss * (1.0 - rate(items))
+
+
 def _later_stages_skipped(bloom: GrowingFilter) -> float:
     """The pages a grown filter's stages after the first skipped: each filled while the older
     ones (frozen) answered too."""
@@ -214,9 +221,7 @@ def _filter_report(path: str) -> Dict[str, Any]:
             # page was skipped when any of them took it for seen.
             skipped, older_miss = 0.0, 1.0
             for generation in generations:
-                skipped += _skipped(
-                    lambda n, frozen=older_miss: 1.0 - frozen * (1.0 - rate(n)), generation.approx_items
-                )
+                skipped += _skipped(partial(_newer_rate, rate, older_miss), generation.approx_items)
                 older_miss *= 1.0 - rate(generation.approx_items)
         else:
             skipped = _skipped(rate, base.approx_items)

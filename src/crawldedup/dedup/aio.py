@@ -119,9 +119,10 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         lease: Optional[float] = None,
         *,
         bases: Optional[Sequence[Optional[URL]]] = None,
+        owner: Optional[str] = None,
     ) -> ClaimBatch:
         """See :meth:`Deduplicator.claim_batch`; a cancelled call counts in ``stats.cancelled_batches``."""
-        return await self._run(self._claim_plan(urls, base, lease, bases), len(urls), claim=True)
+        return await self._run(self._claim_plan(urls, base, lease, bases, owner), len(urls), claim=True)
 
     async def claim_keys(self, keys: Sequence[URL]) -> List[bool]:
         """See :meth:`Deduplicator.claim_keys`."""
@@ -132,10 +133,15 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         return await self._run(self._seen_plan(urls), len(urls))
 
     async def claim_final(
-        self, final_urls: Sequence[URL], requested: Sequence[Chain], lease: Optional[float] = None
+        self,
+        final_urls: Sequence[URL],
+        requested: Sequence[Chain],
+        lease: Optional[float] = None,
+        *,
+        owner: Optional[str] = None,
     ) -> List[bool]:
         """See :meth:`Deduplicator.claim_final`; a cancelled call counts in ``stats.cancelled_batches``."""
-        return await self._run(self._final_plan(final_urls, requested, lease), len(final_urls), claim=True)
+        return await self._run(self._final_plan(final_urls, requested, lease, owner), len(final_urls), claim=True)
 
     async def seen_through_redirects(self, urls: Sequence[URL]) -> List[bool]:
         """See :meth:`Deduplicator.seen_through_redirects`."""
@@ -145,25 +151,27 @@ class AsyncDeduplicator(DedupCore[AsyncClaimStore]):
         """See :meth:`Deduplicator.seen_keys`."""
         return await self._run(self._seen_keys_plan(keys), len(keys))
 
-    async def done(self, urls: Sequence[URL]) -> List[bool]:
+    async def done(self, urls: Sequence[URL], *, owner: Optional[str] = None) -> List[bool]:
         """See :meth:`Deduplicator.done`."""
         await self.open()
-        return await self._run(self._leases.done(urls), len(urls))
+        return await self._run(self._leases.done(urls, owner), len(urls))
 
-    async def release(self, urls: Sequence[URL]) -> List[bool]:
+    async def release(self, urls: Sequence[URL], *, owner: Optional[str] = None) -> List[bool]:
         """See :meth:`Deduplicator.release`."""
         await self.open()
-        return await self._run(self._leases.release(urls), len(urls))
+        return await self._run(self._leases.release(urls, owner), len(urls))
 
-    async def renew(self, urls: Sequence[URL], lease: float) -> List[bool]:
+    async def renew(self, urls: Sequence[URL], lease: float, *, owner: Optional[str] = None) -> List[bool]:
         """See :meth:`Deduplicator.renew`."""
         await self.open()
-        return await self._run(self._leases.renew(urls, lease), len(urls))
+        return await self._run(self._leases.renew(urls, lease, owner), len(urls))
 
-    async def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
+    async def expired(
+        self, limit: int = 1_000, lease: Optional[float] = None, *, owner: Optional[str] = None
+    ) -> List[str]:
         """See :meth:`Deduplicator.expired`."""
         await self.open()
-        return await self._run(self._leases.expired(limit, lease), 0)
+        return await self._run(self._leases.expired(limit, lease, owner), 0)
 
     async def check_content(
         self, urls: Sequence[URL], fingerprints: Union[np.ndarray, Sequence[int]]

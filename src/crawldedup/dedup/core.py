@@ -311,9 +311,10 @@ class DedupCore(Generic[S]):
     def from_env(cls: Type[D], environ: Optional[Any] = None, **overrides: Any) -> D:
         """A Deduplicator configured by the environment (read once, here); ``overrides`` win.
 
-        Variables: ``DEDUP_STRATEGY``, ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``,
-        ``BLOOM_ERROR_RATE``, ``CRAWLDEDUP_STATE``, ``CRAWLDEDUP_NAMESPACE``, ``CRAWLDEDUP_SQLITE``,
-        ``CRAWLDEDUP_GENERATIONS``, ``CRAWLDEDUP_SERVICE_URL``, ``CRAWLDEDUP_POLICY``.
+        Variables: ``CRAWLDEDUP_<FIELD>`` for each field of :class:`~crawldedup.config.DedupConfig`
+        (``CRAWLDEDUP_STRATEGY``, ``CRAWLDEDUP_REDIS_URL``, ``CRAWLDEDUP_STATE``...). Five also
+        answer to their older names, read when the ``CRAWLDEDUP_`` one is unset: ``DEDUP_STRATEGY``,
+        ``REDIS_URL``, ``VISITED_TTL_DAYS``, ``BLOOM_CAPACITY``, ``BLOOM_ERROR_RATE``.
 
         :raises ValueError: for a variable that cannot be parsed or is out of range, naming it.
         """
@@ -337,6 +338,7 @@ class DedupCore(Generic[S]):
         base: Optional[URL],
         lease: Optional[float],
         bases: Optional[Sequence[Optional[URL]]],
+        owner: Optional[str] = None,
     ) -> Plan[ClaimBatch]:
         """:meth:`Deduplicator.claim_batch`, as a plan."""
         if lease is not None:
@@ -345,7 +347,7 @@ class DedupCore(Generic[S]):
         batch = self._prepare(urls, base, bases)
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
-            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease)
+            rows = yield from self._claim_and_learn(batch.hashes, batch.valid, lease, owner=owner)
             won[batch.positions[rows]] = True
         return ClaimBatch(won.tolist(), cast(List[Optional[str]], batch.canonical), batch.errors)  # made here: a list
 
@@ -369,7 +371,11 @@ class DedupCore(Generic[S]):
         return cast(List[bool], seen.tolist())
 
     def _final_plan(
-        self, finals: Sequence[URL], requested: Sequence[Chain], lease: Optional[float]
+        self,
+        finals: Sequence[URL],
+        requested: Sequence[Chain],
+        lease: Optional[float],
+        owner: Optional[str] = None,
     ) -> Plan[List[bool]]:
         """:meth:`Deduplicator.claim_final`, as a plan: a fetch chain owns one claim.
 
@@ -407,18 +413,22 @@ class DedupCore(Generic[S]):
         )
         won = np.zeros(len(batch.canonical), dtype=bool)
         if len(batch.positions):
-            rows = yield from self._claim_and_learn(
-                batch.hashes, batch.valid, lease, aliases if self.store is not None and pairs else None
-            )
             # A page the chain holds is claimed too (a caller whose chain claimed nothing in this
             # Deduplicator records it now), and is the chain's whoever answered first.
-            mine = np.zeros(len(batch.positions), dtype=bool)
-            mine[rows] = True
             held = np.zeros(len(batch.positions), dtype=bool)
             held[same] = True
+            rows = yield from self._claim_and_learn(
+                batch.hashes,
+                batch.valid,
+                lease,
+                aliases if self.store is not None and pairs else None,
+                owner=owner,
+                kept=np.flatnonzero(held),
+            )
+            mine = np.zeros(len(batch.positions), dtype=bool)
+            mine[rows] = True
             won[batch.positions[mine | held]] = True
-            kept = int((held & ~mine).sum())
-            self._counter.add(won=kept, lost=-kept, redirected_known=int((~mine & ~held).sum()))
+            self._counter.add(redirected_known=int((~mine & ~held).sum()))
             if self._local_aliases is not None and pairs:
                 self._local_aliases.record(aliases)
         return cast(List[bool], won.tolist())
@@ -472,22 +482,32 @@ class DedupCore(Generic[S]):
         return batch
 
     def _claim_and_learn(
-        self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float], aliases: Optional[Aliases] = None
+        self,
+        hashes: np.ndarray,
+        canonical: Sequence[str],
+        lease: Optional[float],
+        aliases: Optional[Aliases] = None,
+        *,
+        owner: Optional[str] = None,
+        kept: Optional[np.ndarray] = None,
     ) -> Plan[np.ndarray]:
         """Claim one batch in one step (recording ``aliases`` in the same round trip); the local
         filter learns its lasting claims at once (only once the store answered: a batch that
         fails or is cancelled teaches it nothing).
 
+        :param kept: rows that are the caller's whoever wins their claim (a fetch chain's own
+            page): counted as won, never as lost.
         :returns: the rows won.
         """
-        claimed = yield from self._pipeline.claim(hashes, canonical, lease, aliases)
+        claimed = yield from self._pipeline.claim(hashes, canonical, lease, aliases, owner)
         won = claimed.won
         if self.store is None:
             # The filter's own test-and-set decides: of two threads claiming a page, one adds it first.
             won = won[self.local_filter.add_hashes(take_rows(hashes, won))] if len(won) else won
         elif len(claimed.learn):
             self.local_filter.add_hashes(take_rows(hashes, claimed.learn))
-        self._counter.add(won=len(won), lost=len(hashes) - len(won))
+        counted = len(won) if kept is None else len(np.union1d(won, kept))
+        self._counter.add(won=counted, lost=len(hashes) - counted)
         return won
 
     def _filter_bytes_per_item(self) -> Optional[float]:
@@ -551,7 +571,7 @@ def _chain(row: int, links: Chain) -> List[URL]:
         return [links]
     if isinstance(links, (bytearray, memoryview)) or not isinstance(links, Sequence):
         raise TypeError(f"requested[{row}] must be a URL or a sequence of URLs, got {type(links).__name__}")
-    return list(links)
+    return list(cast(Sequence[URL], links))
 
 
 def _canonicalize_in_pieces(urls: Sequence[URL], base: Optional[URL], policy: CanonicalPolicy) -> Canonicalized:

@@ -55,37 +55,39 @@ class Leases:
         self.policy = policy
         self.counter = counter
 
-    def done(self, urls: Sequence[URL]) -> Plan[List[bool]]:
+    def done(self, urls: Sequence[URL], owner: Optional[str] = None) -> Plan[List[bool]]:
         lease_store(self.store, self.strategy)
-        answers, fingerprints, accepted = yield from self._settle(urls, "finish_leases")
+        answers, fingerprints, accepted = yield from self._settle(urls, owner, "finish_leases")
         if accepted:  # lasting now: the local filter may answer for them
             self.local_filter.add_hashes(take_rows(fingerprints.hashes, accepted))
         self.counter.add(done=len(accepted), refused=len(answers) - len(accepted))
         return answers
 
-    def release(self, urls: Sequence[URL]) -> Plan[List[bool]]:
+    def release(self, urls: Sequence[URL], owner: Optional[str] = None) -> Plan[List[bool]]:
         lease_store(self.store, self.strategy)
-        answers, _, accepted = yield from self._settle(urls, "release_leases")
+        answers, _, accepted = yield from self._settle(urls, owner, "release_leases")
         self.counter.add(released=len(accepted), refused=len(answers) - len(accepted))
         return answers
 
-    def renew(self, urls: Sequence[URL], lease: float) -> Plan[List[bool]]:
+    def renew(self, urls: Sequence[URL], lease: float, owner: Optional[str] = None) -> Plan[List[bool]]:
         check_lease_seconds(lease)
         lease_store(self.store, self.strategy)
-        answers, _, accepted = yield from self._settle(urls, "renew_leases", lease)
+        answers, _, accepted = yield from self._settle(urls, owner, "renew_leases", lease)
         self.counter.add(renewed=len(accepted), refused=len(answers) - len(accepted))
         return answers
 
-    def expired(self, limit: int, lease: Optional[float]) -> Plan[List[str]]:
+    def expired(self, limit: int, lease: Optional[float], owner: Optional[str] = None) -> Plan[List[str]]:
         lease_store(self.store, self.strategy)
-        urls: List[str] = yield StoreAsk("expired_leases", (limit, self.owner if lease is not None else None, lease))
+        taker = (owner or self.owner) if lease is not None else None
+        urls: List[str] = yield StoreAsk("expired_leases", (limit, taker, lease))
         self.counter.add(expired=len(urls))
         return urls
 
     def _settle(
-        self, urls: Sequence[URL], method: str, *terms: float
+        self, urls: Sequence[URL], owner: Optional[str], method: str, *terms: float
     ) -> Plan[Tuple[List[bool], Fingerprints, List[int]]]:
-        """Canonicalize ``urls`` and settle the valid ones in one store call (``method``).
+        """Canonicalize ``urls`` and settle the valid ones of ``owner`` (None: this worker) in one
+        store call (``method``).
 
         :returns: per URL, whether it was settled (False when invalid or refused); the valid
             URLs' fingerprints; and the rows of those settled.
@@ -96,7 +98,7 @@ class Leases:
         fingerprints = Fingerprints(hash_many([canonical[i] for i in positions]))
         accepted: List[int] = []
         if positions:
-            settled: List[bool] = yield StoreAsk(method, (fingerprints, self.owner, *terms))
+            settled: List[bool] = yield StoreAsk(method, (fingerprints, owner or self.owner, *terms))
             for row, ok in enumerate(settled):
                 answers[positions[row]] = ok
                 if ok:

@@ -118,11 +118,16 @@ class ClaimPipeline:
         self._sample_below = np.uint64(round(sample_rate * (1 << 32)))
 
     def claim(
-        self, hashes: np.ndarray, canonical: Sequence[str], lease: Optional[float], aliases: Optional[Aliases] = None
+        self,
+        hashes: np.ndarray,
+        canonical: Sequence[str],
+        lease: Optional[float],
+        aliases: Optional[Aliases] = None,
+        owner: Optional[str] = None,
     ) -> Plan[Claimed]:
         """Claim one batch: ``hashes`` has one row per valid URL, ``canonical[row]`` its canonical
-        form (needed with a lease only). Yields at most one :class:`StoreAsk`, which also records
-        ``aliases`` in the store's alias map.
+        form (needed with a lease only), the lease taken for ``owner`` (None: this caller's).
+        Yields at most one :class:`StoreAsk`, which also records ``aliases`` in the store's alias map.
 
         :raises StoreUnavailable: when the store stayed unreachable (nothing was recorded).
         """
@@ -139,7 +144,7 @@ class ClaimPipeline:
             self.counter.add(local_hits=hits, answered_locally=len(hashes))
             return Claimed(claims.rows, claims.rows)
         reads = self._sampled_hits(hashes, hit)
-        answers = yield from self._ask_store(hashes, claims.rows, reads, canonical, lease, aliases)
+        answers = yield from self._ask_store(hashes, claims.rows, reads, canonical, lease, aliases, owner)
         won_mask = np.asarray(answers.won, dtype=bool)
         won = claims.rows[won_mask]
         held = np.asarray(answers.held, dtype=np.intp)
@@ -176,9 +181,14 @@ class ClaimPipeline:
         canonical: Sequence[str],
         lease: Optional[float],
         aliases: Optional[Aliases],
+        owner: Optional[str],
     ) -> Plan[ClaimAnswers]:
         """One round trip: claim ``claim_rows`` (leased when ``lease``), read ``read_rows``, record ``aliases``."""
-        terms = Lease(self.owner, lease, [canonical[row] for row in claim_rows.tolist()]) if lease is not None else None
+        terms = (
+            Lease(owner or self.owner, lease, [canonical[row] for row in claim_rows.tolist()])
+            if lease is not None
+            else None
+        )
         options: Dict[str, Any] = {"lease": terms} if aliases is None else {"lease": terms, "aliases": aliases}
         ask = StoreAsk(
             "claim_and_read",

@@ -40,7 +40,7 @@ import time
 from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 from urllib.parse import urljoin, urlsplit
 
 from crawlee import Request
@@ -53,6 +53,10 @@ from crawlee.storage_clients import FileSystemStorageClient, StorageClient
 from crawlee.storage_clients._base import DatasetClient, KeyValueStoreClient, RequestQueueClient
 from crawlee.storage_clients.models import AddRequestsResponse, ProcessedRequest, RequestQueueMetadata
 
+from ..canonical import canonicalize_many
+
+if TYPE_CHECKING:
+    from crawlee._types import HttpMethod  # crawlee names the type of its methods there only
 from ..dedup import AsyncDeduplicator
 
 __all__ = ["DedupHttpClient", "DedupRequestQueueClient", "DedupStorageClient", "KEY_PREFIX", "MAX_REDIRECTS"]
@@ -69,6 +73,16 @@ _ORIGIN_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 _BODY_HEADERS = frozenset(
     {"content-encoding", "content-language", "content-location", "content-type", "content-length"}
 )
+
+
+def _by_url(request: Request) -> bool:
+    """Whether a request is claimed by its canonical URL (a GET without a payload)."""
+    return request.method == "GET" and not request.payload
+
+
+def _keyed(request: Request, key: str) -> Request:
+    """``request`` queued under ``key``."""
+    return request if request.unique_key == key else request.model_copy(update={"unique_key": key})
 
 
 class DedupRequestQueueClient(RequestQueueClient):
@@ -93,11 +107,16 @@ class DedupRequestQueueClient(RequestQueueClient):
     ) -> AddRequestsResponse:
         """Claim ``requests``, then queue the ones won here (and those owed) in the inner client.
 
+        A GET request won here is queued under its canonical URL as ``unique_key``: crawlee's
+        own key lowercases the whole URL, and would take a page whose path differs only in case
+        from another's (``/s/aB``, ``/s/Ab``) for that one, and never hand it out.
+
         :raises StoreUnavailable: when the store stayed unreachable (nothing was queued: crawlee
             fails the request handler that added them, and retries it).
         """
-        won = await self._claim(requests)
-        fresh = [request for request, ok in zip(requests, won) if ok]
+        keys = self._keys(requests)
+        won = await self._claim(requests, keys)
+        fresh = [_keyed(request, key) for request, key, ok in zip(requests, keys, won) if ok]
         seen = [
             ProcessedRequest(unique_key=request.unique_key, was_already_present=True, was_already_handled=True)
             for request, ok in zip(requests, won)
@@ -114,12 +133,23 @@ class DedupRequestQueueClient(RequestQueueClient):
             processed_requests=[*response.processed_requests, *seen], unprocessed_requests=response.unprocessed_requests
         )
 
-    async def _claim(self, requests: Sequence[Request]) -> List[bool]:
+    def _keys(self, requests: Sequence[Request]) -> List[str]:
+        """The key each request is queued (and owed) under: a GET's canonical URL, else its own ``unique_key``."""
+        keys = [request.unique_key for request in requests]
+        by_url = [i for i, request in enumerate(requests) if _by_url(request)]
+        if by_url:
+            canonical = canonicalize_many([requests[i].url for i in by_url], policy=self.dedup.policy).urls
+            for i, url in zip(by_url, canonical):
+                if url is not None:
+                    keys[i] = url
+        return keys
+
+    async def _claim(self, requests: Sequence[Request], keys: Sequence[str]) -> List[bool]:
         """Per request: won here (or owed), in at most two store round trips."""
-        won = [request.unique_key in self._owed for request in requests]
+        won = [key in self._owed for key in keys]
         pending = [i for i, ok in enumerate(won) if not ok]
-        by_url = [i for i in pending if requests[i].method == "GET" and not requests[i].payload]
-        by_key = [i for i in pending if not (requests[i].method == "GET" and not requests[i].payload)]
+        by_url = [i for i in pending if _by_url(requests[i])]
+        by_key = [i for i in pending if not _by_url(requests[i])]
         if by_url:
             batch = await self.dedup.claim_batch([requests[i].url for i in by_url])
             for position, i in enumerate(by_url):
@@ -165,7 +195,7 @@ def _origin(url: str) -> tuple:
     return parts.scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 
 
-def _redirected_method(status: int, method: str) -> str:
+def _redirected_method(status: int, method: HttpMethod) -> HttpMethod:
     """The method of a redirect's next request, as the Fetch Standard says (HTTP-redirect fetch)."""
     if (status in (301, 302) and method == "POST") or (status == 303 and method not in ("GET", "HEAD")):
         return "GET"

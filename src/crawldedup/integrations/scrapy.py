@@ -119,7 +119,7 @@ SETTINGS: Dict[str, str] = {
 #: as each call to Scrapy's stats collector goes through a wrapper.
 STATS_SYNC_EVERY = 1024
 #: Deduplicator counters copied into Scrapy's stats (``crawldedup/<name>``).
-_MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hits", "false_hits")
+_MIRRORED_STATS = ("local_hits", "answered_locally", "round_trips", "sampled_hits", "false_hits", "redirected_known")
 
 
 def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
@@ -158,7 +158,10 @@ def _policy_from_setting(value: Any, settings: BaseSettings) -> CanonicalPolicy:
 
 
 def _config_from_settings(settings: BaseSettings, spider_name: Optional[str]) -> DedupConfig:
-    """The Deduplicator's settings from Scrapy's, each checked by DedupConfig and named if wrong."""
+    """The Deduplicator's settings: Scrapy's ``CRAWLDEDUP_*`` settings over the environment's
+    variables of the same names, each checked by DedupConfig and named if wrong."""
+    environment = DedupConfig.from_env()
+    in_environment = {field for field, setting in CONFIG_SETTINGS.items() if setting.find(os.environ)}
     values: Dict[str, Any] = {}
     for setting, field in SETTINGS.items():
         value = settings.get(setting)
@@ -171,14 +174,15 @@ def _config_from_settings(settings: BaseSettings, spider_name: Optional[str]) ->
         except ValueError as exc:
             raise ValueError(f"{setting}: {exc}") from None
         values[field] = value
-    if "namespace" not in values and spider_name:
+    given = set(values) | in_environment
+    if "namespace" not in given and spider_name:
         values["namespace"] = f"scrapy:{spider_name}"
-    if "state_path" not in values:
+    if "state_path" not in given:
         jobdir = job_dir(settings)
         if jobdir:
             values["state_path"] = os.fspath(Path(jobdir) / STATE_FILE_NAME)
     try:
-        return DedupConfig(**values)
+        return dataclasses.replace(environment, **values)
     except ValueError as exc:
         raise ValueError(f"{exc} (the default namespace is scrapy:<spider name>; set CRAWLDEDUP_NAMESPACE)") from None
 

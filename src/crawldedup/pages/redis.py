@@ -65,9 +65,9 @@ SAMPLE_KEYS = 64
 _SIMHASH = struct.Struct(">Q")
 
 # KEYS[1]: the page record, KEYS[2]: this call's receipt, KEYS[3]: the receipt of the caller's
-# last answered call (deleted; KEYS[2] again when none). ARGV[1]: the hash tag; ARGV[2..11]: the record's five fields and
-# values (layout, canonical_policy, content_policy, max_distance must match; shards is adopted);
-# then the offset and width of each of the k + 1 blocks; then per page its id and its value.
+# last answered call (deleted; KEYS[2] again when none). ARGV[1]: the hash tag; ARGV[2..11]: the
+# record's five fields and values (layout, canonical_policy, content_policy, max_distance must
+# match; shards is adopted); then the offset and width of each of the k + 1 blocks; then per page its id and its value.
 # Returns {'ok', {previous or '', near value...} per page} or {'conflict', field, stored}.
 _EXCHANGE = """
 local META, RECEIPT, ANSWERED, PREFIX = KEYS[1], KEYS[2], KEYS[3], ARGV[1]

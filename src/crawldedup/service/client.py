@@ -13,6 +13,7 @@ claim retried by the caller then answers "not won" for what the lost call won.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, Type, TypeVar, Union, cast
@@ -58,21 +59,32 @@ def _batch(urls: Sequence[Any]) -> List[Any]:
 
 
 class Requests:
-    """The requests of the Deduplicator's methods, and how each answer becomes their result."""
+    """The requests of the Deduplicator's methods, and how each answer becomes their result.
 
-    @staticmethod
-    def claim_batch(urls: Sequence[str], base: Optional[str], lease: Optional[float]) -> Exchange[ClaimBatch]:
+    :param lease_token: the client's secret that names its leases at the service: sent with its
+        leased claims and with every done, release and renew (docs/service.md, "Leases").
+    """
+
+    def __init__(self, lease_token: str) -> None:
+        self.lease_token = lease_token
+
+    def _leasing(self, lease: Optional[float]) -> Optional[str]:
+        return self.lease_token if lease is not None else None
+
+    def claim_batch(self, urls: Sequence[str], base: Optional[str], lease: Optional[float]) -> Exchange[ClaimBatch]:
         return _exchange(
             "claim_batch",
             lambda f: ClaimBatch(listed(f["won"]), f["canonical"], invalid_urls(f["errors"])),
             urls=_batch(urls),
             base=base,
             lease=lease,
+            lease_token=self._leasing(lease),
         )
 
-    @staticmethod
-    def claim_many(urls: Sequence[str], lease: Optional[float]) -> Exchange[List[bool]]:
-        return _exchange("claim_batch", lambda f: listed(f["won"]), urls=_batch(urls), lease=lease)
+    def claim_many(self, urls: Sequence[str], lease: Optional[float]) -> Exchange[List[bool]]:
+        return _exchange(
+            "claim_batch", lambda f: listed(f["won"]), urls=_batch(urls), lease=lease, lease_token=self._leasing(lease)
+        )
 
     @staticmethod
     def claim_keys(keys: Sequence[str]) -> Exchange[List[bool]]:
@@ -86,14 +98,14 @@ class Requests:
     def seen(urls: Sequence[str]) -> Exchange[List[bool]]:
         return _exchange("seen", lambda f: listed(f["seen"]), urls=_batch(urls))
 
-    @staticmethod
-    def settle(name: str, urls: Sequence[str], lease: Optional[float] = None) -> Exchange[List[bool]]:
+    def settle(self, name: str, urls: Sequence[str], lease: Optional[float] = None) -> Exchange[List[bool]]:
         answer = CALLS[name].answer
-        return _exchange(name, lambda f: listed(f[answer]), urls=_batch(urls), lease=lease)
+        return _exchange(
+            name, lambda f: listed(f[answer]), urls=_batch(urls), lease=lease, lease_token=self.lease_token
+        )
 
-    @staticmethod
     def claim_final(
-        final_urls: Sequence[str], requested: Sequence[Union[str, Sequence[str]]], lease: Optional[float]
+        self, final_urls: Sequence[str], requested: Sequence[Union[str, Sequence[str]]], lease: Optional[float]
     ) -> Exchange[List[bool]]:
         return _exchange(
             "claim_final",
@@ -101,15 +113,21 @@ class Requests:
             final_urls=_batch(final_urls),
             requested=[link if isinstance(link, str) else list(link) for link in _batch(requested)],
             lease=lease,
+            lease_token=self._leasing(lease),
         )
 
     @staticmethod
     def seen_through_redirects(urls: Sequence[str]) -> Exchange[List[bool]]:
         return _exchange("seen_through_redirects", lambda f: listed(f["seen"]), urls=_batch(urls))
 
-    @staticmethod
-    def expired(limit: int, lease: Optional[float]) -> Exchange[List[str]]:
-        return _exchange("expired", lambda f: [str(url) for url in f["urls"]], limit=limit, lease=lease)
+    def expired(self, limit: int, lease: Optional[float]) -> Exchange[List[str]]:
+        return _exchange(
+            "expired",
+            lambda f: [str(url) for url in f["urls"]],
+            limit=limit,
+            lease=lease,
+            lease_token=self._leasing(lease),
+        )
 
 
 #: What :meth:`_Client._judge` answers for an attempt to make again.
@@ -121,7 +139,15 @@ class _Client:
 
     _unsent: Tuple[Type[BaseException], ...] = ()
 
-    def __init__(self, url: str, *, token: Optional[str], timeout: float, retry: Optional[RetryPolicy]) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: Optional[str],
+        timeout: float,
+        retry: Optional[RetryPolicy],
+        lease_token: Optional[str],
+    ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"url must be a URL starting with http:// or https://, got {url!r}")
         self.url = url.rstrip("/")
@@ -130,6 +156,9 @@ class _Client:
         if token is not None:
             self._headers["authorization"] = f"Bearer {token}"
         self._timeout = timeout
+        #: The secret that names this client's leases at the service (docs/service.md, "Leases").
+        self.lease_token = lease_token if lease_token is not None else secrets.token_hex(16)
+        self.requests = Requests(self.lease_token)
 
     def _judge(
         self,
@@ -164,6 +193,9 @@ class ServiceClient(_Client):
     :param token: its bearer token, when it asks for one.
     :param timeout: seconds one call may take.
     :param retry: retries of a call that did not reach the service or that it answered 503.
+    :param lease_token: the secret (32 to 128 hex digits) that names this client's leases: only
+        a client with it settles them (``done``, ``release``, ``renew``). Default: a new random
+        one; keep :attr:`lease_token` and give it again to settle leases after a restart.
     :raises ValueError: for a URL that is not http(s).
     :raises ImportError: without httpx (``pip install 'crawldedup[service]'``).
     """
@@ -175,9 +207,10 @@ class ServiceClient(_Client):
         token: Optional[str] = None,
         timeout: float = DEFAULT_TIMEOUT,
         retry: Optional[RetryPolicy] = None,
+        lease_token: Optional[str] = None,
     ) -> None:
         httpx = _httpx()
-        super().__init__(url, token=token, timeout=timeout, retry=retry)
+        super().__init__(url, token=token, timeout=timeout, retry=retry, lease_token=lease_token)
         self._httpx = httpx
         self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
         self._http = httpx.Client(base_url=self.url, headers=self._headers, timeout=timeout)
@@ -201,50 +234,50 @@ class ServiceClient(_Client):
 
     def claim_many(self, urls: Sequence[str], lease: Optional[float] = None) -> List[bool]:
         """Claim a batch; per URL, True when this caller won it (see :meth:`Deduplicator.claim_many`)."""
-        return self._send(Requests.claim_many(urls, lease))
+        return self._send(self.requests.claim_many(urls, lease))
 
     def claim_batch(self, urls: Sequence[str], base: Optional[str] = None, lease: Optional[float] = None) -> ClaimBatch:
         """Claim a batch: per URL, won, its canonical form, and why the invalid ones were refused."""
-        return self._send(Requests.claim_batch(urls, base, lease))
+        return self._send(self.requests.claim_batch(urls, base, lease))
 
     def claim_keys(self, keys: Sequence[str]) -> List[bool]:
         """Claim precomputed keys as they are (``POST /mark_seen``); per key, True when first seen."""
-        return self._send(Requests.claim_keys(keys))
+        return self._send(self.requests.claim_keys(keys))
 
     def seen_keys(self, keys: Sequence[str]) -> List[bool]:
         """Whether precomputed keys were claimed (``POST /is_seen``); claims nothing."""
-        return self._send(Requests.seen_keys(keys))
+        return self._send(self.requests.seen_keys(keys))
 
     def seen(self, urls: Sequence[str]) -> List[bool]:
         """Whether URLs were claimed (canonicalized by the service); claims nothing."""
-        return self._send(Requests.seen(urls))
+        return self._send(self.requests.seen(urls))
 
     def claim_final(
         self, final_urls: Sequence[str], requested: Sequence[Union[str, Sequence[str]]], lease: Optional[float] = None
     ) -> List[bool]:
         """After redirected fetches: per fetch, True when its final page is new (``POST
         /v1/claim_final``; see :meth:`Deduplicator.claim_final`)."""
-        return self._send(Requests.claim_final(final_urls, requested, lease))
+        return self._send(self.requests.claim_final(final_urls, requested, lease))
 
     def seen_through_redirects(self, urls: Sequence[str]) -> List[bool]:
         """Whether URLs are recorded as redirecting to a claimed page (``POST /v1/seen_through_redirects``)."""
-        return self._send(Requests.seen_through_redirects(urls))
+        return self._send(self.requests.seen_through_redirects(urls))
 
     def done(self, urls: Sequence[str]) -> List[bool]:
         """Make leased URLs visited for good; per URL, True when done (see :meth:`Deduplicator.done`)."""
-        return self._send(Requests.settle("done", urls))
+        return self._send(self.requests.settle("done", urls))
 
     def release(self, urls: Sequence[str]) -> List[bool]:
         """Free leased URLs (a failed fetch to retry); per URL, True when released."""
-        return self._send(Requests.settle("release", urls))
+        return self._send(self.requests.settle("release", urls))
 
     def renew(self, urls: Sequence[str], lease: float) -> List[bool]:
         """Move the deadline of leases to ``lease`` seconds from now; per URL, True when renewed."""
-        return self._send(Requests.settle("renew", urls, lease))
+        return self._send(self.requests.settle("renew", urls, lease))
 
     def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
         """Canonical URLs of expired leases, each handed back once (see :meth:`Deduplicator.expired`)."""
-        return self._send(Requests.expired(limit, lease))
+        return self._send(self.requests.expired(limit, lease))
 
     def close(self) -> None:
         """Close the connections."""
@@ -270,9 +303,10 @@ class AsyncServiceClient(_Client):
         token: Optional[str] = None,
         timeout: float = DEFAULT_TIMEOUT,
         retry: Optional[RetryPolicy] = None,
+        lease_token: Optional[str] = None,
     ) -> None:
         httpx = _httpx()
-        super().__init__(url, token=token, timeout=timeout, retry=retry)
+        super().__init__(url, token=token, timeout=timeout, retry=retry, lease_token=lease_token)
         self._httpx = httpx
         self._unsent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
         self._http = httpx.AsyncClient(base_url=self.url, headers=self._headers, timeout=timeout)
@@ -296,51 +330,51 @@ class AsyncServiceClient(_Client):
 
     async def claim_many(self, urls: Sequence[str], lease: Optional[float] = None) -> List[bool]:
         """Claim a batch; per URL, True when this caller won it."""
-        return await self._send(Requests.claim_many(urls, lease))
+        return await self._send(self.requests.claim_many(urls, lease))
 
     async def claim_batch(
         self, urls: Sequence[str], base: Optional[str] = None, lease: Optional[float] = None
     ) -> ClaimBatch:
         """Claim a batch: per URL, won, its canonical form, and why the invalid ones were refused."""
-        return await self._send(Requests.claim_batch(urls, base, lease))
+        return await self._send(self.requests.claim_batch(urls, base, lease))
 
     async def claim_keys(self, keys: Sequence[str]) -> List[bool]:
         """Claim precomputed keys as they are (``POST /mark_seen``)."""
-        return await self._send(Requests.claim_keys(keys))
+        return await self._send(self.requests.claim_keys(keys))
 
     async def seen_keys(self, keys: Sequence[str]) -> List[bool]:
         """Whether precomputed keys were claimed (``POST /is_seen``); claims nothing."""
-        return await self._send(Requests.seen_keys(keys))
+        return await self._send(self.requests.seen_keys(keys))
 
     async def seen(self, urls: Sequence[str]) -> List[bool]:
         """Whether URLs were claimed (canonicalized by the service); claims nothing."""
-        return await self._send(Requests.seen(urls))
+        return await self._send(self.requests.seen(urls))
 
     async def claim_final(
         self, final_urls: Sequence[str], requested: Sequence[Union[str, Sequence[str]]], lease: Optional[float] = None
     ) -> List[bool]:
         """See :meth:`ServiceClient.claim_final`."""
-        return await self._send(Requests.claim_final(final_urls, requested, lease))
+        return await self._send(self.requests.claim_final(final_urls, requested, lease))
 
     async def seen_through_redirects(self, urls: Sequence[str]) -> List[bool]:
         """See :meth:`ServiceClient.seen_through_redirects`."""
-        return await self._send(Requests.seen_through_redirects(urls))
+        return await self._send(self.requests.seen_through_redirects(urls))
 
     async def done(self, urls: Sequence[str]) -> List[bool]:
         """Make leased URLs visited for good; per URL, True when done."""
-        return await self._send(Requests.settle("done", urls))
+        return await self._send(self.requests.settle("done", urls))
 
     async def release(self, urls: Sequence[str]) -> List[bool]:
         """Free leased URLs; per URL, True when released."""
-        return await self._send(Requests.settle("release", urls))
+        return await self._send(self.requests.settle("release", urls))
 
     async def renew(self, urls: Sequence[str], lease: float) -> List[bool]:
         """Move the deadline of leases to ``lease`` seconds from now; per URL, True when renewed."""
-        return await self._send(Requests.settle("renew", urls, lease))
+        return await self._send(self.requests.settle("renew", urls, lease))
 
     async def expired(self, limit: int = 1_000, lease: Optional[float] = None) -> List[str]:
         """Canonical URLs of expired leases, each handed back once."""
-        return await self._send(Requests.expired(limit, lease))
+        return await self._send(self.requests.expired(limit, lease))
 
     async def aclose(self) -> None:
         """Close the connections."""

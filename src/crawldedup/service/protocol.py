@@ -16,12 +16,15 @@ import orjson
 
 from .._checks import is_integer, is_number
 from ..canonical import InvalidURL
-from ..stores.base import NamespaceConflict, StoreUnavailable
+from ..stores.base import MAX_EXPIRED_LIMIT, MAX_LEASE_SECONDS, NamespaceConflict, StoreUnavailable
+from ..stores.service import Settle, StoreStep
+from .limits import Limits
 
-#: Largest request body: 16 MiB holds 100,000 URLs of 160 bytes.
-MAX_BODY_BYTES = 16 << 20
 #: Most URLs or keys in one request.
-MAX_BATCH = 100_000
+MAX_BATCH = Limits.max_batch
+#: JSON values a body may hold per item of a batch, counted (by its commas) before it is parsed:
+#: a body of ``[{},{},...]`` would otherwise become 24 times its size in Python objects.
+VALUES_PER_ITEM = 4
 #: Seconds a client is told to wait after a 503 (the store's own retries already took up to ~2 s).
 RETRY_AFTER_SECONDS = 1
 
@@ -38,15 +41,21 @@ class Unauthorized(PermissionError):
     """A request without the service's bearer token, or with another one (401)."""
 
 
+class ServiceBusy(Exception):
+    """Every store connection stayed in use for the whole wait: the service is at its limit (503, Retry-After)."""
+
+
 class Field(NamedTuple):
     """One field of a request body: its name, what it must be (for messages), whether a value is
-    that, and for a list, whether all its items are (one call for the whole list)."""
+    that, for a list whether all its items are (one call for the whole list), and its JSON
+    Schema (the OpenAPI document's, :mod:`.openapi`)."""
 
     name: str
     allowed: str
     check: Callable[[Any], bool]
     required: bool = False
     items: Optional[Callable[[List[Any]], bool]] = None
+    schema: Mapping[str, Any] = {}
 
     def refusal(self, value: Any) -> Optional[str]:
         """``<name> must be <allowed>, got <what>`` when ``value`` is not allowed, else None."""
@@ -76,6 +85,10 @@ def _is_key(value: Any) -> bool:
     return isinstance(value, str) and bool(value)
 
 
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
 def _strings(values: List[Any]) -> bool:
     return all_of(str, values)
 
@@ -89,10 +102,37 @@ def _keys(values: List[Any]) -> bool:
     return all_of(str, values) and all(values)  # strings, none of them empty
 
 
-_URLS = Field("urls", "a list of strings", _is_list, required=True, items=_strings)
-_LEASE = Field("lease", "a number of seconds", is_number)
-_URL_FP = Field("url_fp", "a non-empty string", _is_key)
-_URL_FPS = Field("url_fps", "a list of non-empty strings", _is_list, items=_keys)
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+_SECONDS = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LEASE_SECONDS}
+_URLS = Field("urls", "a list of strings", _is_list, required=True, items=_strings, schema=_STRINGS)
+_LEASE = Field("lease", "a number of seconds", is_number, schema=_SECONDS)
+_URL_FP = Field("url_fp", "a non-empty string", _is_key, schema={"type": "string", "minLength": 1})
+_URL_FPS = Field(
+    "url_fps",
+    "a list of non-empty strings",
+    _is_list,
+    items=_keys,
+    schema={"type": "array", "items": {"type": "string", "minLength": 1}},
+)
+_LIMIT = Field(
+    "limit", "an integer", is_integer, schema={"type": "integer", "minimum": 1, "maximum": MAX_EXPIRED_LIMIT}
+)
+#: A client's secret naming its leases (docs/service.md, "Leases"): 16 to 64 bytes as hex digits.
+_LEASE_TOKEN = Field(
+    "lease_token",
+    "16 to 64 bytes as hex digits",
+    lambda value: isinstance(value, str) and 32 <= len(value) <= 128 and _is_hex(value),
+    schema={"type": "string", "pattern": "^([0-9a-fA-F]{2}){16,64}$"},
+)
+
+
+def _is_hex(text: str) -> bool:
+    try:
+        bytes.fromhex(text)
+    except ValueError:
+        return False
+    return True
 
 
 class Call(NamedTuple):
@@ -103,85 +143,171 @@ class Call(NamedTuple):
     answer: str
     #: The seed's calls take one key (``url_fp``) or a batch (``url_fps``), and answer in kind.
     single_or_batch: bool = False
+    #: A lease call: answered 409 with its answers when any lease is not the caller's.
+    settles: bool = False
+    #: What the call does (the OpenAPI document's summary).
+    summary: str = ""
 
 
 #: Client method name -> its call. The server routes ``path`` to the handler of the same name.
 CALLS: Dict[str, Call] = {
-    "seen_keys": Call("/is_seen", (_URL_FP, _URL_FPS), "seen", single_or_batch=True),
-    "claim_keys": Call("/mark_seen", (_URL_FP, _URL_FPS), "first_seen", single_or_batch=True),
-    "claim_batch": Call("/v1/claim", (_URLS, _LEASE, Field("base", "a string", _is_string)), "won"),
-    "seen": Call("/v1/seen", (_URLS,), "seen"),
-    "done": Call("/v1/done", (_URLS,), "done"),
-    "release": Call("/v1/release", (_URLS,), "released"),
-    "renew": Call("/v1/renew", (_URLS, _LEASE._replace(required=True)), "renewed"),
-    "expired": Call("/v1/expired", (Field("limit", "an integer", is_integer), _LEASE), "urls"),
+    "seen_keys": Call(
+        "/is_seen", (_URL_FP, _URL_FPS), "seen", single_or_batch=True, summary="Whether keys were claimed"
+    ),
+    "claim_keys": Call(
+        "/mark_seen", (_URL_FP, _URL_FPS), "first_seen", single_or_batch=True, summary="Claim keys as they are"
+    ),
+    "claim_batch": Call(
+        "/v1/claim",
+        (_URLS, _LEASE, Field("base", "a string", _is_string, schema=_STRING), _LEASE_TOKEN),
+        "won",
+        summary="Claim URLs (canonicalized by the service), leased for a time when given a lease",
+    ),
+    "seen": Call("/v1/seen", (_URLS,), "seen", summary="Whether URLs were claimed (claims nothing)"),
+    "done": Call(
+        "/v1/done",
+        (_URLS, _LEASE_TOKEN._replace(required=True)),
+        "done",
+        settles=True,
+        summary="Make the caller's leases lasting",
+    ),
+    "release": Call(
+        "/v1/release",
+        (_URLS, _LEASE_TOKEN._replace(required=True)),
+        "released",
+        settles=True,
+        summary="Free the caller's leases",
+    ),
+    "renew": Call(
+        "/v1/renew",
+        (_URLS, _LEASE._replace(required=True), _LEASE_TOKEN._replace(required=True)),
+        "renewed",
+        settles=True,
+        summary="Move the deadline of the caller's leases",
+    ),
+    "expired": Call(
+        "/v1/expired",
+        (_LIMIT, _LEASE, _LEASE_TOKEN),
+        "urls",
+        summary="Hand back expired leases, once each (leased to the caller when given a lease)",
+    ),
     "claim_final": Call(
         "/v1/claim_final",
         (
             _URLS._replace(name="final_urls"),
-            Field("requested", "a list of strings or of lists of strings", _is_list, required=True, items=_chains),
+            Field(
+                "requested",
+                "a list of strings or of lists of strings",
+                _is_list,
+                required=True,
+                items=_chains,
+                schema={"type": "array", "items": {"oneOf": [_STRING, _STRINGS]}},
+            ),
             _LEASE,
+            _LEASE_TOKEN,
         ),
         "won",
+        summary="Claim the final pages of redirected fetches and record their requested URLs as aliases",
     ),
-    "seen_through_redirects": Call("/v1/seen_through_redirects", (_URLS,), "seen"),
+    "seen_through_redirects": Call(
+        "/v1/seen_through_redirects",
+        (_URLS,),
+        "seen",
+        summary="Whether URLs redirect to a claimed page (claims nothing)",
+    ),
 }
 #: Path -> client method name of the call there.
 CALL_AT: Dict[str, str] = {call.path: name for name, call in CALLS.items()}
 
 
-def _is_object(value: Any) -> bool:
-    return isinstance(value, dict)
-
-
-_OWNER = Field("owner", "a string", _is_string)
-_TOKEN = Field("token", "a string of hex digits", _is_string)
 _FINGERPRINTS = "base64 of 16-byte fingerprints"
+_BASE64 = {"type": "string", "contentEncoding": "base64"}
+#: Every store call names the namespace and policy it opened (a service checks them each time).
+_OPENED = (
+    Field("namespace", "a string", _is_string, required=True, schema=_STRING),
+    Field("policy", "a string", _is_string, required=True, schema=_STRING),
+)
+_TOKEN = Field("token", "a string of hex digits", _is_string, schema={"type": "string", "pattern": "^[0-9a-fA-F]*$"})
 #: The calls of the ``service`` store (:mod:`crawldedup.stores.service`): step -> its call. Their
 #: answers are objects of several fields, checked by that store.
-STORE_CALLS: Dict[str, Call] = {
-    "open": Call(
-        "/v1/store/open",
-        (
-            Field("namespace", "a string", _is_string, required=True),
-            Field("policy", "a string", _is_string, required=True),
-        ),
-        "strategy",
-    ),
-    "claim": Call(
+STORE_CALLS: Dict[StoreStep, Call] = {
+    StoreStep.OPEN: Call("/v1/store/open", _OPENED, "strategy", summary="Open the service's store"),
+    StoreStep.CLAIM: Call(
         "/v1/store/claim",
         (
-            Field("claims", _FINGERPRINTS, _is_string, required=True),
-            Field("reads", _FINGERPRINTS, _is_string, required=True),
-            Field("lease", "an object with owner, seconds and urls", _is_object),
+            *_OPENED,
+            Field("claims", _FINGERPRINTS, _is_string, required=True, schema=_BASE64),
+            Field("reads", _FINGERPRINTS, _is_string, required=True, schema=_BASE64),
+            Field(
+                "lease",
+                "an object with owner, seconds and urls",
+                _is_object,
+                schema={
+                    "type": "object",
+                    "properties": {"owner": _STRING, "seconds": _SECONDS, "urls": _STRINGS},
+                    "required": ["owner", "seconds", "urls"],
+                    "additionalProperties": False,
+                },
+            ),
+            _LEASE_TOKEN,
             _TOKEN,
-            Field("aliases", "an object with requested, finals and capacity", _is_object),
+            Field(
+                "aliases",
+                "an object with requested, finals and capacity",
+                _is_object,
+                schema={
+                    "type": "object",
+                    "properties": {"requested": _BASE64, "finals": _BASE64, "capacity": {"type": "integer"}},
+                    "required": ["requested", "finals", "capacity"],
+                    "additionalProperties": False,
+                },
+            ),
         ),
         "won",
+        summary="Claim and read fingerprints in the service's store",
     ),
-    "aliases": Call("/v1/store/aliases", (Field("fingerprints", _FINGERPRINTS, _is_string, required=True),), "found"),
-    "settle": Call(
+    StoreStep.ALIASES: Call(
+        "/v1/store/aliases",
+        (*_OPENED, Field("fingerprints", _FINGERPRINTS, _is_string, required=True, schema=_BASE64)),
+        "found",
+        summary="Read the alias map",
+    ),
+    StoreStep.SETTLE: Call(
         "/v1/store/settle",
         (
+            *_OPENED,
             Field(
                 "action",
-                "one of done, release, renew",
-                lambda value: value in ("done", "release", "renew"),
+                "one of " + ", ".join(action.value for action in Settle),
+                lambda value: value in Settle.__members__.values(),
                 required=True,
+                schema={"type": "string", "enum": [action.value for action in Settle]},
             ),
-            Field("fingerprints", _FINGERPRINTS, _is_string, required=True),
-            _OWNER._replace(required=True),
+            Field("fingerprints", _FINGERPRINTS, _is_string, required=True, schema=_BASE64),
+            Field("owner", "a string", _is_string, required=True, schema=_STRING),
             _LEASE,
+            _LEASE_TOKEN._replace(required=True),
             _TOKEN,
         ),
         "answers",
+        settles=True,
+        summary="Settle the caller's leases",
     ),
-    "expired": Call(
-        "/v1/store/expired", (Field("limit", "an integer", is_integer, required=True), _OWNER, _LEASE), "urls"
+    StoreStep.EXPIRED: Call(
+        "/v1/store/expired",
+        (
+            *_OPENED,
+            _LIMIT._replace(required=True),
+            Field("owner", "a string", _is_string, schema=_STRING),
+            _LEASE,
+            _LEASE_TOKEN,
+        ),
+        "urls",
+        summary="Hand back expired leases",
     ),
 }
 #: Path -> step of the store call there.
-STORE_CALL_AT: Dict[str, str] = {call.path: step for step, call in STORE_CALLS.items()}
+STORE_CALL_AT: Dict[str, StoreStep] = {call.path: step for step, call in STORE_CALLS.items()}
 
 
 def parse_body(call: Call, body: bytes, max_batch: int = MAX_BATCH) -> Dict[str, Any]:
@@ -192,6 +318,13 @@ def parse_body(call: Call, body: bytes, max_batch: int = MAX_BATCH) -> Dict[str,
     """
     if not body:
         raise BadRequest("the body is empty: send a JSON object")
+    values = body.count(b",") + 1
+    if values > VALUES_PER_ITEM * max_batch:
+        raise BadRequest(
+            f"the body holds more than {VALUES_PER_ITEM * max_batch:,} JSON values ({values:,} commas): "
+            f"a call takes at most {max_batch:,} items",
+            status=413,
+        )
     try:
         fields = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -214,9 +347,9 @@ def parse_body(call: Call, body: bytes, max_batch: int = MAX_BATCH) -> Dict[str,
             raise BadRequest("give exactly one of url_fp (one key) and url_fps (a list of keys)")
         if "url_fp" in fields:
             fields["url_fps"] = [fields["url_fp"]]
-    for name in ("urls", "url_fps"):
-        if len(fields.get(name, ())) > max_batch:
-            raise BadRequest(f"{name} must hold at most {max_batch:,} items, got {len(fields[name]):,}", status=413)
+    for name, value in fields.items():
+        if isinstance(value, list) and len(value) > max_batch:
+            raise BadRequest(f"{name} must hold at most {max_batch:,} items, got {len(value):,}", status=413)
     return fields
 
 
@@ -249,7 +382,7 @@ def status_of(error: BaseException) -> Optional[int]:
 
     The one table: a request the client can correct is 400 (413 when too large), a missing or
     wrong token 401, a namespace or policy that does not match 409, a store that cannot answer
-    503 with ``Retry-After``.
+    or a service at its limit 503 with ``Retry-After``.
     """
     if isinstance(error, BadRequest):
         return error.status
@@ -257,7 +390,7 @@ def status_of(error: BaseException) -> Optional[int]:
         return 401
     if isinstance(error, NamespaceConflict):
         return 409
-    if isinstance(error, StoreUnavailable):
+    if isinstance(error, (StoreUnavailable, ServiceBusy)):
         return 503
     if isinstance(error, (ValueError, TypeError)):
         return 400  # a Deduplicator's check of an argument: a lease out of range, a refused base (InvalidURL)
@@ -289,7 +422,7 @@ def read_answer(name: str, status: int, body: bytes, where: str) -> Dict[str, An
     :param where: the service's address, for messages.
     :raises StoreUnavailable: for a 503 (the store or the server could not answer; nothing was recorded).
     :raises ValueError: for a 400 or a 413 (the request as sent is refused).
-    :raises NamespaceConflict: for a 409.
+    :raises NamespaceConflict: for a 409 (but a lease call's, which holds its answers).
     :raises PermissionError: for a 401.
     :raises ServiceError: for any other status, or a body that is not the expected JSON.
     """
@@ -299,8 +432,9 @@ def read_answer(name: str, status: int, body: bytes, where: str) -> Dict[str, An
         fields = None
     if not isinstance(fields, dict):
         raise ServiceError(status, f"{where} answered {len(body)} bytes that are not a JSON object")
-    if status == 200 and CALLS[name].answer in fields:
-        return fields
+    call = CALLS[name]
+    if call.answer in fields and (status == 200 or (status == 409 and call.settles)):
+        return fields  # a 409 of a lease call: some leases are not the caller's, its answers say which
     message = str(fields.get("error", f"no answer in {sorted(fields)}"))
     if status == 503:
         raise StoreUnavailable(where, 1, message)

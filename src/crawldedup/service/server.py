@@ -1,10 +1,9 @@
-"""Running the service: safe binding, the bearer token, uvicorn, and a clean stop on SIGTERM.
+"""Running the service: safe binding, the bearer token, the descriptors, and a clean stop on SIGTERM.
 
-The server is uvicorn with its httptools parser and a uvloop event loop when they are
-installed (the ``service`` extra installs both where they build), else its pure-Python h11
-parser and asyncio's loop. SIGTERM or SIGINT stop it gracefully: no new connection is accepted,
-the requests in flight are answered, then the Deduplicator is closed (its state file flushed)
-and the process exits 0.
+The server is the service's own HTTP/1.1 front (:mod:`.front`, on httptools) on a uvloop event
+loop when installed, else asyncio's. SIGTERM or SIGINT stop it gracefully: no new connection is
+accepted, the requests in flight are answered, then the Deduplicator is closed (its state file
+flushed) and the process exits 0.
 """
 
 from __future__ import annotations
@@ -13,18 +12,18 @@ import asyncio
 import ipaddress
 import signal
 import socket
+import sys
 from typing import Any, Callable, Coroutine, Optional
 
-import uvicorn
-
 from .app import ServiceApp
+from .front import Front
 
 #: Seconds SIGTERM waits for the requests in flight before closing their connections.
 DRAIN_SECONDS = 30
-#: Seconds an idle kept-alive connection stays open (a crawler's client reuses it between batches).
-KEEP_ALIVE_SECONDS = 30
-#: Connections waiting to be accepted (uvicorn's default).
+#: Connections waiting to be accepted.
 LISTEN_BACKLOG = 2048
+#: Descriptors kept beside the connections and the store's: the state file, logs, the loop's own.
+DESCRIPTOR_MARGIN = 32
 #: Longest token file read (a token is a line of a few dozen characters).
 MAX_TOKEN_BYTES = 4096
 
@@ -78,29 +77,75 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 class Stop:
-    """Whether SIGTERM or SIGINT came: before the server takes the signals over (while the store
-    opens), or after it gave them back (uvicorn raises the one that stopped it once more)."""
+    """Whether SIGTERM or SIGINT came, from the start (while the store opens) to the end of serving."""
 
     def __init__(self) -> None:
         self.requested = False
+        self._event: Optional[asyncio.Event] = None
 
-    def __call__(self, signum: int, frame: Any) -> None:
+    def __call__(self) -> None:
         self.requested = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        """Until the signal comes (at once if it came already)."""
+        if self._event is None:
+            self._event = asyncio.Event()
+        if self.requested:
+            return
+        await self._event.wait()
 
 
 def run(main: Callable[[Stop], Coroutine[Any, Any, None]]) -> None:
     """Run ``main(stop)`` on :func:`new_event_loop`, SIGTERM and SIGINT ending it gracefully (see :func:`serve`)."""
     loop = new_event_loop()
     stop = Stop()
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signals = (signal.SIGTERM, signal.SIGINT)
+    try:
+        for sig in signals:
+            loop.add_signal_handler(sig, stop)
+    except NotImplementedError:  # pragma: no cover  (Windows: signal.signal instead)
+        for sig in signals:
+            signal.signal(sig, lambda signum, frame: loop.call_soon_threadsafe(stop))
     try:
         asyncio.set_event_loop(loop)
         loop.run_until_complete(main(stop))
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig in signals:
+            try:
+                loop.remove_signal_handler(sig)
+            except NotImplementedError:  # pragma: no cover
+                signal.signal(sig, signal.SIG_DFL)
         asyncio.set_event_loop(None)
         loop.close()
+
+
+def fit_descriptors(max_connections: int, reserved: int) -> int:
+    """The connections the process's descriptors allow: the soft limit raised to the hard one
+    first, ``reserved`` kept for the store's connections and files; at most ``max_connections``.
+
+    :raises ValueError: when not even one connection fits.
+    """
+    if sys.platform == "win32":  # pragma: no cover  (no RLIMIT_NOFILE)
+        return max_connections
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = max_connections + reserved + DESCRIPTOR_MARGIN
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):  # pragma: no cover  (a platform that refuses)
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    room = soft - reserved - DESCRIPTOR_MARGIN
+    if room < 1:
+        raise ValueError(f"{soft} file descriptors (ulimit -n) leave no room for a connection beside the store's")
+    return min(max_connections, room)
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -130,32 +175,10 @@ def address(sock: socket.socket) -> str:
 async def serve(app: ServiceApp, sock: socket.socket, stop: Stop, announce: Callable[[], None]) -> None:
     """Serve ``app`` on the listening ``sock`` until SIGTERM or SIGINT, then answer what is in flight.
 
-    :param announce: called once the server answers and has taken over the signals.
+    :param announce: called once the server answers.
     """
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        access_log=False,
-        log_level="warning",
-        server_header=False,
-        date_header=False,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
-        timeout_graceful_shutdown=DRAIN_SECONDS,
-        http="httptools" if _has_httptools() else "h11",
-    )
-    server = uvicorn.Server(config)
-    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-    while not server.started and not serving.done():
-        await asyncio.sleep(0.01)
-    if server.started:
-        announce()
-        server.should_exit = server.should_exit or stop.requested  # a signal that came before
-    await serving
-
-
-def _has_httptools() -> bool:
-    try:
-        import httptools  # noqa: F401
-    except ImportError:  # pragma: no cover  (PyPy: h11)
-        return False
-    return True
+    front = Front(app, app.limits, lambda status: app.http_metrics.observe("http", status, 0.0))
+    await front.start(sock)
+    announce()
+    await stop.wait()
+    await front.stop(DRAIN_SECONDS)

@@ -203,7 +203,7 @@ def namespace_record(
             raise ValueError("the postgres strategy needs postgres_url (CRAWLDEDUP_POSTGRES_URL)")
         return _postgres_record(postgres_url, namespace)
     if redis_url is None:
-        raise ValueError(f"the {strategy} strategy needs redis_url (REDIS_URL)")
+        raise ValueError(f"the {strategy} strategy needs redis_url (CRAWLDEDUP_REDIS_URL)")
     try:
         client = connect(redis_url)
         try:

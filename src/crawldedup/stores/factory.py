@@ -151,7 +151,7 @@ def open_store(
             service_url, namespace=namespace, policy_digest=policy_digest, retry=retry, asynchronous=asynchronous
         )
     if redis_url is None:
-        raise ValueError(f"the {store.strategy} strategy needs redis_url (REDIS_URL)")
+        raise ValueError(f"the {store.strategy} strategy needs redis_url (CRAWLDEDUP_REDIS_URL)")
     if store is RedisKeyStore:
         return RedisKeyStore(redis_url, ttl_seconds=ttl_seconds, durability=durability, **common)
     if store is RedisShardedSetStore:

@@ -2,7 +2,7 @@
 
 A Deduplicator with this store keeps its own local filter and canonicalizes as usual; only its
 local misses travel, as fingerprints, to the service, whose own store answers them. So
-``DEDUP_STRATEGY=service`` makes every shell (the CLI, the Scrapy dupefilter, crawlee) use a
+``CRAWLDEDUP_STRATEGY=service`` makes every shell (the CLI, the Scrapy dupefilter, crawlee) use a
 service by configuration alone, leases and two-phase claims included. On opening, the service
 checks that the client's namespace and canonical policy are its own
 (:class:`~crawldedup.NamespaceConflict` otherwise): every client of a service follows one policy.
@@ -19,6 +19,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import secrets
+from enum import Enum
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -34,10 +36,28 @@ from .base import ClaimAnswers, ClaimStore, Lease, NamespaceConflict, RetryPolic
 TIMEOUT_SECONDS = 60.0
 
 
+class StoreStep(str, Enum):
+    """The calls of this store, each ``POST /v1/store/<step>``."""
+
+    OPEN = "open"
+    CLAIM = "claim"
+    ALIASES = "aliases"
+    SETTLE = "settle"
+    EXPIRED = "expired"
+
+
+class Settle(str, Enum):
+    """What a settle call does to leases: :meth:`ClaimStore.finish_leases`, ``release_leases``, ``renew_leases``."""
+
+    DONE = "done"
+    RELEASE = "release"
+    RENEW = "renew"
+
+
 class ServiceRequest(NamedTuple):
     """One request of a plan: ``POST /v1/store/<step>`` with these JSON fields."""
 
-    step: str
+    step: StoreStep
     fields: Dict[str, Any]
 
 
@@ -138,6 +158,10 @@ class ServiceStore(ClaimStore):
         if token is not None:
             self._headers["authorization"] = f"Bearer {token}"
         self._client: Any = None
+        #: This store's secret at the service: its leases there are owned by its worker id *and*
+        #: this token, so no other client of the service can settle them (docs/service.md, "Leases").
+        self.lease_token = secrets.token_hex(16)
+        self._opened = {"namespace": self.namespace, "policy": self.policy_digest}
         #: The strategy of the service's own store, once it answered.
         self.service_strategy = ""
         if asynchronous:
@@ -157,7 +181,8 @@ class ServiceStore(ClaimStore):
 
     def _send(self, request: ServiceRequest) -> Dict[str, Any]:
         try:
-            response = self._client.post(f"/v1/store/{request.step}", content=json.dumps(request.fields))
+            path, body = self._request(request)
+            response = self._client.post(path, content=body)
         except self._httpx.TransportError as exc:
             raise ServiceUnreachable(f"{type(exc).__name__}: {exc}") from exc
         return self._answer(response.status_code, response.content)
@@ -168,10 +193,15 @@ class ServiceStore(ClaimStore):
 
     async def _asend(self, request: ServiceRequest) -> Dict[str, Any]:
         try:
-            response = await self._client.post(f"/v1/store/{request.step}", content=json.dumps(request.fields))
+            path, body = self._request(request)
+            response = await self._client.post(path, content=body)
         except self._httpx.TransportError as exc:
             raise ServiceUnreachable(f"{type(exc).__name__}: {exc}") from exc
         return self._answer(response.status_code, response.content)
+
+    def _request(self, request: ServiceRequest) -> Tuple[str, str]:
+        """The path and body of ``request``: its fields and the namespace and policy it opened."""
+        return f"/v1/store/{request.step.value}", json.dumps({**self._opened, **request.fields})
 
     def _answer(self, status: int, body: bytes) -> Dict[str, Any]:
         """A reply's fields; its error raised (503: :class:`ServiceUnreachable`, 409: NamespaceConflict)."""
@@ -181,8 +211,8 @@ class ServiceStore(ClaimStore):
             fields = None
         if not isinstance(fields, dict):
             raise ServiceRefused(f"{self.url} answered HTTP {status} with {len(body)} bytes that are not a JSON object")
-        if status == 200:
-            return fields
+        if status == 200 or (status == 409 and "answers" in fields):
+            return fields  # a settle's 409: some leases are not this store's, its answers say which
         message = f"{self.url}: {fields.get('error', f'HTTP {status}')}"
         if status == 503:
             raise ServiceUnreachable(message)
@@ -202,7 +232,7 @@ class ServiceStore(ClaimStore):
     # -- the plans ------------------------------------------------------------------------------
 
     def _open(self) -> Plan[None]:
-        reply = yield ServiceRequest("open", {"namespace": self.namespace, "policy": self.policy_digest})
+        reply = yield ServiceRequest(StoreStep.OPEN, {})
         self.service_strategy = str(reply["strategy"])
         if reply.get("supports_leases") is not True:
             raise ServiceRefused(
@@ -220,12 +250,13 @@ class ServiceStore(ClaimStore):
         }
         if lease is not None:
             fields["lease"] = {"owner": lease.owner, "seconds": lease.seconds, "urls": list(lease.urls)}
-        reply = yield ServiceRequest("claim", fields)
+            fields["lease_token"] = self.lease_token
+        reply = yield ServiceRequest(StoreStep.CLAIM, fields)
         return ClaimAnswers(_booleans(reply["won"]), _booleans(reply["present"]), tuple(int(i) for i in reply["held"]))
 
     def _record_aliases(self, aliases: Aliases) -> Plan[None]:
         yield ServiceRequest(
-            "claim",
+            StoreStep.CLAIM,
             {
                 "claims": "",
                 "reads": "",
@@ -238,7 +269,7 @@ class ServiceStore(ClaimStore):
         )
 
     def _read_aliases(self, fingerprints: Fingerprints) -> Plan[List[Optional[bytes]]]:
-        reply = yield ServiceRequest("aliases", {"fingerprints": encode_fingerprints(fingerprints)})
+        reply = yield ServiceRequest(StoreStep.ALIASES, {"fingerprints": encode_fingerprints(fingerprints)})
         found = _booleans(reply["found"])
         finals = iter(decode_fingerprints("finals", reply["finals"]).as_bytes())
         return [next(finals) if there else None for there in found]
@@ -257,18 +288,19 @@ class ServiceStore(ClaimStore):
             "action": action,
             "fingerprints": encode_fingerprints(fingerprints),
             "owner": owner,
+            "lease_token": self.lease_token,
             "token": token.hex(),
         }
         if action == "renew":
             fields["lease"] = lease_ms / 1000
-        reply = yield ServiceRequest("settle", fields)
+        reply = yield ServiceRequest(StoreStep.SETTLE, fields)
         return _booleans(reply["answers"])
 
     def _expired(self, limit: int, owner: str, lease_ms: int) -> Plan[List[str]]:
         fields: Dict[str, Any] = {"limit": limit}
         if lease_ms:
-            fields.update(owner=owner, lease=lease_ms / 1000)
-        reply = yield ServiceRequest("expired", fields)
+            fields.update(owner=owner, lease=lease_ms / 1000, lease_token=self.lease_token)
+        reply = yield ServiceRequest(StoreStep.EXPIRED, fields)
         return [str(url) for url in reply["urls"]]
 
 
