@@ -15,6 +15,8 @@ __all__ = [
     "AsyncDeduplicator",
     "AsyncServiceClient",
     "BloomFilter",
+    "ExactFilter",
+    "ExactFileError",
     "FilterFileError",
     "fingerprint",
     "DEFAULT_POLICY",
@@ -53,6 +55,8 @@ __all__ = [
 _HOMES: Dict[str, str] = {
     "BloomFilter": ".bloom",
     "FilterFileError": ".bloom.format",
+    "ExactFilter": ".exact",
+    "ExactFileError": ".exact",
     **dict.fromkeys(
         (
             "DEFAULT_POLICY",
@@ -97,6 +101,7 @@ _HOMES: Dict[str, str] = {
 if TYPE_CHECKING:
     from .bloom import BloomFilter
     from .bloom.format import FilterFileError
+    from .exact import ExactFileError, ExactFilter
     from .canonical import (
         DEFAULT_POLICY,
         POLICY_V1,
