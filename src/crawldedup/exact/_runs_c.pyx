@@ -19,7 +19,7 @@ from . import format as _format
 
 cdef extern from "_runs_portable.h" nogil:
     uint64_t cdx_load_le64(const uint8_t* p)
-    void cdx_or_le64(uint8_t* p, uint64_t v)
+    void cdx_store_le64(uint8_t* p, uint64_t v)
     void cdx_prefetch(const void* p)
 
 
@@ -163,6 +163,10 @@ def sort_keys(keys):
 
 # -- encode, decode, merge ---------------------------------------------------------------------
 
+# Suffixes are gathered in a 64-bit word and stored a whole word at a time: ORing each one into
+# the stream at its own byte made every store overlap the one before, and a load that overlaps
+# a store not yet written back cannot be forwarded from it (the merge spent half its time
+# there: 1.5 against 5.8 ns a key to encode 1M).
 cdef struct Writer:
     uint64_t* index
     uint8_t* stream
@@ -170,15 +174,25 @@ cdef struct Writer:
     uint64_t mask
     uint64_t next_bucket
     uint64_t written
+    uint64_t word
+    unsigned filled
+    Py_ssize_t stored
 
 
 cdef inline void write_key(Writer* out, uint64_t key) noexcept nogil:
     cdef uint64_t bucket = key >> out.width
-    cdef uint64_t bit = out.written * out.width
+    cdef uint64_t suffix = key & out.mask
+    cdef unsigned filled = out.filled + out.width
     while out.next_bucket <= bucket:
         out.index[out.next_bucket] = out.written
         out.next_bucket += 1
-    cdx_or_le64(out.stream + (bit >> 3), (key & out.mask) << (bit & 7))
+    out.word |= suffix << out.filled
+    if filled >= 64:  # the word is full (out.filled > 0 here: a suffix is at most 56 bits)
+        cdx_store_le64(out.stream + out.stored, out.word)
+        out.stored += 8
+        out.word = suffix >> (64 - out.filled)
+        filled -= 64
+    out.filled = filled
     out.written += 1
 
 
@@ -187,6 +201,8 @@ cdef inline void finish(Writer* out, unsigned prefix) noexcept nogil:
     while out.next_bucket <= buckets:
         out.index[out.next_bucket] = out.written
         out.next_bucket += 1
+    if out.filled:  # the last, partial word: its high bytes fall in the stream's zero padding
+        cdx_store_le64(out.stream + out.stored, out.word)
 
 
 cdef inline void start_writer(Writer* out, uint64_t* index, uint8_t* stream, unsigned prefix) noexcept nogil:
@@ -196,6 +212,9 @@ cdef inline void start_writer(Writer* out, uint64_t* index, uint8_t* stream, uns
     out.mask = low_mask(out.width)
     out.next_bucket = 0
     out.written = 0
+    out.word = 0
+    out.filled = 0
+    out.stored = 0
 
 
 def encode_run(keys, unsigned prefix, index, stream):
@@ -263,6 +282,10 @@ def merge_runs(sources, unsigned prefix, index, stream):
     """Write the run of every key of ``sources`` (``(index, stream, prefix)`` of disjoint runs)
     into ``index`` and ``stream`` (zeros): one pass, the smallest key of the runs' next ones
     written each step. Equal to ``_runs_py.merge_runs``."""
+    # Which run holds the smallest key is a coin toss for the branch predictor: 8.7 ns a key to
+    # merge two runs of random keys, 12.7 for five. Neither a branch-free tournament of the
+    # runs' next keys (10.1 and 24.9) nor decoding 64 keys of each run ahead (9.9 and 14.4)
+    # did better here: fewer merges do (store.FANOUT, the buffer).
     cdef Py_ssize_t count = len(sources), i, best, active
     cdef uint64_t[::1] index_view = index
     cdef uint8_t[::1] stream_view = stream

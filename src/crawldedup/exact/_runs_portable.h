@@ -1,5 +1,5 @@
 /* What the run kernels need that C does not spell the same way everywhere: little-endian 64-bit
- * loads and ORs at any byte (a suffix starts at any bit of the stream) and a prefetch hint. */
+ * loads at any byte (a suffix starts at any bit of the stream), stores, and a prefetch hint. */
 #ifndef CRAWLDEDUP_RUNS_PORTABLE_H
 #define CRAWLDEDUP_RUNS_PORTABLE_H
 
@@ -32,13 +32,12 @@ CDX_INLINE uint64_t cdx_load_le64(const uint8_t *p) {
     return v;
 }
 
-/* OR v (a little-endian integer) into the 8 bytes at p. */
-CDX_INLINE void cdx_or_le64(uint8_t *p, uint64_t v) {
-    uint64_t word = cdx_load_le64(p) | v;
+/* Store v as a little-endian integer in the 8 bytes at p. */
+CDX_INLINE void cdx_store_le64(uint8_t *p, uint64_t v) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    word = cdx_bswap64(word);
+    v = cdx_bswap64(v);
 #endif
-    memcpy(p, &word, 8);
+    memcpy(p, &v, 8);
 }
 
 #endif
