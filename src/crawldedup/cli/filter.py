@@ -19,7 +19,7 @@ from functools import partial
 from itertools import compress
 from typing import Any, List, NamedTuple, Optional, SupportsIndex, Tuple, cast
 
-from .._wording import counted
+from .._wording import counted, sized
 from ..canonical import CanonicalPolicy
 from ..config import BLOOM_TIER, LOCAL_TIERS, SETTINGS, DedupConfig
 from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_canonical
@@ -221,7 +221,7 @@ class FilterRun:
             pages = len(bloom)
             rows.append(
                 f"  exact tier          {pages:>12,}   pages in {counted(len(bloom.runs()), 'run')}, in "
-                f"{bloom.directory}; {bloom.nbytes / max(pages, 1):,.1f} bytes a page with the filter"
+                f"{bloom.directory}; {sized(bloom.nbytes)} with the filter"
             )
         if bloom.grown:
             stages = bloom.stages()
