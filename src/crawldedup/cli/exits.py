@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional, Tuple, Type
 
 from ..bloom import FilterFileError
+from ..exact import ExactFileError
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 
 __all__ = ["CLIError", "EXIT_CODES", "ExitCode", "error_for", "usage_error", "using"]
@@ -90,6 +91,7 @@ _EXIT_OF: Tuple[Tuple[Type[BaseException], ExitCode], ...] = (
     (StoreUnavailable, ExitCode.STORE),
     (NamespaceConflict, ExitCode.STATE),
     (FilterFileError, ExitCode.STATE),
+    (ExactFileError, ExitCode.STATE),
 )
 
 
