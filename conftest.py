@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import random
@@ -16,6 +17,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import quote
 
@@ -439,6 +441,46 @@ def missing(message: str) -> NoReturn:
     if IN_CI:
         pytest.fail(message)
     pytest.skip(message)
+
+
+def required_module(name: str, extra: str = "engines") -> ModuleType:
+    """The module ``name`` of an optional extra; a test without it skips locally and fails under
+    ``CI=true`` (scripts/test installs the ``test`` extra, which holds every engine)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        message = f"{name} is not installed ({exc}): pip install crawldedup[{extra}]"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message, allow_module_level=True)  # called where a test module imports
+
+
+@pytest.fixture(scope="session")
+def spark_session() -> Iterator[Any]:
+    """One local[2] Spark session (its JVM starts once) for every test of the session that
+    needs Spark; its driver listens on loopback and its workers run this interpreter."""
+    required_module("pyspark")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from crawldedup.offline.on_spark import spark_session as make
+
+    session = make("local[2]")
+    session.conf.set("spark.sql.shuffle.partitions", "4")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def dask_client() -> Iterator[Any]:
+    """One distributed.LocalCluster (a worker process, two threads) and its client for the session."""
+    required_module("dask")
+    distributed = required_module("distributed")
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, host="127.0.0.1", dashboard_address=":0"
+    ) as cluster:
+        with distributed.Client(cluster) as client:
+            yield client
 
 
 def required_sentinel() -> List[str]:
@@ -888,46 +930,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 _NOT_ON_VALKEY = {"bloom", "redisbloom", "sqlite", "postgres"}
 
 
-#: The test modules of the layers that have a pure-Python twin (the Bloom filter, the
-#: canonicalizer, the content fingerprints) and of what reads their answers directly (a local
-#: Deduplicator, state files, windows, the inputs' limits). scripts/test's pure-Python run
-#: (``CRAWLDEDUP_NO_EXTENSIONS=1``) runs these alone (``-m twins``): the stores, the service, the
-#: CLI and the integrations are the same Python code over the same fingerprint arrays whichever
-#: twin made them (test_bloom.py and test_canonical_differential.py hold the twins equal).
-TWIN_MODULES = frozenset(
-    {
-        "test_bloom",
-        "test_bloom_format",
-        "test_bloom_growing",
-        "test_bloom_processes",
-        "test_bloom_windowed",
-        "test_bloom_writers",
-        "test_canonical",
-        "test_canonical_differential",
-        "test_canonical_policy2",
-        "test_canonical_properties",
-        "test_canonical_whatwg",
-        "test_content_check",
-        "test_content_corpus",
-        "test_content_index",
-        "test_content_simhash",
-        "test_dedup",
-        "test_dedup_packed",
-        "test_dedup_windows",
-        "test_exact",
-        "test_disk_full",
-        "test_fingerprints",
-        "test_fuzz",
-        "test_limits",
-        "test_policy_upgrade",
-    }
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks ``redis`` every test that uses a real Redis server (or cluster), and ``postgres`` every
-    one that uses PostgreSQL, so ``-m "not redis and not postgres"`` deselects them, and leaves out the Valkey runs of tests that need RedisBloom or no server.
-    Marks ``twins`` the tests of :data:`TWIN_MODULES` and every test run with each twin in turn
+    one that uses PostgreSQL, so ``-m "not redis and not postgres"`` deselects them, and leaves
+    out the Valkey runs of tests that need RedisBloom or no server.
+    Marks ``twins`` every test run with each twin in turn (a module of a twin's layer marks itself)
     (``bloom_cls``, ``canonical_impl``).
 
     The wheel builds (cibuildwheel) run where no redis-server exists and deselect these.
@@ -947,7 +954,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.redis)
         if "postgres_server" in names:
             item.add_marker(pytest.mark.postgres)
-        if item.path.stem in TWIN_MODULES or {"bloom_cls", "canonical_impl"} & names:
+        if {"bloom_cls", "canonical_impl"} & names:
             item.add_marker(pytest.mark.twins)
         kept.append(item)
     if dropped:

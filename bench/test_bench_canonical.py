@@ -4,8 +4,8 @@ Run: ``pytest bench/test_bench_canonical.py --benchmark-only --benchmark-group-b
 --benchmark-columns=min,median,ops --benchmark-min-rounds=3``. All canonicalizers sit in one
 group, so their medians print side by side: ``test_crawldedup[py-policy2]`` (the pure-Python
 reference), ``test_crawldedup[cy-policy2]`` (the compiled fast path, what ``canonicalize`` is when
-the extension is built), the same two under ``POLICY_V1`` (``-policy1``), and the peers. Each round canonicalizes all of ``URLS`` once, so URLs per
-second is ``len(URLS) / median``.
+the extension is built), the same two under ``POLICY_V1`` (``-policy1``), and the peers. Each
+round canonicalizes all of ``URLS`` once, so URLs per second is ``len(URLS) / median``.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def _children_cpu() -> float:
 def _run(args: List[str], stdin_path: Path = None, env: Dict[str, str] = None) -> bytes:
     stdin = stdin_path.open("rb") if stdin_path else subprocess.DEVNULL
     try:
-        done = subprocess.run(args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        done = subprocess.run(args, stdin=stdin, capture_output=True, env=env)
     finally:
         if stdin_path:
             stdin.close()

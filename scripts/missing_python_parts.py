@@ -8,11 +8,8 @@ compile against it) and python3-venv when ensurepip or venv is (the tests run in
 
 import importlib.util
 import os
-import sys
 import sysconfig
 
-if sys.version_info < (3, 9):
-    sys.exit("Python 3.9 or newer is needed, got " + sys.version.split()[0])
 if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
     print("python3-dev")
 if not all(importlib.util.find_spec(name) for name in ("ensurepip", "venv")):

@@ -14,7 +14,7 @@ import redis
 from conftest import RedisServer, find_redisbloom, required_redis_server
 
 from crawldedup import AsyncDeduplicator, StoreUnavailable, canonicalize
-from crawldedup.bloom import hash_many
+from crawldedup.fingerprints import hash_many
 from crawldedup.stores import RetryPolicy
 
 RETRY = RetryPolicy(retries=1, backoff_seconds=0.01, max_backoff_seconds=0.02)
@@ -71,7 +71,7 @@ async def test_leases_with_random_cancellation_win_every_page_once(strategy, whe
         for start in range(v * 50, pages, 100)
     ]
     rng.shuffle(batches)
-    settings = dict(redis_url=redis_url, namespace="lease-cancel", capacity=100_000, retry=RETRY)
+    settings = {"redis_url": redis_url, "namespace": "lease-cancel", "capacity": 100_000, "retry": RETRY}
     done: Counter = Counter()
 
     async def finish(d: AsyncDeduplicator, canonical: List[str]) -> None:
@@ -106,7 +106,7 @@ async def test_leases_with_random_cancellation_win_every_page_once(strategy, whe
 
 @pytest.mark.parametrize("strategy", ["set", "sharded-set"])
 async def test_an_expired_lease_comes_back_once_and_is_done(strategy, redis_url):
-    settings = dict(redis_url=redis_url, namespace="expire", capacity=10_000, retry=RETRY)
+    settings = {"redis_url": redis_url, "namespace": "expire", "capacity": 10_000, "retry": RETRY}
     async with AsyncDeduplicator(strategy, **settings) as died, AsyncDeduplicator(strategy, **settings) as d:
         assert await died.claim_many(["https://shop.example/p/1?utm_source=x"], lease=0.2) == [True]
         assert await d.claim_many(["https://shop.example/p/1"], lease=5) == [False]  # held
@@ -126,7 +126,7 @@ async def claim_through(fault: Callable[[], Awaitable[None]], redis_url: str, na
     """
     won: Counter = Counter()
     unavailable = 0
-    settings = dict(redis_url=redis_url, namespace=namespace, capacity=100_000, retry=RETRY)
+    settings = {"redis_url": redis_url, "namespace": namespace, "capacity": 100_000, "retry": RETRY}
     async with AsyncDeduplicator("set", **settings) as d:
 
         async def claim_pages(task: int) -> None:

@@ -15,6 +15,9 @@ import pytest
 from crawldedup import FilterFileError, bloom
 from crawldedup.bloom.format import FORMAT_VERSION
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 DATA = Path(__file__).parent / "data"
 #: sha256 of the block area of tests/data/format-v1.bloom; a change means the format changed.
 FIXTURE_BLOCKS_SHA256 = "e41158555261ed434dbcd3fb1f2d6a7f1cf1744362c8fd6673e86d5aef3b50fa"

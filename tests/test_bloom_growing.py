@@ -22,6 +22,9 @@ from crawldedup.bloom.format import HEADER_BYTES, Header
 from crawldedup.bloom.growing import GrowingFilter, stage_parameters, stage_path
 from crawldedup.windows import ManualClock, Window
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 PLAIN = [pytest.param(bloom.PyBloomFilter, id="py")]
 WINDOWED = [pytest.param(bloom.PyWindowedBloomFilter, id="py")]
 if bloom.HAS_EXTENSION:

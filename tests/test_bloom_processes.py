@@ -13,6 +13,9 @@ import pytest
 from crawldedup import bloom
 from crawldedup.bloom.format import HEADER_BYTES
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 IMPLEMENTATIONS = [pytest.param("crawldedup.bloom:PyBloomFilter", id="py")]
 if bloom.HAS_EXTENSION:
     IMPLEMENTATIONS.append(pytest.param("crawldedup.bloom._bloom_c:CBloomFilter", id="cy", marks=pytest.mark.cython))

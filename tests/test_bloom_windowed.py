@@ -18,6 +18,9 @@ from crawldedup import FilterFileError, bloom
 from crawldedup.bloom.format import FilterKindError
 from crawldedup.windows import ManualClock, Window
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 WINDOWED = [pytest.param(bloom.PyWindowedBloomFilter, id="py")]
 if bloom.HAS_EXTENSION:
     WINDOWED.append(pytest.param(bloom.WindowedBloomFilter, id="cy", marks=pytest.mark.cython))

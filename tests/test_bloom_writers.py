@@ -15,7 +15,10 @@ from crawldedup import bloom
 from crawldedup.bloom import writer_lock
 from crawldedup.bloom.format import HEADER_BYTES, Header
 
-pytestmark = pytest.mark.skipif(not writer_lock.SUPPORTED, reason="needs open-file-description locks (Linux)")
+pytestmark = [
+    pytest.mark.twins,
+    pytest.mark.skipif(not writer_lock.SUPPORTED, reason="needs open-file-description locks (Linux)"),
+]
 
 COMPILED = "crawldedup.bloom._bloom_c:CBloomFilter"
 PURE = "crawldedup.bloom:PyBloomFilter"

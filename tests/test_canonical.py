@@ -32,6 +32,9 @@ from crawldedup import (
 )
 from crawldedup.canonical import _canonical_py as _canonical
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 
 @pytest.fixture
 def impl(canonical_impl):

@@ -21,6 +21,7 @@ from crawldedup import DEFAULT_POLICY, POLICY_V1, POLICY_V2, CanonicalPolicy, Ho
 from crawldedup.canonical import _canonical_py as _canonical
 
 pytestmark = [
+    pytest.mark.twins,
     pytest.mark.cython,
     pytest.mark.skipif(not canonical.HAS_EXTENSION, reason="the compiled extension is not built or is disabled"),
 ]

@@ -18,6 +18,9 @@ import pytest
 from crawldedup import POLICY_V1, InvalidURL
 from crawldedup import POLICY_V2 as DEFAULT_POLICY
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 REFUSED = "InvalidURL"
 BASE = "http://h.example/dir/page"
 

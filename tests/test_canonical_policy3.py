@@ -28,6 +28,9 @@ from crawldedup.canonical import _canonical_py as reference
 from crawldedup.canonical import _domain
 from crawldedup.canonical.policy_file import policy_file_text, read_policy
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 DATA = Path(__file__).parent / "data" / "wpt-url"
 
 

@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 
 from crawldedup import POLICY_V1, POLICY_V2, CanonicalPolicy, HostRule, InvalidURL
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 # Bounded so that the whole file stays within a few seconds per build.
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

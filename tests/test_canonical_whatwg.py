@@ -20,6 +20,9 @@ import pytest
 
 from crawldedup import CanonicalPolicy, InvalidURL, canonicalize
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 DATA = Path(__file__).parent / "data" / "whatwg-urltestdata.json"
 CASES: List[Dict[str, Any]] = [case for case in json.loads(DATA.read_text(encoding="utf-8")) if isinstance(case, dict)]
 #: Policy 2 admitting the special schemes the test data exercise (policy 3: tests/test_canonical_policy3.py).

@@ -130,7 +130,7 @@ def test_pages_that_cannot_be_checked_are_named_and_the_rest_checked(tmp_path):
     [
         (["missing.html"], 4, "cannot read input missing.html: No such file or directory"),
         (["--max-distance", "9", "x.html"], 2, "argument --max-distance: must be an integer in [1, 7], got '9'"),
-        (["--strategy", "nope", "x.html"], 2, "strategy (DEDUP_STRATEGY) must be one of"),
+        (["--strategy", "nope", "x.html"], 2, "strategy (CRAWLDEDUP_STRATEGY) must be one of"),
         (["--batch-size", "0", "x.html"], 2, "argument --batch-size: must be a positive integer, got '0'"),
     ],
 )

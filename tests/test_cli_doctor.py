@@ -154,7 +154,7 @@ def test_a_maxmemory_the_sample_itself_overflows_fails_with_the_servers_reason(s
     "args, message",
     [
         (["--strategy", "local"], "doctor checks a claim store"),
-        (["--strategy", "set", "--capacity", "many"], "capacity (BLOOM_CAPACITY) must be"),
+        (["--strategy", "set", "--capacity", "many"], "capacity (CRAWLDEDUP_CAPACITY) must be"),
         (["--strategy", "set", "--redis-url", "redis://h/0", "--samples", "0"], "--samples must be a positive integer"),
         (["--strategy", "set", "--policy", "v9"], "canonical policy must be one of v1, v2, v3"),
     ],

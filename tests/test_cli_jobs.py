@@ -232,7 +232,7 @@ def test_an_item_that_fails_in_the_main_process_raises_in_its_turn() -> None:
     seen = []
     with OrderedWork(_square_where, 2) as work:
         with pytest.raises(ValueError, match="negative: -7"):
-            for (value, _), (square, here) in work.map(iter(items)):
+            for (value, _), (_square, here) in work.map(iter(items)):
                 seen.append((value, here))
     assert seen == [(1, True), (2, False), (3, False), (4, False), (5, False), (6, True)]
 

@@ -136,7 +136,8 @@ async def test_cancelled_checks_leave_whole_batches(family):
             # Applied whole before the cancellation landed, its answer lost: a store without
             # receipts, or a Redis check cancelled after its script had answered (its verdicts on
             # their way back), compares the batch with itself. A check cancelled while its script
-            # was in flight is answered by its receipt: test_a_check_cancelled_before_redis_ran_it_is_answered_by_its_receipt.
+            # was in flight is answered by its receipt
+            # (test_a_check_cancelled_before_redis_ran_it_is_answered_by_its_receipt).
             twice = reference.copy()
             twice.check(urls, fps)
             assert again == twice.check(urls, fps)
@@ -177,7 +178,7 @@ async def test_a_check_cancelled_before_redis_ran_it_is_answered_by_its_receipt(
             with pytest.raises(asyncio.CancelledError):
                 await task
             await busy
-            pages = [key for key in admin.keys(b"{busy:pages}:p:*")]
+            pages = list(admin.keys(b"{busy:pages}:p:*"))
             for _ in range(50):  # the closed connection's command runs once the server is free
                 if sum(admin.hlen(key) for key in pages) == 201:
                     break

@@ -18,6 +18,9 @@ from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from crawldedup.pages import LocalPages, PageCheck, PageFileError
 from crawldedup.pages.journal import COMPACT_RATIO
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 K = 3
 
 

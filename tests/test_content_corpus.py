@@ -19,6 +19,9 @@ pytest.importorskip("selectolax")
 
 from crawldedup.content import page_text, simhash_many  # noqa: E402
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 HERE = Path(__file__).parent
 
 

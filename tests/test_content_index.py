@@ -13,6 +13,9 @@ from crawldedup.content import DEFAULT_CONTENT_POLICY, IndexFileError, NearDupli
 from crawldedup.content.index import blocks, popcount
 from crawldedup.content.index_format import INDEX_HEADER_BYTES, IndexHeader
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 DATA = Path(__file__).parent / "data"
 
 

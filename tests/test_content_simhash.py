@@ -14,6 +14,9 @@ from hypothesis import strategies as st
 from crawldedup import content
 from crawldedup.content import DEFAULT_CONTENT_POLICY, ContentPolicy, _simhash_py, words
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 FROZEN = json.loads((Path(__file__).parent / "data" / "content-v1.json").read_text(encoding="ascii"))
 
 

@@ -430,8 +430,6 @@ def node() -> str:
     return found
 
 
-
-
 @pytest.mark.slow
 def test_a_node_crawler_through_the_service_fetches_every_page_once(
     node, site, certificates, reference, tmp_path, record_property

@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, NamespaceConflict, canonicalize
-from crawldedup.bloom import BloomFilter, FilterFileError, hash_many
+from crawldedup.bloom import BloomFilter, FilterFileError
 from crawldedup.config import DedupConfig
 from crawldedup.dedup import Deduplicator, open_state
+from crawldedup.fingerprints import hash_many
+
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
 
 WWW_POLICY = CanonicalPolicy(strip_www=True)
 
@@ -323,7 +327,8 @@ def test_constructor_does_not_read_the_environment(monkeypatch):
         (
             "DEDUP_STRATEGY",
             "redis",
-            "strategy \\(DEDUP_STRATEGY\\) must be one of exact, local, set, sharded-set, redisbloom, sqlite, postgres, service \\(bloom: redisbloom\\), got 'redis'",
+            "strategy \\(DEDUP_STRATEGY\\) must be one of exact, local, set, sharded-set, redisbloom, sqlite, "
+            "postgres, service \\(bloom: redisbloom\\), got 'redis'",
         ),
         ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),
         ("BLOOM_CAPACITY", "0", "capacity \\(BLOOM_CAPACITY\\) must be an integer"),
@@ -341,7 +346,9 @@ def test_bad_environment_value_names_the_variable(variable, value, message):
 
 
 def test_bad_constructor_value_names_the_setting():
-    with pytest.raises(ValueError, match="error_rate \\(CRAWLDEDUP_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"):
+    with pytest.raises(
+        ValueError, match="error_rate \\(CRAWLDEDUP_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"
+    ):
         Deduplicator("local", error_rate=0.0)
     with pytest.raises(ValueError, match="crawl_round must be"):
         Deduplicator("local", crawl_round="a b")

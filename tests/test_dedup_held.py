@@ -10,9 +10,9 @@ from typing import Callable, Iterator, List
 import pytest
 
 from crawldedup import DEFAULT_POLICY, StoreUnavailable, canonicalize
-from crawldedup.bloom import hash_many
 from crawldedup.config import DedupConfig
 from crawldedup.dedup import Deduplicator, HoldState
+from crawldedup.fingerprints import hash_many
 from crawldedup.stores import RetryPolicy, SQLiteStore
 
 RETRY = RetryPolicy(retries=1, backoff_seconds=0.01, max_backoff_seconds=0.02)
@@ -165,7 +165,7 @@ def test_a_store_failing_during_commit(
             won_by_b = [url for url, won in zip(rival.canonical, rival.won) if won]
             held.commit()  # retried: a's pages are lasting now, or refused where b took them over
             won_by_a_again = [u for u, won in zip(urls, a.claim_many(urls)) if won]
-        lost = set(canonicalize(u) for u in urls) - set(printed) - set(won_by_b)
+        lost = {canonicalize(u) for u in urls} - set(printed) - set(won_by_b)
         won_twice = set(printed) & set(won_by_b)
         assert lost == set() and won_by_a_again == []
         assert len(printed) == 500

@@ -15,6 +15,9 @@ import pytest
 from crawldedup.dedup import Deduplicator, prepare_batch
 from crawldedup.dedup.packed import PackedCanonical, PackedURLs, pick
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 URLS = [
     "https://Shop.example/a?b=2&a=1",
     "not a url",

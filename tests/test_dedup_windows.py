@@ -14,6 +14,9 @@ from crawldedup.bloom import WindowedBloomFilter, open_filter
 from crawldedup.config import DedupConfig
 from crawldedup.windows import ManualClock, Window
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 DAY = 86_400.0
 START = 1_800_000_000.0
 PAGES = [f"https://shop.example/item/{i}" for i in range(200)]

@@ -27,6 +27,9 @@ import pytest
 
 from crawldedup import FilterFileError, bloom
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 TWINS = [pytest.param("py", id="py")]
 if bloom.HAS_EXTENSION:
     TWINS.append(pytest.param("cy", id="cy", marks=pytest.mark.cython))

@@ -33,10 +33,10 @@ from conftest import (
 )
 
 from crawldedup import DEFAULT_POLICY, Deduplicator, StoreRefused, StoreUnavailable
-from crawldedup._checks import SENTINEL_PORT, parse_sentinel_url, redis_url_refusal
 from crawldedup.config import DedupConfig
 from crawldedup.stores import Durability, RetryPolicy
 from crawldedup.stores.factory import open_async_store, open_store
+from crawldedup.stores.urls import SENTINEL_PORT, parse_sentinel_url, redis_url_refusal
 
 POLICY = DEFAULT_POLICY.digest
 #: Fails fast when replicas are gone: 2 attempts of a 0.5 s WAIT.
@@ -183,7 +183,7 @@ def test_claims_through_sentinel_wait_for_a_replica(sentinel_set: SentinelSet):
         with open_replicated(strategy, sentinel_set.url, durability) as store:
             assert sum(store.claim_many(pages[:1_000])) == 1_000
 
-        async def claim_async() -> List[bool]:
+        async def claim_async(strategy: str = strategy) -> List[bool]:
             async with open_async_store(
                 strategy,
                 namespace=f"d-{strategy}",
@@ -310,7 +310,7 @@ def test_without_replicas_a_batch_is_an_error_then_resumed(sentinel_set: Sentine
         with pytest.raises(StoreUnavailable, match="WAIT"):
             dedup.renew(urls[25:], 60)
         sentinel_set.replicas[0].start()
-        for attempt in range(50):  # the replica resyncs; each try waits 1 s at most
+        for _ in range(50):  # the replica resyncs; each try waits 1 s at most
             try:
                 assert store.claim_many(pages) == [True] * len(pages)
                 break
@@ -332,7 +332,7 @@ def test_replicated_on_a_cluster_waits_on_every_master(replicated_cluster: Redis
             assert sum(store.claim_many(pages)) == len(pages)
             assert not any(store.claim_many(pages))
 
-        async def claim_async() -> List[bool]:
+        async def claim_async(strategy: str = strategy) -> List[bool]:
             async with open_async_store(
                 strategy,
                 namespace=f"a-{strategy}",

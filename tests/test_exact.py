@@ -22,6 +22,8 @@ from crawldedup.exact import format as fmt
 from crawldedup.exact.store import FANOUT, size_class
 from crawldedup.windows import ManualClock, Window
 
+pytestmark = pytest.mark.twins
+
 TWINS = [pytest.param(PyExactFilter, id="py")]
 KERNEL_TWINS = [pytest.param(_runs_py, id="py")]
 if exact.HAS_EXTENSION:

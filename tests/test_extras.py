@@ -12,7 +12,7 @@ import pytest
 #: (package made absent, code that needs it, the extra the message must name)
 CASES = [
     ("orjson", "from crawldedup import ServiceClient", "service"),
-    ("orjson", "import crawldedup.service", "service"),
+    ("orjson", "from crawldedup.service import ServiceClient", "service"),
     ("httpx", "from crawldedup import ServiceClient; ServiceClient('http://127.0.0.1:1')", "service"),
     ("httpx", "from crawldedup import AsyncServiceClient; AsyncServiceClient('http://127.0.0.1:1')", "service"),
     ("prometheus_client", "import crawldedup.metrics", "metrics"),

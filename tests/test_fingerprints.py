@@ -8,6 +8,9 @@ import pytest
 from crawldedup.dedup.pipeline import first_rows
 from crawldedup.fingerprints import Fingerprints, fingerprint, hash_many
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 URLS = [f"https://shop.example/item/{i}" for i in range(50)]
 
 

@@ -42,6 +42,9 @@ from hypothesis import strategies as st
 from crawldedup import POLICY_V1, CanonicalPolicy, InvalidURL, bloom, canonical
 from crawldedup.canonical import _canonical_py as _canonical
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 
 def _budget() -> int:
     raw = os.environ.get("CRAWLDEDUP_FUZZ_EXAMPLES", "150")
@@ -383,7 +386,8 @@ OPENER = textwrap.dedent("""
             if answers != [key in bf for key in probes]:
                 return {"verdict": "unexpected", "message": "batch and single lookups disagree"}
             shape = [bf.capacity, bf.error_rate, bf.num_blocks, bf.num_hashes, bf.metadata.hex(), bf.approx_items,
-                     repr(bf.fill_ratio), repr(bf.estimated_error_rate), repr(bf).split(" ", 1)[1].replace(path, "PATH")]
+                     repr(bf.fill_ratio), repr(bf.estimated_error_rate),
+                     repr(bf).split(" ", 1)[1].replace(path, "PATH")]
             if mode == "r+":
                 bf.add_many(added[:1])
                 bf.add(added[1])

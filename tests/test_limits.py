@@ -31,6 +31,9 @@ import pytest
 from crawldedup import CanonicalPolicy, InvalidURL
 from crawldedup.canonical import _canonical_py as _canonical
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 #: Cost per input character at 16 n over the same at n: about 1 when linear, about 16 when
 #: quadratic; the slack covers constant overheads only.
 GROWTH_BOUND = 1.125

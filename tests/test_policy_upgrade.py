@@ -18,6 +18,9 @@ import pytest
 from crawldedup import DEFAULT_POLICY, POLICY_V1, POLICY_V2, Deduplicator, FilterFileError, load_policy_file
 from crawldedup.config import DedupConfig
 
+#: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
+pytestmark = pytest.mark.twins
+
 DATA = Path(__file__).parent / "data"
 URLS = (DATA / "state-policy1-urls.txt").read_text(encoding="utf-8").splitlines()
 COMMAND = [sys.executable, "-m", "crawldedup"]

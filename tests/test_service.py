@@ -469,7 +469,7 @@ def test_the_service_strategy_through_lost_replies(redis_url):
     with ServeProcess(["--strategy", "set", "--redis-url", redis_url, "--namespace", "lost"]) as server:
         proxy = LosingProxy(int(server.url.rsplit(":", 1)[1]))
         try:
-            settings = dict(service_url=f"http://127.0.0.1:{proxy.port}", namespace="lost", retry=retry)
+            settings = {"service_url": f"http://127.0.0.1:{proxy.port}", "namespace": "lost", "retry": retry}
             with Deduplicator("service", **settings) as worker:
                 proxy.lose_next_reply()
                 assert worker.claim_many(pages[:200]) == [True] * 200, "the retry lost its own wins"

@@ -290,7 +290,10 @@ def test_unusable_redis_urls_are_refused_before_connecting(url, problem):
 def test_busy_server_is_retried_until_it_answers(redis_url, admin):
     """BUSY (a long script running) is transient: the claim waits it out through retries."""
     admin.config_set("busy-reply-threshold", "50")
-    spin = "local s = redis.call('TIME') repeat local t = redis.call('TIME') until (t[1] - s[1]) * 1e6 + t[2] - s[2] > 1.5e6"
+    spin = (
+        "local s = redis.call('TIME') repeat local t = redis.call('TIME') "
+        "until (t[1] - s[1]) * 1e6 + t[2] - s[2] > 1.5e6"
+    )
     retry = RetryPolicy(retries=20, backoff_seconds=0.1, max_backoff_seconds=0.5)
     store = open_store(
         "set", namespace="busy", policy_digest=DIGEST, redis_url=redis_url, capacity=10, error_rate=0.01, retry=retry

@@ -70,7 +70,8 @@ def main() -> None:
                 )
             )
     print(
-        f"\ncontains_hashes, ns per key, {n:,} keys held, {args.rounds} alternating rounds: median [range] ratio to 1 stage"
+        f"\ncontains_hashes, ns per key, {n:,} keys held, {args.rounds} alternating rounds: "
+        "median [range] ratio to 1 stage"
     )
     for name, by_stages in results.items():
         base = statistics.median(by_stages[args.stages[0]])

@@ -29,8 +29,14 @@ import psycopg  # noqa: E402
 from conftest import PostgresServer, find_postgres_bin  # noqa: E402
 
 BATCH = 10_000
-SPLIT = "SELECT substring(%(one)s::bytea FROM i * 16 + 1 FOR 16) FROM generate_series(0, length(%(one)s::bytea) / 16 - 1) AS i"
-INSERT = "INSERT INTO {table} (fingerprint, token) SELECT DISTINCT fp, 1 FROM {source} ORDER BY fp ON CONFLICT DO NOTHING RETURNING fingerprint"
+SPLIT = (
+    "SELECT substring(%(one)s::bytea FROM i * 16 + 1 FOR 16) "
+    "FROM generate_series(0, length(%(one)s::bytea) / 16 - 1) AS i"
+)
+INSERT = (
+    "INSERT INTO {table} (fingerprint, token) SELECT DISTINCT fp, 1 FROM {source} ORDER BY fp "
+    "ON CONFLICT DO NOTHING RETURNING fingerprint"
+)
 SOURCES = {"bytea": f"({SPLIT}) AS s (fp)", "array": "unnest(%(many)s::bytea[]) AS s (fp)"}
 
 

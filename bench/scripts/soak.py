@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT))
 from conftest import RedisServer, find_redis_server, find_redisbloom  # noqa: E402  (what the tests use)
 
 from crawldedup import Deduplicator, StoreUnavailable  # noqa: E402
-from crawldedup.stores import (
-    RetryPolicy,  # noqa: E402
+from crawldedup.stores import (  # noqa: E402
+    RetryPolicy,
     _redis,  # noqa: E402
 )
 

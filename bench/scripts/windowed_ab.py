@@ -100,7 +100,8 @@ def main() -> None:
         if f"{op} plain" in medians:
             print(f"{op}: windowed / plain = {medians[f'{op} windowed'] / medians[f'{op} plain']:.2f}x")
     print(
-        f"contains_hashes: G+1 filters / plain = {medians['contains_hashes G+1 filters'] / medians['contains_hashes plain']:.2f}x"
+        "contains_hashes: G+1 filters / plain = "
+        f"{medians['contains_hashes G+1 filters'] / medians['contains_hashes plain']:.2f}x"
     )
 
 

@@ -111,7 +111,8 @@ def main() -> None:
         first = results[(strategy, next(iter(COMPARISONS[args.compare])))]
         ratio = statistics.median(rates) / statistics.median([rate for rate, _ in first])
         print(
-            f"{strategy:12} {label:10} {statistics.median(rates):>10,.0f} claims/s ({min(rates):,.0f}-{max(rates):,.0f})"
+            f"{strategy:12} {label:10} {statistics.median(rates):>10,.0f} claims/s "
+            f"({min(rates):,.0f}-{max(rates):,.0f})"
             f"  {ratio:.2f}x   bytes/URL {size}"
         )
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Union
 
-__all__ = ["replace_file", "reserve_space", "sync_directory"]
+__all__ = ["replace_file", "reserve_space", "sync_directory", "sync_tree"]
 
 
 def reserve_space(fd: int, size: int, path: str, what: str = "the filter file") -> None:
@@ -68,3 +68,19 @@ def sync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sync_tree(path: Path) -> None:
+    """Flush a file, or a directory with everything in it, to disk, and the directory above."""
+    for item in [*(path.rglob("*") if path.is_dir() else [])]:
+        if item.is_file():
+            with open(item, "rb") as file:
+                os.fsync(file.fileno())
+        else:
+            sync_directory(item)
+    if path.is_file():
+        with open(path, "rb") as file:
+            os.fsync(file.fileno())
+    else:
+        sync_directory(path)
+    sync_directory(path.parent)
