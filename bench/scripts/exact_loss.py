@@ -85,7 +85,9 @@ def through_cli(args: argparse.Namespace) -> Dict[str, Any]:
 def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--config", required=True, choices=["exact", "local", "sqlite", "set", "sharded-set", "postgres", "service", "cli"]
+        "--config",
+        required=True,
+        choices=["exact", "local", "sqlite", "set", "sharded-set", "postgres", "service", "cli"],
     )
     parser.add_argument("--urls", type=int, default=1_000_000)
     parser.add_argument("--capacity", type=int)

@@ -101,7 +101,6 @@ _HOMES: Dict[str, str] = {
 if TYPE_CHECKING:
     from .bloom import BloomFilter
     from .bloom.format import FilterFileError
-    from .exact import ExactFileError, ExactFilter
     from .canonical import (
         DEFAULT_POLICY,
         POLICY_V1,
@@ -118,6 +117,7 @@ if TYPE_CHECKING:
     )
     from .config import DedupConfig
     from .dedup import AsyncDeduplicator, ClaimBatch, Deduplicator, DedupStats, open_state
+    from .exact import ExactFileError, ExactFilter
     from .fingerprints import fingerprint
     from .service import AsyncServiceClient, ServiceClient
     from .stores import (
