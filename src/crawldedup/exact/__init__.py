@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._env import compiled
-from ..bloom import BloomFilter, PyBloomFilter, PyWindowedBloomFilter, WindowedBloomFilter, hash_many
-from ..fingerprints import hash_many as reference_hash_many
+from ..bloom import BloomFilter, PyBloomFilter, PyWindowedBloomFilter, WindowedBloomFilter
+from ..fingerprints import hash_many, py_hash_many
 from . import _runs_py
 from .filter import TIER_SUFFIX, ExactFilterBase, tier_directory
 from .format import FORMAT_VERSION, ExactFileError
@@ -48,7 +48,7 @@ class PyExactFilter(ExactFilterBase):
     _kernels = PY_KERNELS
     _plain_bloom = PyBloomFilter
     _windowed_bloom = PyWindowedBloomFilter
-    _hash_keys = staticmethod(reference_hash_many)
+    _hash_keys = staticmethod(py_hash_many)
 
 
 _compiled = None if TYPE_CHECKING else compiled("crawldedup.exact._runs_c")
