@@ -8,6 +8,7 @@ the same count at scale, through one configuration at a time::
     python bench/scripts/exact_loss.py --config sqlite --urls 10000000 --dir /tmp/loss
     python bench/scripts/exact_loss.py --config sharded-set --redis-url redis://127.0.0.1:6379/0 --urls 100000000
     python bench/scripts/exact_loss.py --config local --urls 100000000        # the Bloom filter alone
+    python bench/scripts/exact_loss.py --config sqlite --local-tier bloom --urls 1000000 --dir /tmp/loss
 
 Every configuration is sized for the crawl (``--capacity``, default ``--urls``) and keeps the
 defaults otherwise: the recrawl window of 30 days, the exact local tier in front of a store.
@@ -40,6 +41,8 @@ def batches(total: int, size: int) -> Iterator[List[str]]:
 
 def through_api(args: argparse.Namespace) -> Dict[str, Any]:
     options: Dict[str, Any] = {"capacity": args.capacity or args.urls}
+    if args.local_tier:
+        options["local_tier"] = args.local_tier
     if args.dir:
         options["state"] = os.path.join(args.dir, "state.bloom")
     if args.config in ("set", "sharded-set"):
@@ -92,6 +95,7 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--urls", type=int, default=1_000_000)
     parser.add_argument("--capacity", type=int)
     parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--local-tier", choices=["exact", "bloom"], help="with a store: the local tier (default exact)")
     parser.add_argument("--dir", help="a directory for the state file (and SQLite's file); none: in memory")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--postgres-url")
