@@ -92,15 +92,19 @@ def _tier_rows(path: str) -> List[Tuple[str, str]]:
     with using(f"exact tier {tier_directory(path)}"), ExactFilter.open(path, "r") as exact:
         runs = exact.runs()
         keys = len(exact)
-        on_disk = sum(run.nbytes for run in runs if run.path is not None)
+        files = [run for run in runs if run.path is not None]
+        on_disk = sum(run.nbytes for run in files)
         rows = [
             ("exact tier", f"{exact.directory}: format v{FORMAT_VERSION}, 64-bit keys, sorted runs"),
             ("pages", f"{keys:,} (exact), each hit of the filter confirmed: no page lost to it"),
             (
                 "runs",
-                f"{counted(len(runs), 'run')}, {on_disk:,} bytes on disk "
-                f"({on_disk / keys if keys else 0:.2f} a page; {exact.nbytes / keys if keys else 0:.2f} with "
-                "the filter and the log)",
+                f"{counted(len(files), 'run file')} ({on_disk:,} bytes), "
+                f"{counted(len(runs) - len(files), 'run')} of the log's pages",
+            ),
+            (
+                "bytes per page",
+                f"{exact.nbytes / keys:,.2f} with the filter, the log and the manifest" if keys else "-",
             ),
             ("collision chance", f"{exact.estimated_error_rate:.3g} that a new page is taken for a held one"),
         ]
