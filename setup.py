@@ -95,6 +95,12 @@ else:
             ),
             extension("crawldedup.canonical._canonical_c", "src/crawldedup/canonical/_canonical_c.pyx"),
             extension(
+                "crawldedup.exact._runs_c",
+                "src/crawldedup/exact/_runs_c.pyx",
+                include_dirs=["src/crawldedup/exact"],
+                depends=["src/crawldedup/exact/_runs_portable.h"],
+            ),
+            extension(
                 "crawldedup.content._simhash_c",
                 "src/crawldedup/content/_simhash_c.pyx",
                 # The one MurmurHash3 in C: the fingerprints', so both hash a key the same way.

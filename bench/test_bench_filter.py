@@ -166,6 +166,7 @@ def test_crawldedup_filter(benchmark, frontier: Frontier, impl: str, jobs: str, 
 
     def fresh_state() -> None:
         state.unlink(missing_ok=True)
+        shutil.rmtree(f"{state}.exact", ignore_errors=True)
 
     out = benchmark.pedantic(_run, args=(command,), kwargs={"env": env}, setup=fresh_state, rounds=ROUNDS, iterations=1)
     distinct = out.count(b"\n")
@@ -268,6 +269,46 @@ def test_filter_jobs(benchmark, tmp_path: Path) -> None:
         f"--jobs 2 / --jobs 1: {ratio:.2f}x ({source.links:,} lines, {os.cpu_count()} CPUs, "
         f"load average {os.getloadavg()[0]:.1f}); {medians[2] / top:.0%} of the ceiling"
     )
+
+
+@pytest.mark.skipif(not bloom.HAS_EXTENSION, reason="the figure is the compiled extension's")
+@pytest.mark.parametrize("jobs", ["1", "0"], ids=["jobs1", "cores"])
+def test_filter_exact_against_local(benchmark, frontier: Frontier, tmp_path: Path, jobs: str) -> None:
+    """The default (``exact``: the Bloom filter in front of the exact tier) against the Bloom
+    filter alone (``--strategy local``) on the 1,000,000-line frontier, rounds alternating, the
+    same pages out (the filter loses none of them here). The exact default is kept while the
+    ratio stays at or under 1.5."""
+    rates: Dict[str, List[float]] = {"exact": [], "local": []}
+    cpu: Dict[str, List[float]] = {"exact": [], "local": []}
+    outputs: Dict[str, bytes] = {}
+    env = {key: value for key, value in os.environ.items() if key != "CRAWLDEDUP_NO_EXTENSIONS"}
+
+    def one_round() -> None:
+        for strategy in ("exact", "local"):
+            state = tmp_path / f"{strategy}.bloom"
+            for leftover in (state, tmp_path / f"{strategy}.bloom.exact"):
+                if leftover.is_dir():
+                    shutil.rmtree(leftover)
+                leftover.unlink(missing_ok=True)
+            command = [sys.executable, "-m", "crawldedup", "filter", str(frontier.path), "--state", str(state)]
+            command += ["--quiet", "--jobs", jobs, "--strategy", strategy]
+            started, used = time.perf_counter(), _children_cpu()
+            outputs[strategy] = _run(command, env=env)
+            rates[strategy].append(frontier.links / (time.perf_counter() - started))
+            cpu[strategy].append((_children_cpu() - used) / frontier.links * 1e9)
+
+    benchmark.group = f"filter exact vs local, --jobs {jobs}"
+    benchmark.pedantic(one_round, rounds=JOBS_ROUNDS, iterations=1)
+    assert outputs["exact"] == outputs["local"]
+    medians = {strategy: statistics.median(values) for strategy, values in rates.items()}
+    cost = medians["local"] / medians["exact"]  # time of exact / time of local
+    benchmark.extra_info.update(lines=frontier.links, cost=cost, load=os.getloadavg()[0], rates=rates, cpu=cpu)
+    for strategy, values in rates.items():
+        print(
+            f"\n{strategy} (--jobs {jobs}): median {medians[strategy]:,.0f} lines/s, range {min(values):,.0f} to "
+            f"{max(values):,.0f}; CPU a line median {statistics.median(cpu[strategy]):,.0f} ns"
+        )
+    print(f"exact costs {cost:.2f}x local (load average {os.getloadavg()[0]:.1f})")
 
 
 def _halves(path: Path, lines: int) -> List[Path]:

@@ -83,7 +83,9 @@ def test_counts_of_one_are_singular(tmp_path: Path) -> None:
     info = run(["info", "s.bloom"], tmp_path)
     assert "(1 block, 1 hash per key)" in info.stdout.decode()
     merged = run(["merge", "s.bloom", "-o", "m.bloom"], tmp_path)
-    assert merged.stderr.decode().strip() == "crawldedup merge: wrote m.bloom from 1 filter"
+    assert merged.stderr.decode().strip() == (
+        "crawldedup merge: wrote m.bloom from 1 filter, and its exact tier m.bloom.exact (1 page)"
+    )
 
 
 def test_counts_of_more_than_one_are_plural(tmp_path: Path) -> None:
@@ -98,7 +100,9 @@ def test_counts_of_more_than_one_are_plural(tmp_path: Path) -> None:
     info = run(["info", "s.bloom"], tmp_path).stdout.decode()
     assert " blocks in each of 5 slots, 7 hashes per key)" in info
     merged = run(["merge", "s.bloom", "s.bloom", "-o", "m.bloom"], tmp_path)
-    assert merged.stderr.decode().strip() == "crawldedup merge: wrote m.bloom from 2 filters"
+    assert merged.stderr.decode().strip() == (
+        "crawldedup merge: wrote m.bloom from 2 filters, and its exact tier m.bloom.exact (2 pages)"
+    )
 
 
 # ---------------------------------------------------------------------------- strategy names

@@ -156,7 +156,7 @@ def test_the_human_report_of_a_sqlite_namespace_and_its_state_file(tmp_path):
     assert lines[1].split() == ["store", "sqlite", "store", repr(str(database)), "namespace", "'crawl:r2'"]
     assert lines[2].split() == ["claims", "held", "2,500"]
     assert any(line.startswith("local filter") for line in lines)
-    assert any(line.split()[:3] == ["items", "2,500", "(estimate)"] for line in lines)
+    assert any(line.split()[:3] == ["items", "2,500", "(exact)"] for line in lines)
 
 
 def test_a_missing_namespace_is_reported_and_not_created(redis_url, tmp_path):

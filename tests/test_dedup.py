@@ -183,16 +183,30 @@ def test_verify_hits_needs_a_store():
 
 
 def test_sampled_check_measures_the_real_loss(tmp_path):
-    # A local filter of a high error rate (it grows past its capacity, but keeps that rate):
-    # many new URLs are taken for seen ones.
+    # The Bloom filter alone in front (local_tier bloom), at a high error rate (it grows past its
+    # capacity, but keeps that rate): many new URLs are taken for seen ones.
     urls = pages(6_000)
-    with Deduplicator("sqlite", sqlite_path=tmp_path / "c.sqlite", capacity=500, error_rate=0.5, sample_rate=1.0) as d:
+    with Deduplicator(
+        "sqlite", sqlite_path=tmp_path / "c.sqlite", capacity=500, error_rate=0.5, sample_rate=1.0, local_tier="bloom"
+    ) as d:
         won = [w for start in range(0, len(urls), 100) for w in d.claim_many(urls[start : start + 100])]
         stats = d.stats
     lost_new = won.count(False)  # every URL is new: each False is a page lost to the local filter
     assert lost_new > 500
     assert stats.false_hits == lost_new == stats.local_hits
     assert stats.false_hit_rate == 1.0
+
+
+def test_the_exact_tier_in_front_of_a_store_loses_none_of_them(tmp_path):
+    # The same, with the default local tier: each Bloom hit is confirmed in the exact tier, so
+    # the filter's false positives go to the store, which wins them.
+    urls = pages(6_000)
+    with Deduplicator("sqlite", sqlite_path=tmp_path / "c.sqlite", capacity=500, error_rate=0.5, sample_rate=1.0) as d:
+        won = [w for start in range(0, len(urls), 100) for w in d.claim_many(urls[start : start + 100])]
+        assert d.claim_many(urls[:3_000]) == [False] * 3_000  # repeats: answered locally, no round trip
+        stats = d.stats
+    assert won.count(False) == 0
+    assert stats.local_hits == 3_000 and stats.store_claims == 6_000 and stats.false_hits == 0
 
 
 def test_sample_is_a_deterministic_share_of_hits(tmp_path):
@@ -333,7 +347,7 @@ def test_from_env_reads_the_variables(tmp_path, redis_url):
 def test_constructor_does_not_read_the_environment(monkeypatch):
     monkeypatch.setenv("DEDUP_STRATEGY", "set")
     with Deduplicator(capacity=1_000) as d:
-        assert d.config.strategy == "local" and d.store is None
+        assert d.config.strategy == "exact" and d.store is None
 
 
 @pytest.mark.parametrize(
@@ -342,7 +356,7 @@ def test_constructor_does_not_read_the_environment(monkeypatch):
         (
             "DEDUP_STRATEGY",
             "redis",
-            "strategy \\(DEDUP_STRATEGY\\) must be one of local, set, sharded-set, redisbloom, sqlite, "
+            "strategy \\(DEDUP_STRATEGY\\) must be one of exact, local, set, sharded-set, redisbloom, sqlite, "
             "postgres, service \\(bloom: redisbloom\\), got 'redis'",
         ),
         ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),

@@ -321,7 +321,7 @@ FLOORS = (
     ("crawldedup", "_checks", "_env", "_extras", "_files", "_plans", "_wording"),
     ("canonical", "content", "fingerprints", "windows"),
     ("arrow", "bloom", "stores"),
-    ("config", "pages"),
+    ("config", "exact", "pages"),
     ("dedup",),
     ("integrations", "metrics"),
     ("offline", "scrapy", "service"),

@@ -116,6 +116,7 @@ def test_scraped_counters_of_a_running_deduplicator_equal_its_stats(redis_url, t
             state=tmp_path / "a.bloom",
             capacity=20_000,
             sample_rate=1.0,
+            local_tier="bloom",
         ) as dedup,
         Deduplicator("set", redis_url=redis_url, namespace="scraped", capacity=20_000) as other,
     ):
@@ -207,6 +208,19 @@ def test_gauges_are_read_when_scraped_from_the_fullest_filter_of_the_namespace()
         )
     samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
     assert value(samples, "crawldedup_filter_fill_ratio", crawl_namespace="g") == fill
+
+
+def test_the_exact_tiers_gauge_is_the_chance_of_a_64_bit_collision():
+    registry = CollectorRegistry()
+    metrics = DedupMetrics(registry)
+    with Deduplicator("exact", namespace="x", capacity=10_000) as dedup:
+        metrics.attach(dedup)
+        dedup.claim_many([f"https://a.example/{i}" for i in range(2_000)])
+        samples, _ = parse(metrics.exposition()[0].decode("utf-8"))
+        rate = value(samples, "crawldedup_filter_false_positive_ratio", crawl_namespace="x")
+        assert rate == pytest.approx(dedup.local_filter.expected_error_rate)
+        assert 0 < rate < dedup.local_filter.bloom.expected_error_rate * 2_000 / 2**63
+    assert value(samples, "crawldedup_filter_fill_ratio", crawl_namespace="x") == 2_000 / 10_000
 
 
 def test_multiprocess_mode_adds_up_every_process(redis_url, tmp_path, monkeypatch):

@@ -26,6 +26,8 @@ URLS = (DATA / "state-policy1-urls.txt").read_text(encoding="utf-8").splitlines(
 COMMAND = [sys.executable, "-m", "crawldedup"]
 # The settings the file was made with (tests/data/make_state_policy1.py).
 MADE_WITH = {"capacity": 1_000, "error_rate": 0.01, "ttl_days": 0}
+# The frozen file is the Bloom filter alone, as every state file before the exact tier.
+FROZEN = {**MADE_WITH, "strategy": "local"}
 
 
 @pytest.fixture
@@ -51,13 +53,13 @@ def test_the_frozen_file_is_policy_1s():
 
 
 def test_policy_v1_continues_the_crawl(state):
-    with Deduplicator(state=state, policy=POLICY_V1, **MADE_WITH) as dedup:
+    with Deduplicator(state=state, policy=POLICY_V1, **FROZEN) as dedup:
         assert dedup.claim_many(URLS) == [False] * len(URLS)
         assert dedup.claim_many(["https://shop.example/item/200?id=200"]) == [True]
 
 
 def test_policy_v1_by_name(state):
-    with Deduplicator(state=state, policy="v1", **MADE_WITH) as dedup:
+    with Deduplicator(state=state, policy="v1", **FROZEN) as dedup:
         assert dedup.policy is POLICY_V1
         assert dedup.claim_many(URLS[:3]) == [False] * 3
 
@@ -75,6 +77,7 @@ def test_crawldedup_policy_variable(state):
         "CRAWLDEDUP_STATE": str(state),
         "VISITED_TTL_DAYS": "0",
         "BLOOM_CAPACITY": "1000",
+        "DEDUP_STRATEGY": "local",
     }
     with Deduplicator.from_env(environ) as dedup:
         assert dedup.policy is POLICY_V1
@@ -176,6 +179,7 @@ def test_scrapy_setting(state):
             "CRAWLDEDUP_STATE": str(state),
             "CRAWLDEDUP_TTL_DAYS": 0,
             "CRAWLDEDUP_CAPACITY": 1000,
+            "CRAWLDEDUP_STRATEGY": "local",
         }
     )
     with deduplicator_from_settings(settings) as dedup:
@@ -187,6 +191,7 @@ def test_scrapy_setting(state):
             "CRAWLDEDUP_STATE": str(state),
             "CRAWLDEDUP_TTL_DAYS": 0,
             "CRAWLDEDUP_CAPACITY": 1000,
+            "CRAWLDEDUP_STRATEGY": "local",
         }
     )
     with deduplicator_from_settings(settings) as dedup:

@@ -17,6 +17,8 @@ PUBLIC = {
     "DedupStats",
     "Deduplicator",
     "Durability",
+    "ExactFileError",
+    "ExactFilter",
     "FilterFileError",
     "InvalidURL",
     "LeasesUnsupported",
@@ -55,6 +57,7 @@ def test_every_public_name_resolves():
 def test_exceptions_are_the_documented_kinds():
     assert issubclass(crawldedup.InvalidURL, ValueError)
     assert issubclass(crawldedup.FilterFileError, ValueError)
+    assert issubclass(crawldedup.ExactFileError, ValueError)
     assert issubclass(crawldedup.LeasesUnsupported, ValueError)
     assert issubclass(crawldedup.AliasesUnsupported, NotImplementedError)
     assert issubclass(crawldedup.StoreUnavailable, ConnectionError)

@@ -521,7 +521,7 @@ def test_unknown_strategy_and_missing_location(tmp_path):
     with pytest.raises(
         ValueError,
         match=re.escape(
-            "strategy must be one of local, set, sharded-set, redisbloom, sqlite, postgres, service "
+            "strategy must be one of exact, local, set, sharded-set, redisbloom, sqlite, postgres, service "
             "(bloom: redisbloom), got 'redis'"
         ),
     ):

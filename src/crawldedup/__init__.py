@@ -15,6 +15,8 @@ __all__ = [
     "AsyncDeduplicator",
     "AsyncServiceClient",
     "BloomFilter",
+    "ExactFilter",
+    "ExactFileError",
     "FilterFileError",
     "fingerprint",
     "DEFAULT_POLICY",
@@ -53,6 +55,8 @@ __all__ = [
 _HOMES: Dict[str, str] = {
     "BloomFilter": ".bloom",
     "FilterFileError": ".bloom.format",
+    "ExactFilter": ".exact",
+    "ExactFileError": ".exact",
     **dict.fromkeys(
         (
             "DEFAULT_POLICY",
@@ -113,6 +117,7 @@ if TYPE_CHECKING:
     )
     from .config import DedupConfig
     from .dedup import AsyncDeduplicator, ClaimBatch, Deduplicator, DedupStats, open_state
+    from .exact import ExactFileError, ExactFilter
     from .fingerprints import fingerprint
     from .service import AsyncServiceClient, ServiceClient
     from .stores import (

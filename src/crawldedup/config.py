@@ -25,7 +25,7 @@ from ._checks import (
 from .canonical.policy import DEFAULT_POLICY_NAME, POLICIES, CanonicalPolicy, policy_named
 from .canonical.policy_file import PolicyFileError, load_policy_file
 from .stores.durability import LEVELS, MAX_REPLICAS, MAX_WAIT_SECONDS, Durability, check_level
-from .stores.factory import REDIS_STRATEGIES, STRATEGY_CHOICES, strategy_name
+from .stores.factory import EXACT, LOCAL, REDIS_STRATEGIES, STRATEGY_CHOICES, strategy_name
 from .stores.service import check_service_url
 from .stores.urls import (
     POSTGRES_URL_RULE,
@@ -37,6 +37,12 @@ from .stores.urls import (
 )
 from .windows import DEFAULT_GENERATIONS, MAX_GENERATIONS, Window
 
+#: The local tiers: ``exact``, the Bloom filter in front of the exact tier (a hit is confirmed,
+#: no page lost), ``bloom``, the Bloom filter alone (a hit is taken as seen: its false positives
+#: lose their pages, up to the error rate of the new pages).
+EXACT_TIER = "exact"
+BLOOM_TIER = "bloom"
+LOCAL_TIERS = (EXACT_TIER, BLOOM_TIER)
 #: Seconds in a day, for VISITED_TTL_DAYS.
 DAY_SECONDS = 86_400
 
@@ -160,7 +166,18 @@ SETTINGS: Dict[str, Setting] = {
         "the path of a policy file (TOML, or JSON named *.json), or unset",
         lambda v: v is None or _readable_policy_file(v),
     ),
+    "local_tier": Setting(
+        "CRAWLDEDUP_LOCAL_TIER",
+        lambda text: text.strip().lower(),
+        "exact or bloom (bloom loses a page to each false positive: up to error_rate of the new pages), or unset",
+        lambda v: _check_tier(v),
+    ),
 }
+
+
+def _check_tier(tier: Optional[str]) -> None:
+    if tier is not None and tier not in LOCAL_TIERS:
+        raise ValueError(tier)
 
 
 @dataclass(frozen=True)
@@ -201,10 +218,15 @@ class DedupConfig:
         ``v1`` (:data:`~crawldedup.POLICY_V1`, for a crawl begun before policy 2).
     :param policy_file: ``CRAWLDEDUP_POLICY_FILE``: a policy file (docs/canonical-policy.md,
         "Policy files"); when set, the policy is the file's and ``policy`` is not read.
+    :param local_tier: ``CRAWLDEDUP_LOCAL_TIER``: what answers before a store: ``exact`` (a
+        Bloom filter hit is confirmed in the exact tier on disk: no page lost) or ``bloom`` (the
+        Bloom filter alone: a false positive loses its page, up to ``error_rate`` of the new
+        pages; what every store had before). Unset: ``exact`` for a new state file, the tier
+        an existing one was made with. The ``exact`` and ``local`` strategies are their tier.
     :raises ValueError: when a field is out of range (the message names its variable).
     """
 
-    strategy: str = "local"
+    strategy: str = EXACT
     redis_url: str = "redis://localhost:6379/0"
     ttl_days: float = 30.0
     capacity: int = 10_000_000
@@ -220,6 +242,7 @@ class DedupConfig:
     durable_timeout: float = 1.0
     policy: str = DEFAULT_POLICY_NAME
     policy_file: Optional[str] = None
+    local_tier: Optional[str] = None
 
     def __post_init__(self) -> None:
         for field, value in vars(self).items():
@@ -232,11 +255,24 @@ class DedupConfig:
                 raise ValueError(setting.complaint(field, value)) from None
         object.__setattr__(self, "strategy", strategy_name(self.strategy))  # an alias becomes its name
         object.__setattr__(self, "policy", self.policy.strip().lower())
+        own = {EXACT: EXACT_TIER, LOCAL: BLOOM_TIER}.get(self.strategy)
+        if own is not None and self.local_tier not in (None, own):
+            raise ValueError(
+                f"local_tier (CRAWLDEDUP_LOCAL_TIER) {self.local_tier!r} does not go with the {self.strategy} "
+                f"strategy, whose tier is {own}: use strategy {EXACT if self.local_tier == EXACT_TIER else LOCAL}, "
+                "or leave local_tier unset"
+            )
         if self.store_durability.waits and self.strategy not in REDIS_STRATEGIES:
             raise ValueError(
                 f"durability (CRAWLDEDUP_DURABILITY) {self.durability!r} needs a Redis strategy "
                 f"({', '.join(REDIS_STRATEGIES)}), not {self.strategy}"
             )
+
+    @property
+    def tier(self) -> Optional[str]:
+        """The local tier: the ``exact`` and ``local`` strategies' own, else ``local_tier`` (None:
+        ``exact`` for a new state file, an existing one's own)."""
+        return {EXACT: EXACT_TIER, LOCAL: BLOOM_TIER}.get(self.strategy, self.local_tier)
 
     @property
     def store_durability(self) -> Durability:

@@ -45,7 +45,7 @@ with needs_extra("crawldedup.metrics", "metrics"):
     from prometheus_client.multiprocess import MultiProcessCollector
     from prometheus_client.registry import REGISTRY
 
-from .bloom import GrowingFilter
+from .dedup.state import LocalState
 from .dedup.stats import DedupStats, StatsListener
 
 __all__ = ["LABEL", "LATENCY_BUCKETS_SECONDS", "METRICS", "DedupMetrics"]
@@ -87,7 +87,12 @@ METRICS: Tuple[Tuple[str, str, str], ...] = (
     *((f"{name}_total", "counter", _COUNTER_HELP[field]) for field, name in COUNTER_NAMES.items()),
     (LATENCY, "histogram", "Time of a claim round trip to the store, its retries included."),
     (FILL, "gauge", "URLs the local filter holds (its approximate count) over its capacity."),
-    (ERROR_RATE, "gauge", "False-positive rate of the local filter at its approximate count."),
+    (
+        ERROR_RATE,
+        "gauge",
+        "The chance that the local filter takes a new page for a seen one, at its count (with the exact tier, "
+        "that of a 64-bit collision: about 0).",
+    ),
 )
 _HELP = {name: text for name, _, text in METRICS}
 
@@ -96,7 +101,7 @@ class Watched(Protocol):
     """What :meth:`DedupMetrics.attach` needs of a Deduplicator."""
 
     namespace: str
-    local_filter: GrowingFilter
+    local_filter: LocalState
 
     def watch_stats(self, listener: StatsListener) -> None: ...
 
@@ -174,7 +179,7 @@ class _Filter:
     """A Deduplicator's local filter as the gauges show it: read from its count (no scan of its
     bits), and once it is closed, as it was last read."""
 
-    def __init__(self, local_filter: GrowingFilter) -> None:
+    def __init__(self, local_filter: LocalState) -> None:
         self.local_filter = local_filter
         self.fill = self.error_rate = 0.0
         self.read()

@@ -20,6 +20,7 @@ from .._env import compiled
 from ..fingerprints import hash_many
 from ..windows import Clock, system_clock
 from . import _bloom_py
+from ._base import as_hash_array
 from ._bloom_py import PyBloomFilter
 from .format import FilterFileError, FilterKindError
 from .growing import GrowingFilter, Stage
@@ -38,6 +39,7 @@ __all__ = [
     "PyWindowedBloomFilter",
     "Stage",
     "WindowedBloomFilter",
+    "as_hash_array",
     "hash_many",
     "open_filter",
     "open_filter_file",

@@ -218,19 +218,25 @@ class GrowingFilter:
             found[rest] = stage.contains_hashes(take_rows(hashes, rest))
         return found
 
-    def add_hashes(self, hashes: Any) -> np.ndarray:
+    def add_hashes(self, hashes: Any, *, renew: bool = False) -> np.ndarray:
         """Add keys already hashed by ``hash_many``, in order; True where the key was new (in no
         stage). The newest stage takes them until it is full, then the filter grows.
 
+        :param renew: windowed filters only: add every key to the newest stage's current
+            generation, also one that an older stage or generation holds (see
+            :meth:`WindowedFilterBase.add_hashes`).
         :raises TypeError: for another dtype.
-        :raises ValueError: for another shape, or when the filter is closed.
+        :raises ValueError: for another shape, or when the filter is closed, or ``renew`` for a
+            filter without a window.
         :raises io.UnsupportedOperation: when the filter is read-only.
         """
         hashes = as_hash_array(hashes)
+        if renew and not isinstance(self._base, WindowedFilterBase):
+            raise ValueError("renew is for windowed filters: a plain filter keeps every key for ever")
         with self._lock:
             stages = self._stages
             new = np.ones(len(hashes), dtype=bool)
-            for stage in stages[:-1]:
+            for stage in [] if renew else stages[:-1]:
                 rest = np.flatnonzero(new)
                 new[rest] = ~stage.contains_hashes(take_rows(hashes, rest))
             waiting = np.flatnonzero(new)
@@ -238,13 +244,19 @@ class GrowingFilter:
                 newest = self._stages[-1]
                 room = self._full_at[-1] - newest.approx_items
                 if room <= 0 and self._grow():
-                    # Keys earlier in this batch may have gone into the stage that just filled.
-                    held = newest.contains_hashes(take_rows(hashes, waiting))
-                    new[waiting[held]] = False
-                    waiting = waiting[~held]
+                    if not renew:
+                        # Keys earlier in this batch may have gone into the stage that just filled.
+                        held = newest.contains_hashes(take_rows(hashes, waiting))
+                        new[waiting[held]] = False
+                        waiting = waiting[~held]
                     continue
                 taken = waiting if room <= 0 else waiting[:room]
-                new[taken] = self._stages[-1].add_hashes(take_rows(hashes, taken))
+                rows, stage = take_rows(hashes, taken), self._stages[-1]
+                if renew:
+                    assert isinstance(stage, WindowedFilterBase)
+                    new[taken] = stage.add_hashes(rows, renew=True)
+                else:
+                    new[taken] = stage.add_hashes(rows)
                 waiting = waiting[len(taken) :]
         return new
 

@@ -20,6 +20,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from .._checks import PathArg
+from .._files import reserve_space
 from . import writer_lock
 from .format import (
     BLOCK_BITS,
@@ -86,29 +87,6 @@ def _move_into_place(tmp: str, path: str, overwrite: bool) -> None:
         os.unlink(tmp)
 
 
-def _reserve_space(fd: int, size: int, path: str) -> None:
-    """Make the file ``size`` bytes of zeros with its blocks allocated now, so that a full disk is
-    an OSError here and not a SIGBUS later.
-
-    Bits are written through the mapping: on a sparse file the disk space is taken page by page
-    on first write, and a write the file system cannot back kills the process with SIGBUS.
-    Where ``posix_fallocate`` is missing (macOS, Windows) the file stays sparse.
-
-    :raises OSError: naming ``path``, when the file system cannot hold ``size`` bytes (ENOSPC,
-        EDQUOT, EFBIG).
-    """
-    try:
-        os.ftruncate(fd, size)
-        if hasattr(os, "posix_fallocate"):
-            try:
-                os.posix_fallocate(fd, 0, size)
-            except OSError as exc:
-                if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):  # else: no fallocate on this file system
-                    raise
-    except OSError as exc:
-        raise OSError(exc.errno, f"{exc.strerror} (reserving {size:,} bytes for the filter file)", path) from None
-
-
 def _write_new_file(header: Header, path: str, overwrite: bool) -> None:
     directory, name = os.path.split(os.path.abspath(path))
     tmp = os.path.join(directory, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
@@ -116,7 +94,7 @@ def _write_new_file(header: Header, path: str, overwrite: bool) -> None:
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with open(fd, "r+b") as file:
-            _reserve_space(file.fileno(), header.file_bytes, path)
+            reserve_space(file.fileno(), header.file_bytes, path)
             file.write(header.pack())
         _move_into_place(tmp, path, overwrite)
     finally:
@@ -205,7 +183,7 @@ class BloomFile:
                     else f"{path}: a plain filter without a recrawl window (format v1)"
                 )
             if mode == "r+":  # a sparse file (copied with cp --sparse, say) gets its blocks now
-                _reserve_space(file.fileno(), header.file_bytes, path)
+                reserve_space(file.fileno(), header.file_bytes, path)
             access = mmap.ACCESS_READ if mode == "r" else mmap.ACCESS_WRITE
             writers = writer_lock.join(path, file.fileno(), atomic_or=atomic_or) if mode == "r+" else None
             try:

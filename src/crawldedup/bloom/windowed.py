@@ -210,10 +210,14 @@ class WindowedFilterBase(FilterBase):
 
     # -- keys ------------------------------------------------------------------------------
 
-    def add_hashes(self, hashes: Any) -> np.ndarray:
+    def add_hashes(self, hashes: Any, *, renew: bool = False) -> np.ndarray:
         """Add keys already hashed by ``hash_many`` to the current generation, in order; True
         where the key was new (in no live generation).
 
+        :param renew: add every key to the current generation, also one an older live generation
+            holds (True where the current one did not hold it): what an exact tier in front of
+            which this filter stands asks for a key it holds from now on, so that the filter
+            answers "maybe" for it as long as the tier does.
         :raises TypeError: for another dtype.
         :raises ValueError: for another shape, or when the filter is closed.
         :raises io.UnsupportedOperation: when the filter is read-only.
@@ -228,7 +232,7 @@ class WindowedFilterBase(FilterBase):
             assert self._blocks is not None
             header = file.header
             new = type(self)._add_kernel(
-                self._blocks, header.num_blocks, header.num_hashes, header.slots, older, current, hashes
+                self._blocks, header.num_blocks, header.num_hashes, header.slots, 0 if renew else older, current, hashes
             )
             added = int(new.sum())
             self._slot_items[current] += added

@@ -27,6 +27,7 @@ from ..config import DedupConfig
 from ..content import page_text, simhash_many
 from ..content.index_format import MAX_DISTANCE
 from ..dedup import Deduplicator
+from ..exact import ExactFileError
 from ..pages import INVALID, PAGES_SUFFIX, VERDICTS, PageFileError
 from ..stores.base import NamespaceConflict, StoreUnavailable
 from ._args import base_url, file_path, integer_between, namespace_name, round_name, strategy
@@ -134,7 +135,7 @@ def _open(args: argparse.Namespace) -> Deduplicator:
             service_url=args.service_url,
             content_distance=args.max_distance,
         )
-    except (NamespaceConflict, FilterFileError) as exc:
+    except (NamespaceConflict, FilterFileError, ExactFileError) as exc:
         raise CLIError(ExitCode.STATE, str(exc)) from None
     except (StoreUnavailable, OSError) as exc:
         raise _store_error(exc, state) from None

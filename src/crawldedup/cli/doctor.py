@@ -26,7 +26,7 @@ from .._wording import counted, sized
 from ..canonical import CanonicalPolicy, canonicalize
 from ..config import DedupConfig
 from ..stores.base import ClaimStore, ServerFacts, StoreUnavailable
-from ..stores.factory import open_store
+from ..stores.factory import LOCAL_STRATEGIES, open_store
 from ._store_options import (
     DEFAULT_SQLITE,
     DURABILITY_OPTIONS,
@@ -106,11 +106,11 @@ def run_doctor(args: argparse.Namespace) -> int:
     config = store_config(
         args, "doctor", {**STORE_OPTIONS, **DURABILITY_OPTIONS, "policy": "policy", "policy_file": "policy_file"}
     )
-    if config.strategy == "local":
+    if config.strategy in LOCAL_STRATEGIES:
         raise CLIError(
             ExitCode.USAGE,
             "doctor checks a claim store: give --strategy (or $CRAWLDEDUP_STRATEGY) other than "
-            "local; see crawldedup doctor --help",
+            f"{' or '.join(LOCAL_STRATEGIES)}; see crawldedup doctor --help",
         )
     if args.samples < 1:
         raise CLIError(

@@ -105,6 +105,7 @@ def _exit_of() -> Tuple[Tuple[Type[BaseException], ExitCode], ...]:
     """What each kind of failure of the layers means for the command, most specific first: the
     exceptions that name their problem in full are shown as they are."""
     from ..bloom import FilterFileError
+    from ..exact import ExactFileError
     from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable
 
     return (
@@ -112,6 +113,7 @@ def _exit_of() -> Tuple[Tuple[Type[BaseException], ExitCode], ...]:
         (StoreUnavailable, ExitCode.STORE),
         (NamespaceConflict, ExitCode.STATE),
         (FilterFileError, ExitCode.STATE),
+        (ExactFileError, ExitCode.STATE),
     )
 
 

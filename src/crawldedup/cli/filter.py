@@ -19,14 +19,16 @@ from functools import partial
 from itertools import compress
 from typing import Any, List, NamedTuple, Optional, SupportsIndex, Tuple, cast
 
-from .._wording import counted
+from .._wording import counted, sized
 from ..canonical import CanonicalPolicy
-from ..config import DedupConfig
+from ..config import BLOOM_TIER, LOCAL_TIERS, SETTINGS, DedupConfig
 from ..dedup import Deduplicator, HeldBatch, Prepared, prepare_canonical
 from ..dedup.held import HOLD_SECONDS
+from ..dedup.state import state_tier
 from ..dedup.state_lock import StateLock
+from ..exact import ExactFilterBase
 from ..stores.base import StoreUnavailable
-from ..stores.factory import ALIASES, STRATEGIES
+from ..stores.factory import ALIASES, EXACT, LOCAL, STRATEGIES
 from ._args import (
     BASE_HELP,
     INPUTS_HELP,
@@ -215,6 +217,12 @@ class FilterRun:
             f"  filter fill         {fill:>12.2%}   ~{bloom.approx_items:,} of {counted(bloom.capacity, 'item')} "
             f"at {bloom.error_rate * 100:g}% error, {bloom.path}",
         ]
+        if isinstance(bloom, ExactFilterBase):
+            pages = len(bloom)
+            rows.append(
+                f"  exact tier          {pages:>12,}   pages in {counted(len(bloom.runs()), 'run')}, in "
+                f"{bloom.directory}; {sized(bloom.nbytes)} with the filter"
+            )
         if bloom.grown:
             stages = bloom.stages()
             rows.append(
@@ -252,6 +260,12 @@ def _loss(new: int, error_now: float, dedup: Deduplicator) -> Tuple[str, str]:
     lookup had a lower one).
     """
     stats = dedup.stats
+    if isinstance(dedup.local_filter, ExactFilterBase):
+        return (
+            "0",
+            f"pages (the exact tier confirms every hit of the filter; chance that a new page's 64 bits "
+            f"meet a held one's: {error_now:.2g})",
+        )
     if dedup.verify_hits:
         return (
             "0",
@@ -296,7 +310,7 @@ def _open_deduplicator(args: argparse.Namespace, config: DedupConfig, state: str
 
     :raises CLIError: for a bad setting (2), a bad state file (3) or an unreachable store (5).
     """
-    strategy = args.strategy or config.strategy
+    strategy = args.strategy or _default_strategy(config, state)
     try:
         return Deduplicator(
             strategy,
@@ -314,12 +328,27 @@ def _open_deduplicator(args: argparse.Namespace, config: DedupConfig, state: str
             policy=chosen_policy(args.policy, "filter", args.policy_file),
             postgres_url=args.postgres_url,
             service_url=args.service_url,
+            local_tier=args.local_tier,
         )
     except (OSError, ValueError) as exc:
         error = error_for(exc, f"state file {state}")
         if error is None:  # a setting out of range, naming it
             raise usage_error("filter", str(exc)) from None
         raise error from None
+
+
+def _default_strategy(config: DedupConfig, state: str) -> str:
+    """The strategy without --strategy: $CRAWLDEDUP_STRATEGY's, else ``exact``, but ``local`` to go
+    on with a state file made by the Bloom filter alone (the summary then says what it may lose)."""
+    found = SETTINGS["strategy"].find(os.environ)
+    if found is not None and found[1].strip():
+        return config.strategy
+    try:
+        if os.path.exists(state) and state_tier(state) == BLOOM_TIER:
+            return LOCAL
+    except ValueError:  # not a state file: opening it says so
+        pass
+    return EXACT
 
 
 def _check_not_an_input(path: str, inputs: List[str], option: str) -> None:
@@ -414,7 +443,8 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         "--state",
         type=file_path,
         metavar="FILE",
-        help=f"filter file, created when missing (default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})",
+        help="the state file, a Bloom filter (with the exact tier, the pages' fingerprints in FILE.exact "
+        f"beside it), created when missing (default $CRAWLDEDUP_STATE or ./{DEFAULT_STATE})",
     )
     filt.add_argument(
         "--capacity",
@@ -439,9 +469,18 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
         "--strategy",
         type=strategy,
         metavar="{" + ",".join(STRATEGIES) + "}",
-        help="claim through the local filter alone (default) or a store ($CRAWLDEDUP_STRATEGY; "
-        + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items())
-        + ")",
+        help="exact: the state file alone decides, a Bloom filter in front of the pages' fingerprints "
+        "beside it, no page lost (the default, but a state file made by local goes on with local); local: "
+        "the Bloom filter alone, a false positive loses its page (up to --error-rate of the new pages); "
+        "or a store ($CRAWLDEDUP_STRATEGY; " + ", ".join(f"{alias} is {name}" for alias, name in ALIASES.items()) + ")",
+    )
+    filt.add_argument(
+        "--local-tier",
+        choices=LOCAL_TIERS,
+        help="with a store, what answers before it: exact (a hit of the filter is confirmed beside the "
+        "state file: no round trip, no page lost) or bloom (the filter alone: each false positive "
+        "loses its page, up to --error-rate of the new pages) ($CRAWLDEDUP_LOCAL_TIER; default exact "
+        "for a new state file, an existing one's own)",
     )
     add_location_options(filt)
     filt.add_argument(
@@ -474,7 +513,8 @@ def add_command(commands: Any, epilog: str, formatter: type) -> None:
     filt.add_argument(
         "--verify-hits",
         action="store_true",
-        help="send the local filter's hits to the store too, so that a false positive loses no page",
+        help="send the local filter's hits to the store too (with --local-tier bloom: then no false "
+        "positive loses a page; the exact tier loses none without it)",
     )
     filt.add_argument(
         "--rejects", type=file_path, metavar="FILE", help="write each invalid line there as LINE<TAB>REASON"

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from typing import Any, cast
+from typing import Any, List, Tuple, cast
 
 from .._wording import counted
 from ..bloom import FilterFile, FilterFileError, GrowingFilter, LocalFilter, WindowedBloomFilter, open_filter
 from ..canonical import describe_policy
 from ..dedup.state import state_policy
+from ..exact import FORMAT_VERSION, ExactFilter, tier_directory
 from ._args import file_path
 from ._lines import stdout
 from .exits import ExitCode, using
@@ -80,9 +81,44 @@ def run_info(args: argparse.Namespace) -> int:
                 )
                 for stage in stages
             ]
+    if os.path.isdir(tier_directory(args.file)):
+        rows += _tier_rows(args.file)
     width = max(len(name) for name, _ in rows) + 2
     stdout().write("".join(f"{name:<{width}}{value}\n" for name, value in rows).encode("utf-8", "backslashreplace"))
     return ExitCode.OK
+
+
+def _tier_rows(path: str) -> List[Tuple[str, str]]:
+    """The rows of the exact tier beside the filter at ``path``."""
+    with using(f"exact tier {tier_directory(path)}"), ExactFilter.open(path, "r") as exact:
+        runs = exact.runs()
+        keys = len(exact)
+        files = [run for run in runs if run.path is not None]
+        on_disk = sum(run.nbytes for run in files)
+        rows = [
+            ("exact tier", f"{exact.directory}: format v{FORMAT_VERSION}, 64-bit keys, sorted runs"),
+            ("pages", f"{keys:,} (exact), each hit of the filter confirmed: no page lost to it"),
+            (
+                "runs",
+                f"{counted(len(files), 'run file')} ({on_disk:,} bytes), "
+                f"{counted(len(runs) - len(files), 'run')} of the log's pages",
+            ),
+            (
+                "bytes per page",
+                f"{exact.nbytes / keys:,.2f} with the filter, the log and the manifest" if keys else "-",
+            ),
+            ("collision chance", f"{exact.estimated_error_rate:.3g} that a new page is taken for a held one"),
+        ]
+        rows += [
+            (
+                f"run {run.sequence}" if run.path else "run (log)",
+                f"{run.keys:,} pages, {run.nbytes:,} bytes"
+                + (f", generation {run.generation}" if run.generation >= 0 else "")
+                + ("" if run.path is None else ", durable" if run.durable else ", not flushed"),
+            )
+            for run in runs
+        ]
+    return rows
 
 
 def _utc(seconds: float) -> str:

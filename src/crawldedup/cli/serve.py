@@ -44,6 +44,7 @@ CONFIG_OPTIONS = {
     "service_url": "service_url",
     "policy": "policy",
     "policy_file": "policy_file",
+    "local_tier": "local_tier",
     **DURABILITY_OPTIONS,
 }
 
@@ -73,7 +74,13 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     serve.add_argument(
         "--strategy",
         metavar="{" + ",".join(STRATEGIES) + "}",
-        help="the claim store ($CRAWLDEDUP_STRATEGY; default local)",
+        help="the claim store ($CRAWLDEDUP_STRATEGY; default exact: the service's own state, no page lost)",
+    )
+    serve.add_argument(
+        "--local-tier",
+        metavar="{exact,bloom}",
+        help="with a store, what answers before it: exact (no page lost) or bloom (a false positive loses its "
+        "page, up to the error rate of the new pages) ($CRAWLDEDUP_LOCAL_TIER; default exact)",
     )
     add_location_options(serve)
     serve.add_argument(

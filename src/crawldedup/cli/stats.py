@@ -21,18 +21,19 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, cast
 
-from .._wording import sized
+from .._wording import counted, sized
 from ..bloom import GrowingFilter, Stage, WindowedBloomFilter, open_filter
 from ..bloom.sizing import expected_false_positive_rate
 from ..config import DedupConfig
+from ..exact import ExactFilter, tier_directory
 from ..stores.admin import namespace_record
 from ..stores.base import ClaimStore, StoreRefused, StoreUnavailable, window_of_stamp
-from ..stores.factory import STRATEGY_OF_KIND, open_store
+from ..stores.factory import LOCAL_STRATEGIES, STRATEGY_OF_KIND, open_store
 from ..stores.urls import redact_url
 from ._args import file_path, round_name
 from ._io import Output
 from ._store_options import DEFAULT_SQLITE, add_store_options, store_config
-from .exits import CLIError, ExitCode
+from .exits import CLIError, ExitCode, using
 
 if TYPE_CHECKING:  # its module imports redis-py: imported when a store of it is opened
     from ..stores.redisbloom import RedisBloomStore
@@ -66,13 +67,13 @@ def run_stats(args: argparse.Namespace) -> int:
     """Print the report; see :func:`add_command` for the options."""
     config = store_config(args, "stats")
     state = args.state or config.state_path
-    if config.strategy == "local" and state is None:
+    if config.strategy in LOCAL_STRATEGIES and state is None:
         raise CLIError(
             ExitCode.USAGE,
             "stats describes a store (--strategy) or a state file (--state); see crawldedup stats --help",
         )
     report: Dict[str, Any] = {}
-    if config.strategy != "local":
+    if config.strategy not in LOCAL_STRATEGIES:
         namespace = config.namespace if args.round is None else f"{config.namespace}:{args.round}"
         sqlite_path = config.sqlite_path or (DEFAULT_SQLITE if config.strategy == "sqlite" else None)
         report["store"] = _store_report(config, namespace, sqlite_path)
@@ -230,7 +231,7 @@ def _filter_report(path: str) -> Dict[str, Any]:
             skipped = _skipped(rate, base.approx_items)
         if isinstance(bloom, GrowingFilter):
             skipped += _later_stages_skipped(bloom)
-        return {
+        report = {
             "path": path,
             "size_bytes": os.path.getsize(path),
             "capacity": bloom.capacity,
@@ -241,7 +242,20 @@ def _filter_report(path: str) -> Dict[str, Any]:
             "skipped_estimate": skipped,
             "oldest_generation": oldest,
             "metadata": bloom.metadata.decode("ascii", "backslashreplace"),
+            "exact_tier": None,
         }
+    if os.path.isdir(tier_directory(path)):
+        with using(f"exact tier {tier_directory(path)}"), ExactFilter.open(path, "r") as exact:
+            # Every hit of the filter is confirmed in the tier: none of its false positives is skipped.
+            report["items"] = len(exact)
+            report["skipped_estimate"] = 0.0
+            report["exact_tier"] = {
+                "path": exact.directory,
+                "pages": len(exact),
+                "runs": len(exact.runs()),
+                "bytes": exact.nbytes - exact.num_bits // 8,
+            }
+    return report
 
 
 def render(report: Dict[str, Any]) -> str:
@@ -283,15 +297,27 @@ def render(report: Dict[str, Any]) -> str:
                 f"{local['capacity']:,} at error rate {local['error_rate']:g} ({sized(local['size_bytes'])})",
             )
         )
-        rows.append(("  items", f"{local['items']:,} (estimate)"))
+        tier = local.get("exact_tier")
+        rows.append(("  items", f"{local['items']:,} ({'exact' if tier else 'estimate'})"))
         rows.append(("  fill", f"{local['fill']:.2%} of bits set"))
         rows.append(("  error rate now", f"{local['error_rate_now']:.3g}"))
         rows.append(
             (
                 "  skipped so far",
-                f"~{local['skipped_estimate']:,.0f} new pages taken for seen (estimate; none when hits are verified)",
+                "0 new pages taken for seen (the exact tier confirms every hit)"
+                if tier
+                else f"~{local['skipped_estimate']:,.0f} new pages taken for seen (estimate; none when hits are "
+                "verified)",
             )
         )
+        if tier:
+            rows.append(
+                (
+                    "  exact tier",
+                    f"{tier['path']}: {tier['pages']:,} pages in {counted(tier['runs'], 'run')}, "
+                    f"{sized(tier['bytes'])}",
+                )
+            )
         oldest = local["oldest_generation"]
         if oldest is not None:
             rows.append(

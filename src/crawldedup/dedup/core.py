@@ -35,7 +35,6 @@ import numpy as np
 
 from .._checks import PathArg, check_batch, check_name, check_path, integer_in, number_in
 from .._plans import Plan
-from ..bloom import GrowingFilter
 from ..canonical import (
     DEFAULT_POLICY,
     HAS_EXTENSION,
@@ -50,12 +49,13 @@ from ..canonical import (
 from ..config import DedupConfig
 from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from ..content.index_format import MAX_DISTANCE
+from ..exact import ExactFilterBase
 from ..fingerprints import Fingerprints, hash_many, take_rows
 from ..pages import PAGES_SUFFIX, open_pages
 from ..stores.aio import AsyncClaimStore
 from ..stores.aliases import DEFAULT_MAX_ALIASES, Aliases, check_max_aliases, unsupported
 from ..stores.base import ClaimStore, RetryPolicy, check_lease_seconds
-from ..stores.factory import LOCAL
+from ..stores.factory import LOCAL_STRATEGIES
 from ..stores.seed import seed_layout
 from ..windows import Clock, system_clock
 from .aliases import LocalAliases, aliases_path
@@ -64,7 +64,7 @@ from .leases import URL, Leases, lease_store
 from .packed import PackedCanonical, PackedURLs, packed_bytes
 from .pipeline import ClaimPipeline, StoreAsk
 from .seed import Seed, load_seed
-from .state import open_state
+from .state import LocalState, open_state
 from .stats import DedupStats, StatsCounter, StatsListener
 
 #: What a fetch chain held before its last hop: the URL requested, or the chain of them.
@@ -131,8 +131,9 @@ class DedupCore(Generic[S]):
     """The settings and the plans of a Deduplicator; see :class:`~crawldedup.dedup.Deduplicator`
     for the arguments (the same for both kinds)."""
 
-    #: The local filter: opened by the constructor (blocking) or by ``open()`` (asyncio).
-    local_filter: GrowingFilter
+    #: The local state (the Bloom filter, alone or in front of the exact tier): opened by the
+    #: constructor (blocking) or by ``open()`` (asyncio).
+    local_filter: LocalState
 
     def __init__(
         self,
@@ -161,6 +162,7 @@ class DedupCore(Generic[S]):
         content_policy: Optional[ContentPolicy] = None,
         pages_path: Optional[PathArg] = None,
         max_aliases: int = DEFAULT_MAX_ALIASES,
+        local_tier: Optional[str] = None,
     ) -> None:
         #: Owner of this Deduplicator's leases.
         self.worker_id = check_name("worker_id", worker_id) if worker_id is not None else secrets.token_hex(8)
@@ -177,6 +179,7 @@ class DedupCore(Generic[S]):
             "sqlite_path": os.fspath(sqlite_path) if sqlite_path is not None else None,
             "service_url": service_url,
             "postgres_url": postgres_url,
+            "local_tier": local_tier,
         }
         self.config = replace(config or DedupConfig(), **{k: v for k, v in overrides.items() if v is not None})
         number_in("sample_rate", sample_rate, 0, 1)
@@ -190,8 +193,8 @@ class DedupCore(Generic[S]):
         self.namespace = self.config.namespace
         if crawl_round is not None:
             self.namespace = f"{self.namespace}:{check_name('crawl_round', crawl_round)}"
-        if verify_hits and self.config.strategy == LOCAL and store is None:
-            raise ValueError("verify_hits needs a store: the local strategy has none")
+        if verify_hits and self.config.strategy in LOCAL_STRATEGIES and store is None:
+            raise ValueError(f"verify_hits needs a store: the {self.config.strategy} strategy has none")
         self.verify_hits = bool(verify_hits)
         self.sample_rate = float(sample_rate)
         self._counter = StatsCounter()
@@ -199,7 +202,7 @@ class DedupCore(Generic[S]):
         if store is not None and store.policy_digest != self.policy.digest:
             raise ValueError(f"the store was opened with {policy_conflict(store.policy_digest, self.policy.digest)}")
         #: Whether the store was made here (and is closed here); one given to us stays open.
-        self._owns_store = store is None and self.config.strategy != LOCAL
+        self._owns_store = store is None and self.config.strategy not in LOCAL_STRATEGIES
         if self._owns_store:
             store = self._make_store(
                 self.config.strategy,
@@ -281,6 +284,8 @@ class DedupCore(Generic[S]):
             namespace=self.namespace,
             window=self.config.window,
             clock=self._clock,
+            # A store given with the default strategy is in front of no strategy's own tier.
+            tier=self.config.tier if self.store is None else self.config.local_tier,
         )
         self._pipeline = ClaimPipeline(
             self.local_filter,
@@ -510,9 +515,13 @@ class DedupCore(Generic[S]):
         return won
 
     def _filter_bytes_per_item(self) -> Optional[float]:
-        """The local filter's bytes per item (what ``store_bytes_per_url`` says for ``local``)."""
-        items = self.local_filter.approx_items
-        return self.local_filter.num_bits / 8 / items if items else None
+        """The local state's bytes per item (what ``store_bytes_per_url`` says for ``exact`` and
+        ``local``): the Bloom filter's, and the exact tier's files."""
+        state = self.local_filter
+        items = state.approx_items
+        if not items:
+            return None
+        return (state.nbytes if isinstance(state, ExactFilterBase) else state.num_bits / 8) / items
 
     def __repr__(self) -> str:
         where = self.store.description if self.store is not None else "local filter only"

@@ -33,9 +33,11 @@ class Deduplicator(DedupCore[ClaimStore]):
     cannot reach its store creates no state file. :meth:`claim_batch` claims in one step;
     :meth:`hold_batch` in two, for a caller that must use a page before it counts as seen.
 
-    :param strategy: ``local`` (the local filter alone decides), ``set``, ``sharded-set``,
-        ``redisbloom``, ``sqlite``, ``postgres`` or ``service`` (docs/stores.md); the default,
-        ``local`` with no ``state``, keeps the filter in memory only.
+    :param strategy: ``exact`` (the local state decides alone: a Bloom filter in front of the
+        exact tier on disk, no page lost), ``local`` (the Bloom filter alone decides: a false
+        positive loses its page, up to ``error_rate`` of the new pages), or a store: ``set``,
+        ``sharded-set``, ``redisbloom``, ``sqlite``, ``postgres`` or ``service``
+        (docs/stores.md); with no ``state``, the local state is kept in memory only.
     :param redis_url: Redis of the ``set``, ``sharded-set`` and ``redisbloom`` stores.
     :param namespace: the crawl's key prefix in the store.
     :param crawl_round: a round name appended to the namespace (``<namespace>:<round>``), for
@@ -71,6 +73,11 @@ class Deduplicator(DedupCore[ClaimStore]):
         :data:`~crawldedup.content.DEFAULT_CONTENT_POLICY`), recorded like k.
     :param max_aliases: the bound of the alias map of redirects that :meth:`claim_final`
         records into (per namespace; docs/stores.md, "Aliases"), in [1, 2**32].
+    :param local_tier: with a store, what answers before it: ``exact`` (a local hit is
+        confirmed by the exact tier beside the state file: no round trip, no page lost) or
+        ``bloom`` (the Bloom filter alone: its false positives lose their pages, up to
+        ``error_rate`` of the new ones); default ``exact`` for a new state file, an existing
+        one's own (docs/stores.md, "The local tier").
     :param pages_path: ``local`` strategy: the journal of :meth:`check_content`'s pages
         (default ``<state>.pages``; in memory without a state file). Give each round of a
         re-inspection crawl its own state file and one ``pages_path``. In a store, the pages
@@ -79,7 +86,8 @@ class Deduplicator(DedupCore[ClaimStore]):
         variable; a wrong type is also a ``TypeError``).
     :raises TypeError: for a ``policy`` that is neither a :class:`~crawldedup.CanonicalPolicy`
         nor a policy's name, or a path that is not a ``str`` or path-like object.
-    :raises FilterFileError: for a state file of another policy or namespace.
+    :raises FilterFileError: for a state file of another policy, namespace, window or tier.
+    :raises ExactFileError: for an exact tier that is missing or damaged (naming the file).
     :raises NamespaceConflict: for a store namespace of another policy or store kind.
     :raises StoreUnavailable: when the store cannot be reached.
     """

@@ -22,12 +22,12 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..bloom import LocalFilter
 from ..canonical import InvalidURL
 from ..fingerprints import Fingerprints, take_rows
 from ..stores.base import ClaimStore, StoreUnavailable
 from .packed import pick
 from .pipeline import Claimed
+from .state import LocalState
 from .stats import StatsCounter
 
 #: Lease of a held page in a store with leases: the longest a written page waits for its commit
@@ -66,7 +66,7 @@ class HeldBatch:
         hashes: np.ndarray,
         valid: Sequence[str],
         claimed: Claimed,
-        local_filter: LocalFilter,
+        local_filter: LocalState,
         store: Optional[ClaimStore],
         leased: bool,
         owner: str,

@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .._plans import Plan
-from ..bloom import LocalFilter
 from ..canonical import CanonicalPolicy, canonicalize_many
 from ..fingerprints import Fingerprints, hash_many, take_rows
 from ..stores.base import LeasesUnsupported, check_lease_seconds, check_limit
 from ..stores.factory import LEASE_STRATEGIES
 from .pipeline import StoreAsk
+from .state import LocalState
 from .stats import StatsCounter
 
 URL = Union[str, bytes]
@@ -42,7 +42,7 @@ class Leases:
         self,
         store: Any,
         strategy: str,
-        local_filter: LocalFilter,
+        local_filter: LocalState,
         owner: str,
         policy: CanonicalPolicy,
         counter: StatsCounter,

@@ -24,6 +24,7 @@ from ..bloom import LocalFilter
 from ..fingerprints import Fingerprints, take_rows
 from ..stores.aliases import Aliases
 from ..stores.base import ClaimAnswers, Lease
+from .state import LocalState
 from .stats import StatsCounter
 
 _NO_ROWS = np.zeros(0, dtype=np.intp)
@@ -98,7 +99,7 @@ class ClaimPipeline:
 
     def __init__(
         self,
-        local_filter: LocalFilter,
+        local_filter: LocalState,
         shared: bool,
         *,
         verify_hits: bool,

@@ -115,6 +115,7 @@ SETTINGS: Dict[str, str] = {
     "CRAWLDEDUP_DURABLE_REPLICAS": "durable_replicas",
     "CRAWLDEDUP_DURABLE_TIMEOUT": "durable_timeout",
     "CRAWLDEDUP_POSTGRES_URL": "postgres_url",
+    "CRAWLDEDUP_LOCAL_TIER": "local_tier",
 }
 #: Requests between two copies of the Deduplicator's counters into Scrapy's stats (the last
 #: copy is made at close): copying them on every request took about 20% of request_seen,

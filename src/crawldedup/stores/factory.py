@@ -19,8 +19,10 @@ from .durability import Durability
 
 __all__ = [
     "ALIASES",
+    "EXACT",
     "LEASE_STRATEGIES",
     "LOCAL",
+    "LOCAL_STRATEGIES",
     "REDIS_STRATEGIES",
     "STRATEGIES",
     "STRATEGY_CHOICES",
@@ -30,10 +32,19 @@ __all__ = [
     "strategy_name",
 ]
 
-#: The strategy without a store: the local filter decides alone.
+#: The strategies without a store, the local state decides alone: ``exact``, a Bloom filter in
+#: front of the exact tier on disk (no page lost); ``local``, the Bloom filter alone (a false
+#: positive loses its page: up to the error rate of the new pages).
+EXACT = "exact"
 LOCAL = "local"
-#: Strategy name -> its store's registry entry (None for ``local``), in the order documentation lists them.
-STRATEGIES: Dict[str, Optional[StoreEntry]] = {LOCAL: None, **{entry.strategy: entry for entry in STORES}}
+LOCAL_STRATEGIES = (EXACT, LOCAL)
+#: Strategy name -> its store's registry entry (None for ``exact`` and ``local``), in the order
+#: documentation lists them.
+STRATEGIES: Dict[str, Optional[StoreEntry]] = {
+    EXACT: None,
+    LOCAL: None,
+    **{entry.strategy: entry for entry in STORES},
+}
 #: Other names accepted for a strategy: ``bloom`` is the seed's ``DEDUP_STRATEGY`` value.
 ALIASES: Dict[str, str] = {"bloom": "redisbloom"}
 #: Strategies whose store holds claims for a limited time (leases); ``service`` holds them
@@ -77,7 +88,7 @@ def open_store(
 ) -> ClaimStore:
     """Open the store of ``strategy`` for one namespace.
 
-    :param strategy: a name of :data:`STRATEGIES` other than ``local``, or an alias.
+    :param strategy: a name of :data:`STRATEGIES` other than ``exact`` and ``local``, or an alias.
     :param redis_url: where the Redis stores live (required for them).
     :param sqlite_path: the SQLite file (required for ``sqlite``).
     :param service_url: the ``crawldedup serve`` of ``service`` (required for it).
@@ -93,14 +104,14 @@ def open_store(
     :param window_layout: how a new windowed ``sharded-set`` namespace keeps its claims:
         ``ticks`` (one lookup per claim, the default) or ``generations``; a namespace that
         exists keeps its own.
-    :raises ValueError: for an unknown strategy, ``local``, a missing location, or
+    :raises ValueError: for an unknown strategy, ``exact`` or ``local``, a missing location, or
         ``replicated`` durability for a store outside Redis.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when the store cannot be reached.
     """
     entry = STRATEGIES[strategy_name(strategy)]
     if entry is None:
-        raise ValueError("the local strategy has no store")
+        raise ValueError(f"the {strategy_name(strategy)} strategy has no store")
     if durability is not None and durability.waits and entry.family != "redis":
         raise ValueError(
             f"durability={durability.level!r} needs a Redis store (one of {', '.join(REDIS_STRATEGIES)}), "
@@ -130,6 +141,6 @@ def open_async_store(strategy: str, **arguments: Any) -> AsyncClaimStore:
     """The store of ``strategy`` for asyncio: arguments as :func:`open_store`; nothing is opened
     before its first call (or :meth:`AsyncClaimStore.open`).
 
-    :raises ValueError: for an unknown strategy, ``local``, a missing location or a bad argument.
+    :raises ValueError: for an unknown strategy, ``exact`` or ``local``, a missing location or a bad argument.
     """
     return AsyncClaimStore(open_store(strategy, asynchronous=True, **arguments))
