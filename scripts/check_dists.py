@@ -3,7 +3,8 @@
 Usage: check_dists.py ROOT SDIST WHEEL
 
 Fails when the sdist misses a source the extensions compile from or ships generated C, or when
-the wheel lacks a compiled extension, the typing marker or a metadata field the index shows.
+the wheel lacks a compiled extension, the typing marker, package data (the stores' Lua) or a
+metadata field the index shows.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import zipfile
 from pathlib import Path
 
 COMPILED_FROM = (".pyx", ".pxd", ".pxi", ".h", ".c", ".cpp")
+#: Files the package reads at run time (importlib.resources): both distributions must ship them.
+PACKAGE_DATA = (".lua",)
 SDIST_NEEDS = ("pyproject.toml", "setup.py", "src/crawldedup/py.typed")
 METADATA_FIELDS = ("Summary", "Requires-Python", "Description-Content-Type", "Project-URL", "Classifier")
 
@@ -42,6 +45,7 @@ def sdist_problems(sdist: str, sources: list[str]) -> tuple[list[str], set[str],
     generated = {n for n in names if n.endswith((".c", ".cpp", ".so", ".pyd"))} - compiled_from
     problems += [f"sdist ships a generated or binary file {n} (the build must make it)" for n in sorted(generated)]
     problems += [f"sdist lacks {needed}" for needed in SDIST_NEEDS if needed not in names]
+    problems += [f"sdist lacks {s}" for s in sources if s.endswith(PACKAGE_DATA) and s not in names]
     return problems, names, compiled_from
 
 
@@ -53,6 +57,8 @@ def wheel_problems(root: Path, wheel: str, sources: list[str]) -> tuple[list[str
         meta = email.parser.Parser().parsestr(whl.read(meta_name).decode())
     problems = [] if "crawldedup/py.typed" in members else ["wheel lacks crawldedup/py.typed"]
     extensions = [n for n in members if n.endswith((".so", ".pyd"))]
+    data = [s[len("src/") :] for s in sources if s.endswith(PACKAGE_DATA)]
+    problems += [f"wheel lacks {name} (package data)" for name in data if name not in members]
     for pyx in (s for s in sources if s.endswith(".pyx")):
         module = pyx[len("src/") : -len(".pyx")]
         if not any(n.startswith(module + ".") for n in extensions):

@@ -22,6 +22,8 @@ from crawldedup.bloom import hash_many
 from crawldedup.canonical import DEFAULT_POLICY
 from crawldedup.fingerprints import Fingerprints
 from crawldedup.stores import NamespaceConflict, RedisKeyStore
+from crawldedup.stores.factory import open_store
+from crawldedup.windows import Window
 
 COMMAND = [sys.executable, "-m", "crawldedup", "migrate", "--from", "set"]
 # Each target's own namespace and settings; RedisBloom at 1e-7, so that 100,000 new pages meet
@@ -253,6 +255,35 @@ def test_refusals_are_one_line(redis_url, tmp_path, args, code, message):
     result = subprocess.run([*COMMAND, "--redis-url", redis_url, *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == code and message in result.stderr
     assert result.stderr.startswith("crawldedup: error: ") and result.stderr.count("\n") == 1
+
+
+def test_a_windowed_sharded_set_namespace_moves_into_the_ticks_layout(redis_url, tmp_path):
+    window = Window(30 * 86_400.0, 4)
+    fingerprints = Fingerprints(hash_many(pages(3_000)))
+    common = {"policy_digest": DEFAULT_POLICY.digest, "redis_url": redis_url, "capacity": 10_000, "error_rate": 0.01}
+    with open_store("sharded-set", namespace="gens", window=window, window_layout="generations", **common) as old:
+        assert all(old.claim_many(fingerprints))
+    command = [sys.executable, "-m", "crawldedup", "migrate", "--from", "sharded-set", "--redis-url", redis_url]
+    moved = subprocess.run(
+        [*command, "--namespace", "gens", "--to", "sharded-set", "--to-namespace", "moved"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert moved.returncode == 0 and "pass 1 done: 3,000 claims copied" in moved.stderr, moved.stderr
+    with open_store("sharded-set", namespace="moved", window=window, **common) as new:
+        assert new.window_layout == "ticks"  # type: ignore[attr-defined]
+        assert not any(new.claim_many(fingerprints))
+    refused = subprocess.run(
+        [*command, "--namespace", "gens", "--to", "set", "--to-namespace", "m"], capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "give --to sharded-set" in refused.stderr
+    again = subprocess.run(
+        [*command, "--namespace", "moved", "--to", "sharded-set", "--to-namespace", "m2"],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 3 and "in the ticks layout already" in again.stderr
 
 
 @pytest.mark.parametrize(

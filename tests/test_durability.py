@@ -33,10 +33,10 @@ from conftest import (
 )
 
 from crawldedup import DEFAULT_POLICY, Deduplicator, StoreRefused, StoreUnavailable
-from crawldedup._checks import SENTINEL_PORT, parse_sentinel_url, redis_url_refusal
 from crawldedup.config import DedupConfig
 from crawldedup.stores import Durability, RetryPolicy
 from crawldedup.stores.factory import open_async_store, open_store
+from crawldedup.stores.urls import SENTINEL_PORT, parse_sentinel_url, redis_url_refusal
 
 POLICY = DEFAULT_POLICY.digest
 #: Fails fast when replicas are gone: 2 attempts of a 0.5 s WAIT.

@@ -4,17 +4,24 @@
   modules serve that folder and the folders inside it, so the package root's ``_env`` and
   ``_checks`` serve every layer, while ``stores/`` may not reach into ``bloom/_base``.
 - A private name (``_X`` inside a module) is never imported by another module at all.
+- A private attribute (``obj._x``, ``obj`` not ``self``, ``cls`` or ``super()``) is used only
+  in the folder whose modules define it: what another layer needs of an object is public
+  (namedtuple's ``_replace`` and its kin are public API).
 - Nothing but a layer's selector (its ``__init__``) imports a twin (``_x_py`` / ``_x_c``).
-- Every module imports on its own, in a fresh interpreter (an import cycle shows up there).
+- No import circle among the package's modules, counting imports inside functions (an import
+  put off into a function does not make a circle go away) and leaving out those only the type
+  checker runs (``if TYPE_CHECKING``); and every module imports on its own, in a fresh
+  interpreter.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -135,6 +142,172 @@ def test_the_rule_sees_a_crossing():
     assert not _crosses("crawldedup.bloom", _owner("crawldedup.bloom._base"))
     assert not _crosses("crawldedup.stores", _owner("crawldedup._checks"))
     assert _owner("crawldedup.bloom.format") == ""
+
+
+#: namedtuple's methods and fields: public API despite the underscore.
+NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_field_defaults", "_make"}
+#: What a compiled twin defines (``def``, ``cdef``, ``self._x =``), read without parsing Cython.
+_PYX_DEFINES = re.compile(r"(?:\bdef\s+|\bcdef\b[^\n(=]*?\s|self\.)(_\w+)")
+
+
+def _defined_names(path: Path) -> Set[str]:
+    """The private names ``path`` defines: functions, classes, attributes and names it assigns."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".pyx":
+        return set(_PYX_DEFINES.findall(text))
+    names: Set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return {name for name in names if name.startswith("_")}
+
+
+def _foreign_private_attributes(text: str, defined_here: Set[str]) -> List[str]:
+    """``obj._x`` in ``text`` where ``obj`` is not ``self``/``cls``/``super()`` and no module of
+    the folder defines ``_x``."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or node.attr.startswith("__"):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        if node.attr in NAMEDTUPLE_API or node.attr in defined_here:
+            continue
+        found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+_FOLDER_NAMES: Dict[Path, Set[str]] = {}
+
+
+def _names_of_folder(folder: Path) -> Set[str]:
+    if folder not in _FOLDER_NAMES:
+        _FOLDER_NAMES[folder] = set().union(*(_defined_names(p) for p in SOURCES if p.parent == folder))
+    return _FOLDER_NAMES[folder]
+
+
+PY_SOURCES = [p for p in SOURCES if p.suffix == ".py"]
+
+
+@pytest.mark.parametrize("path", PY_SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_private_attribute_of_another_folder_is_used(path):
+    assert _foreign_private_attributes(path.read_text(encoding="utf-8"), _names_of_folder(path.parent)) == []
+
+
+def test_the_rule_sees_a_private_attribute_of_another_folder():
+    """The checker itself: a shell reaching into a store's private method is caught; the same
+    call inside the store's folder, on ``self``, or namedtuple's ``_replace`` is not."""
+    stores = _names_of_folder(PACKAGE / "stores")
+    shell = "def probe(store):\n    return store._exchange(None, None, None, b'')\n"
+    assert _foreign_private_attributes(shell, _names_of_folder(PACKAGE / "cli")) == ["line 2: store._exchange"]
+    assert _foreign_private_attributes(shell, stores) == []
+    assert _foreign_private_attributes("def f(self, x):\n    self._y(x._replace(a=1))\n", set()) == []
+
+
+def _imported(tree: ast.AST, package: str) -> Iterator[str]:
+    """The modules the code of ``tree`` (a module of ``package``) imports, at module level or inside
+    functions, leaving out the imports under ``if TYPE_CHECKING``. ``from pkg import name`` gives
+    ``"pkg.name|pkg"``: the submodule when ``name`` is one, else the package."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            for other in child.orelse:
+                yield from _imported(other, package)
+            continue
+        if isinstance(child, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - child.level + 1] if child.level else []
+            module = ".".join(base + ([child.module] if child.module else []))
+            for alias in child.names:
+                yield f"{module}.{alias.name}|{module}"
+        elif isinstance(child, ast.Import):
+            yield from (alias.name for alias in child.names)
+        yield from _imported(child, package)
+
+
+def _import_graph(root: Path, paths: List[Path]) -> Dict[str, Set[str]]:
+    """Module -> the modules among ``paths`` (the package at ``root``) it imports; a
+    ``from pkg import name`` imports ``pkg.name`` when that is a module, else ``pkg``."""
+
+    def name(path: Path) -> str:
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    known = {name(p) for p in paths}
+    graph: Dict[str, Set[str]] = {}
+    for path in paths:
+        module = name(path)
+        package = module if path.stem == "__init__" else module.rpartition(".")[0]
+        graph[module] = set()
+        if path.suffix != ".py":  # a twin's Python-level imports are its selector's too
+            continue
+        for imported in _imported(ast.parse(path.read_text(encoding="utf-8")), package):
+            submodule, _, package_itself = imported.partition("|")
+            target = submodule if submodule in known or not package_itself else package_itself
+            if target in known and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def _circles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    circles: List[List[str]] = []
+
+    def connect(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                connect(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            connect(module)
+    return circles
+
+
+def test_no_import_circle():
+    assert _circles(_import_graph(PACKAGE, SOURCES)) == []
+
+
+def test_the_rule_sees_an_import_circle(tmp_path):
+    """The checker itself: the circle of the Redis stores before the registry (``_redis`` ->
+    ``factory`` inside a function -> ``redis_keys`` -> ``_redis``) is caught; the same import
+    under ``if TYPE_CHECKING`` makes none."""
+    folder = tmp_path / "crawldedup" / "stores"
+    folder.mkdir(parents=True)
+    (folder / "_redis.py").write_text("def conflict():\n    from .factory import STRATEGY_OF_KIND\n")
+    (folder / "factory.py").write_text("from .redis_keys import RedisKeyStore\n")
+    (folder / "redis_keys.py").write_text("from ._redis import conflict\n")
+    paths = sorted(folder.glob("*.py"))
+    root = tmp_path / "crawldedup"
+    assert _circles(_import_graph(root, paths)) == [
+        ["crawldedup.stores._redis", "crawldedup.stores.factory", "crawldedup.stores.redis_keys"]
+    ]
+    (folder / "_redis.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .factory import STRATEGY_OF_KIND\n"
+    )
+    assert _circles(_import_graph(root, paths)) == []
 
 
 MODULES = sorted({_module_name(p) for p in SOURCES if p.suffix == ".py"} - {"crawldedup.__main__"})

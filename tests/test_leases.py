@@ -17,9 +17,12 @@ from typing import Callable, List
 import pytest
 import redis
 
-from crawldedup import canonicalize
+from crawldedup import DEFAULT_POLICY, canonicalize
 from crawldedup.dedup import Deduplicator
 from crawldedup.stores import LeasesUnsupported, RedisKeyStore, RedisShardedSetStore
+from crawldedup.stores.factory import open_store
+from crawldedup.stores.sharded_set import ticks_per_window
+from crawldedup.windows import Window
 
 # Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
 pytestmark = pytest.mark.server_matrix
@@ -292,9 +295,21 @@ def test_lease_records_of_the_keys_store(redis_url):
         assert 86_300 < client.ttl(tag + key_fp) <= 86_400 * (1 + 1 / window.generations) + 1
 
 
-def test_lease_records_of_the_sharded_set_store(redis_url):
+@pytest.mark.parametrize("layout", ["generations", "ticks"])
+def test_lease_records_of_the_sharded_set_store(redis_url, layout):
     url = "https://shop.example/item/2"
-    with Deduplicator("sharded-set", redis_url=redis_url, namespace="crawl", worker_id="w-2", capacity=40_000) as d:
+    window = Window(30 * 86_400.0, 4)
+    opened = open_store(
+        "sharded-set",
+        namespace="crawl",
+        policy_digest=DEFAULT_POLICY.digest,
+        redis_url=redis_url,
+        capacity=40_000,
+        error_rate=0.01,
+        window=window,
+        window_layout=layout,
+    )
+    with Deduplicator("sharded-set", namespace="crawl", worker_id="w-2", capacity=40_000, store=opened) as d:
         store = d.store
         assert isinstance(store, RedisShardedSetStore)
         fp = __import__("crawldedup").fingerprint(canonicalize(url))
@@ -304,19 +319,35 @@ def test_lease_records_of_the_sharded_set_store(redis_url):
         claim_id = b"%d:%d" % (shard, member)
         tag = b"{crawl:%d}" % group
         client = redis.Redis.from_url(redis_url)
+        records = tag + b":%d:t%d" % (shard, member % 2)  # the ticks layout's string of the member
+
+        def tick_of_member() -> int:
+            value = client.get(records) or b""
+            at = next(i for i in range(5, len(value), 5) if value[i : i + 4] == fp[8:12])
+            return value[at + 4]
+
         assert d.claim(url, lease=60)
-        assert client.sismember(tag + b":%d:L" % shard, member)  # leased: waits outside the generations
+        if layout == "generations":
+            assert client.sismember(tag + b":%d:L" % shard, member)  # leased: waits outside the generations
+        else:
+            assert tick_of_member() == 255 and client.ttl(records) == -1  # leased: its lease decides
         assert client.hget(tag + b":lease-urls", claim_id) == b"w-2 " + canonicalize(url).encode()
         assert client.zscore(tag + b":leases", claim_id) is not None
         assert d.release([url]) == [True]
-        assert not client.sismember(tag + b":%d:L" % shard, member)
+        if layout == "generations":
+            assert not client.sismember(tag + b":%d:L" % shard, member)
+        else:
+            assert not client.exists(records)  # its only claim released
         assert client.exists(tag + b":leases", tag + b":lease-urls") == 0
-        assert d.claim(url)  # lasting: in the current generation's set, which expires with it
-        window = d.config.window
-        assert window is not None
-        current = tag + b":%d:%d" % (shard, window.generation(time.time()))
-        assert client.sismember(current, member)
-        assert 0 < client.ttl(current) <= window.seconds * (1 + 1 / window.generations) + 1
+        assert d.claim(url)  # lasting, and expiring with its window
+        if layout == "generations":
+            current = tag + b":%d:%d" % (shard, window.generation(time.time()))
+            assert client.sismember(current, member)
+            assert 0 < client.ttl(current) <= window.seconds * (1 + 1 / window.generations) + 1
+        else:
+            span = ticks_per_window(window)
+            assert tick_of_member() == int(time.time() // (window.seconds / span)) % 255
+            assert 0 < client.ttl(records) <= window.seconds * (1 + 1.25 / span) + 1 + window.seconds / 4
 
 
 # --- a worker killed with SIGKILL while holding leases loses nothing --------------------------

@@ -91,7 +91,9 @@ def test_a_namespace_of_another_store_kind_is_refused(postgres_url):
     store(postgres_url).close()
     with psycopg.connect(postgres_url) as db:
         db.execute("UPDATE crawldedup.namespaces SET store = 'sqlite' WHERE name = 'crawl'")
-    with pytest.raises(NamespaceConflict, match="store='sqlite', this store uses store='postgres'"):
+    with pytest.raises(
+        NamespaceConflict, match="holds the claims of the sqlite strategy, this is the postgres strategy"
+    ):
         store(postgres_url)
 
 

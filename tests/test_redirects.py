@@ -302,7 +302,6 @@ def test_claim_final_waits_for_the_replicas_it_is_asked_to(strategy, sentinel_se
 
 
 def test_deleting_a_namespace_deletes_its_aliases(store_strategy, store_location):
-    from crawldedup.stores.admin import delete_namespace
 
     with (
         Deduplicator(**settings(store_strategy, store_location, namespace="gone")) as d,
@@ -311,6 +310,6 @@ def test_deleting_a_namespace_deletes_its_aliases(store_strategy, store_location
         d.claim_final([page(i) for i in range(50)], requested=[short(i) for i in range(50)])
         kept.claim_final([page(1)], requested=[short(1)])
         assert alias_count(d) == 50 or store_strategy == "sqlite"  # SQLite counts every namespace's
-        delete_namespace(d.store)  # type: ignore[arg-type]
+        d.store.delete_namespace()  # type: ignore[union-attr]
         assert alias_count(d) == (1 if store_strategy == "sqlite" else 0)
         assert kept.seen_through_redirects([short(1)]) == [True]

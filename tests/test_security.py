@@ -29,9 +29,9 @@ import redis
 from conftest import _free_ports
 
 from crawldedup import DEFAULT_POLICY, BloomFilter, Deduplicator, StoreUnavailable, canonicalize
-from crawldedup._checks import redact_url
 from crawldedup.dedup import open_state
 from crawldedup.stores import RedisKeyStore, RedisShardedSetStore, RetryPolicy
+from crawldedup.stores.urls import redact_url
 
 #: A password with characters that URLs must escape; it appears percent-encoded in URLs.
 SECRET = "Sup3r:s3cret@pass/word"

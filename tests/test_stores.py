@@ -25,6 +25,7 @@ from crawldedup.stores import (
     StoreUnavailable,
 )
 from crawldedup.stores._redis import allocated_bytes
+from crawldedup.stores.base import STORES, STRATEGY_OF_KIND
 from crawldedup.stores.factory import open_store
 from crawldedup.stores.redisbloom import bf_info
 from crawldedup.stores.sharded_set import MEMBERS_PER_SHARD, shards_for
@@ -222,6 +223,22 @@ def test_store_of_another_kind_is_refused(redis_url):
     RedisKeyStore(redis_url, namespace="crawl", policy_digest=DIGEST).close()
     with pytest.raises(NamespaceConflict, match="claims of the set strategy, this is the sharded-set strategy"):
         RedisShardedSetStore(redis_url, namespace="crawl", policy_digest=DIGEST, capacity=10)
+
+
+@pytest.mark.parametrize("entry", STORES, ids=lambda entry: entry.strategy)
+def test_each_registry_entry_names_its_class(entry):
+    """The registry names a store without importing it; its class must agree with it."""
+    store = entry.load()
+    assert (store.strategy, store.kind, store.__name__) == (entry.strategy, entry.kind, entry.class_name)
+    # ``service`` holds leases in the service's store, not its own: it is no lease strategy.
+    assert store.supports_leases == (entry.leases or entry.family == "service")
+    assert STRATEGY_OF_KIND[entry.kind] == entry.strategy
+
+
+def test_opening_a_store_without_its_location_names_the_setting(tmp_path):
+    for strategy, setting in [("set", "REDIS_URL"), ("sqlite", "CRAWLDEDUP_SQLITE"), ("postgres", "POSTGRES_URL")]:
+        with pytest.raises(ValueError, match=f"the {strategy} strategy needs .*{setting}"):
+            open_store(strategy, namespace="n", policy_digest="0" * 16, capacity=10, error_rate=0.01)
 
 
 def test_key_layout_of_keys_store(redis_url):

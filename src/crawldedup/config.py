@@ -13,25 +13,27 @@ from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from ._checks import (
     NAME_RULE,
-    POSTGRES_URL_RULE,
-    REDIS_URL_RULE,
     check_capacity,
     check_error_rate,
     check_name,
     check_path,
-    check_postgres_url,
-    check_redis_url,
     complaint,
     integer_in,
     number_in,
-    redact_url,
-    redis_url_refusal,
 )
 from .canonical.policy import DEFAULT_POLICY_NAME, POLICIES, CanonicalPolicy, policy_named
 from .canonical.policy_file import PolicyFileError, load_policy_file
 from .stores.durability import LEVELS, MAX_REPLICAS, MAX_WAIT_SECONDS, Durability, check_level
 from .stores.factory import REDIS_STRATEGIES, STRATEGY_CHOICES, strategy_name
 from .stores.service import check_service_url
+from .stores.urls import (
+    POSTGRES_URL_RULE,
+    REDIS_URL_RULE,
+    check_postgres_url,
+    check_redis_url,
+    redact_url,
+    redis_url_refusal,
+)
 from .windows import DEFAULT_GENERATIONS, MAX_GENERATIONS, Window
 
 #: Seconds in a day, for VISITED_TTL_DAYS.

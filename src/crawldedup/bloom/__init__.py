@@ -84,7 +84,7 @@ def open_filter(path: PathArg, mode: str = "r", *, clock: Clock = system_clock) 
     :raises BlockingIOError: with ``"r+"``, when other writers cannot share the file.
     """
     bloom = open_filter_file(path, mode, clock=clock)
-    return GrowingFilter(bloom) if bloom._open_file().header.stages else bloom
+    return GrowingFilter(bloom) if bloom.mapped_file().header.stages else bloom
 
 
 def open_filter_file(path: PathArg, mode: str = "r", *, clock: Clock = system_clock) -> FilterFile:

@@ -117,20 +117,25 @@ class FilterBase:
         exactly one True, and ``close`` cannot unmap the bits under a running probe.
         """
         with self._lock:
-            file = self._open_file()
+            file = self.mapped_file()
             self._busy += 1
             try:
                 yield file
             finally:
                 self._busy -= 1
 
-    def _open_file(self) -> BloomFile:
+    def mapped_file(self) -> BloomFile:
+        """The filter's mapped file (its header, blocks and path), for the filter layer's own
+        modules and the CLI's ``info``.
+
+        :raises ValueError: once the filter is closed.
+        """
         if self._file is None:
             raise closed_error()
         return self._file
 
     def _header(self) -> Header:
-        return self._open_file().header
+        return self.mapped_file().header
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -175,7 +180,7 @@ class FilterBase:
 
         :raises ValueError: when the filter is closed.
         """
-        self._open_file().flush(self._count)
+        self.mapped_file().flush(self._count)
 
     def close(self) -> None:
         """Mark the file cleanly closed and unmap it; closing twice is allowed."""
@@ -192,7 +197,7 @@ class FilterBase:
         return self._file is None
 
     def __enter__(self: _Filter) -> _Filter:
-        self._open_file()
+        self.mapped_file()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -233,18 +238,18 @@ class FilterBase:
     @property
     def path(self) -> Optional[str]:
         """The file's path, or None for a filter in anonymous memory."""
-        return self._open_file().path
+        return self.mapped_file().path
 
     @property
     def read_only(self) -> bool:
         """True when opened with mode ``"r"``."""
-        return self._open_file().read_only
+        return self.mapped_file().read_only
 
     @property
     def approx_items(self) -> int:
         """Approximate number of keys added: adds that returned True, or a recount from the bits
         after an unclean close. There is no ``len()``, which would promise an exact count."""
-        self._open_file()
+        self.mapped_file()
         return self._count
 
     @property
@@ -287,7 +292,7 @@ class FilterBase:
             raise TypeError(f"can only union with another Bloom filter, got {type(other).__name__}")
         if other._WINDOWED:
             raise ValueError("cannot union a plain filter with a windowed one")
-        theirs = other._open_file()
+        theirs = other.mapped_file()
         with self._exclusive() as file:
             if file.read_only:
                 raise read_only_error()
@@ -325,5 +330,5 @@ class FilterBase:
             header = dataclasses.replace(file.header, approx_items=self._count, clean=True)
             duplicate = type(self).__new__(type(self))
             duplicate._attach(BloomFile.create(header, path, overwrite, self._ATOMIC_OR))
-            np.copyto(duplicate._open_file().blocks(), file.blocks())  # _attach took the count
+            np.copyto(duplicate.mapped_file().blocks(), file.blocks())  # _attach took the count
         return duplicate

@@ -100,7 +100,7 @@ class GrowingFilter:
         self._stages: List[FilterBase] = [base]
         self._full_at: List[int] = [self._threshold(base, 0)]
         try:
-            self._follow(base._open_file().header.stages)
+            self._follow(base.mapped_file().header.stages)
         except BaseException:
             self.close()
             raise
@@ -111,14 +111,14 @@ class GrowingFilter:
     def _threshold(stage: FilterBase, index: int) -> int:
         """The keys at which ``stage`` is full: its exact rate reaches its share of the total
         (stage 0 was made for the whole error rate, stage i >= 1 for its share)."""
-        header = stage._open_file().header
+        header = stage.mapped_file().header
         share = header.error_rate * (1.0 - TIGHTENING) if index == 0 else header.error_rate
         return items_within(header.num_blocks, header.num_hashes, share, 4 * header.capacity)
 
     def _follow(self, stages: int) -> None:
         """Open the stage files up to ``stages`` that this process has not opened yet."""
         base = self._base
-        header = base._open_file().header
+        header = base.mapped_file().header
         mode = "r" if base.read_only else "r+"
         while len(self._stages) <= stages:
             index = len(self._stages)
@@ -148,7 +148,7 @@ class GrowingFilter:
     def _grow(self) -> bool:
         """Start the next stage; False (logged once) when other writers share the file."""
         base = self._base
-        file = base._open_file()
+        file = base.mapped_file()
         index = len(self._stages)
         if index > MAX_STAGES:
             return self._refuse(f"it has {MAX_STAGES} stages, the most a filter can have")
@@ -190,7 +190,7 @@ class GrowingFilter:
 
     def _current(self) -> List[FilterBase]:
         """The stages, after following a writer's growth when this filter only reads."""
-        file = self._base._open_file()
+        file = self._base.mapped_file()
         if file.read_only:
             stored = file.stored_stages()
             if stored >= len(self._stages):

@@ -340,7 +340,7 @@ class WindowedFilterBase(FilterBase):
             raise TypeError(f"can only union with another Bloom filter, got {type(other).__name__}")
         if not isinstance(other, WindowedFilterBase):
             raise ValueError("cannot union a windowed filter with a plain one")
-        theirs = other._open_file()
+        theirs = other.mapped_file()
         their_generations = other.generations()
         with self._exclusive() as file:
             if file.read_only:

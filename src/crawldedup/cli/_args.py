@@ -7,10 +7,11 @@ import argparse
 import textwrap
 from typing import NoReturn
 
-from .._checks import check_error_rate, check_name, check_postgres_url, redis_url_refusal
+from .._checks import check_error_rate, check_name
 from ..canonical import InvalidURL, canonicalize
 from ..config import SETTINGS
 from ..stores.factory import STRATEGY_CHOICES, strategy_name
+from ..stores.urls import check_postgres_url, redis_url_refusal
 from .exits import EXIT_CODES, usage_error
 
 #: The help of the input files of the commands that read lines.

@@ -20,15 +20,13 @@ import statistics
 import sys
 import threading
 import time
-from typing import Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, cast
 
 from .._wording import counted, sized
 from ..canonical import CanonicalPolicy, canonicalize
 from ..config import DedupConfig
-from ..stores.admin import ServerFacts, delete_namespace, server_facts
-from ..stores.base import ClaimStore, StoreUnavailable
+from ..stores.base import ClaimStore, ServerFacts, StoreUnavailable
 from ..stores.factory import open_store
-from ..stores.redisbloom import RedisBloomStore
 from ._store_options import (
     DEFAULT_SQLITE,
     DURABILITY_OPTIONS,
@@ -39,6 +37,9 @@ from ._store_options import (
     store_config,
 )
 from .exits import CLIError, ExitCode
+
+if TYPE_CHECKING:  # its module imports redis-py: imported when a store of it is opened
+    from ..stores.redisbloom import RedisBloomStore
 
 #: Two spellings of one page: tracking parameter, parameter order, case, default port, fragment.
 SPELLINGS = ("https://Shop.Example:443/item/7?b=2&utm_source=mail&a=1#reviews", "https://shop.example/item/7?a=1&b=2")
@@ -151,7 +152,7 @@ def _verdict(report: Report) -> int:
 def _opener(config: DedupConfig, namespace: str, samples: int) -> Callable[[], ClaimStore]:
     """Opens a store of the configured strategy on the throwaway namespace, sized for the sample
     (so that sharded sets are measured full, as at capacity; RedisBloom: see REDISBLOOM_SAMPLE_CAPACITY)."""
-    capacity = max(samples, REDISBLOOM_SAMPLE_CAPACITY) if config.strategy == RedisBloomStore.strategy else samples
+    capacity = max(samples, REDISBLOOM_SAMPLE_CAPACITY) if config.strategy == "redisbloom" else samples
 
     def open_one() -> ClaimStore:
         return open_store(
@@ -182,7 +183,7 @@ def _check_canonical(report: Report, policy: CanonicalPolicy) -> None:
 
 def _check_server(report: Report, store: ClaimStore) -> Optional[ServerFacts]:
     try:
-        facts = server_facts(store)
+        facts = store.server_facts()
     except StoreUnavailable as exc:
         report.line(FAIL, "server", str(exc))
         return None
@@ -245,8 +246,8 @@ def _check_memory(report: Report, store: ClaimStore, samples: int) -> Optional[f
     try:
         for start in range(0, samples, BATCH):
             store.claim_many([os.urandom(16) for _ in range(min(BATCH, samples - start))])
-        if isinstance(store, RedisBloomStore):
-            info = store.filter_info()
+        if store.strategy == "redisbloom":
+            info = cast("RedisBloomStore", store).filter_info()
             per_url: Optional[float] = int(info["Size"]) / int(info["Capacity"])
             measured = f"a filter reserved for {int(info['Capacity']):,} URLs"
         else:
@@ -287,7 +288,7 @@ def _check_capacity(
 
 def _clean_up(report: Report, store: ClaimStore, namespace: str) -> None:
     try:
-        deleted = delete_namespace(store)
+        deleted = store.delete_namespace()
     except StoreUnavailable as exc:
         report.line(FAIL, "cleanup", f"throwaway namespace {namespace} not deleted: {exc}")
     else:

@@ -35,7 +35,7 @@ def run_info(args: argparse.Namespace) -> int:
         slots = f" in each of {first.window.live_count} slots" if isinstance(first, WindowedBloomFilter) else ""
         rows = [
             ("file", args.file),
-            ("format", f"crawldedup filter v{first._open_file().header.version}, 64-byte blocks, MurmurHash3 x64-128"),
+            ("format", f"crawldedup filter v{first.mapped_file().header.version}, 64-byte blocks, MurmurHash3 x64-128"),
             ("size", f"{size:,} bytes ({size / 2**20:,.1f} MiB)"),
             ("capacity", f"{first.capacity:,}{' per window' if windowed else ''}"),
             ("error rate", f"{first.error_rate:g}"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Union, cast
 
 from .._wording import counted
 from ..bloom import FilterFileError, GrowingFilter, open_filter_file
@@ -25,13 +25,20 @@ from ..stores.admin import namespace_record
 from ..stores.base import NamespaceConflict, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import REDIS_STRATEGIES, STRATEGIES, STRATEGY_OF_KIND, open_store
 from ..stores.migration import BATCH, Migration, MigrationConflict
-from ..stores.redis_keys import RedisKeyStore
 from ..stores.seed import SEED_CHUNK_BYTES, SeedConflict, upload_seed
 from ..windows import Window
 from ._store_options import DEFAULT_SQLITE, store_config
 from .exits import CLIError, ExitCode, usage_error
 
 #: Option -> the DedupConfig field it sets (the source's Redis and namespace, the target's sizes).
+if TYPE_CHECKING:  # their module imports redis-py: imported when the source store is opened
+    from ..stores.redis_keys import RedisKeyStore
+    from ..stores.sharded_set import RedisShardedSetStore
+
+#: The strategies whose namespaces can be migrated: ``set`` (its claim keys can be scanned) into
+#: any store, and a windowed ``sharded-set`` of the generations layout into the ticks layout.
+SOURCE_STRATEGIES = ("set", "sharded-set")
+
 OPTIONS = {
     "redis_url": "redis_url",
     "namespace": "namespace",
@@ -47,15 +54,18 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     """Add ``migrate`` to the ``crawldedup`` command's subcommands."""
     migrate = commands.add_parser(
         "migrate",
-        help="copy a set namespace's claims into another store (resumable)",
-        description="Copy every claim of a set namespace into another store with SCAN in batches, recording "
+        help="copy a set namespace's claims into another store, or move a windowed sharded-set namespace "
+        "into the ticks layout (resumable)",
+        description="Copy every claim of a set namespace into another store with SCAN in batches (or every "
+        "live claim of a windowed sharded-set namespace of the generations layout into a new sharded-set "
+        "namespace of the ticks layout, shard by shard), recording "
         "the cursor so that a killed run resumes. Cutover: run it while the workers run, stop them, "
         "run it again, start them on the new strategy (docs/cli.md).",
         epilog=epilog,
         formatter_class=formatter,
     )
     source = migrate.add_mutually_exclusive_group(required=True)
-    source.add_argument("--from", dest="source", choices=[RedisKeyStore.strategy], help="the store the claims are in")
+    source.add_argument("--from", dest="source", choices=SOURCE_STRATEGIES, help="the store the claims are in")
     source.add_argument(
         "--from-state",
         metavar="FILE",
@@ -130,7 +140,9 @@ def run_migrate(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise usage_error("migrate", f"--batch-size must be a positive integer, got {args.batch_size}")
     if config.redis_url is None:
-        raise usage_error("migrate", "the set source needs --redis-url (or $CRAWLDEDUP_REDIS_URL)")
+        raise usage_error("migrate", f"the {args.source} source needs --redis-url (or $CRAWLDEDUP_REDIS_URL)")
+    if args.source == "sharded-set" and args.target != "sharded-set":
+        raise usage_error("migrate", "a sharded-set namespace moves into the ticks layout: give --to sharded-set")
     target_url = args.to_redis_url or config.redis_url
     target_namespace = args.to_namespace or config.namespace
     try:
@@ -142,25 +154,33 @@ def run_migrate(args: argparse.Namespace) -> int:
         raise usage_error(
             "migrate",
             f"the target namespace must differ from the source's on the same Redis: give --to-namespace "
-            f"(the namespace {config.namespace!r} stays stamped with the set strategy)",
+            f"(the namespace {config.namespace!r} stays stamped with the {args.source} strategy)",
         )
     try:
-        record = namespace_record(RedisKeyStore.strategy, config.namespace, redis_url=config.redis_url)
+        record = namespace_record(args.source, config.namespace, redis_url=config.redis_url)
         if record is None:
             raise CLIError(ExitCode.STATE, f"namespace {config.namespace!r} does not exist: nothing to migrate")
         kind = STRATEGY_OF_KIND.get(record.get("store", ""), record.get("store"))
-        if kind != RedisKeyStore.strategy:
+        if kind != args.source:
             raise CLIError(
                 ExitCode.STATE,
                 f"namespace {config.namespace!r} holds the claims of the {kind} strategy, "
-                f"not set: only set namespaces can be migrated",
+                f"not {args.source}: only set and sharded-set namespaces can be migrated, with their --from",
             )
         window = window_of_stamp(record.get("window"))
+        if args.source == "sharded-set" and (
+            window is None or record.get("window_layout", "generations") != "generations"
+        ):
+            raise CLIError(
+                ExitCode.STATE,
+                f"namespace {config.namespace!r} keeps no generations of claims (it has no window, or is in the "
+                f"ticks layout already): nothing to migrate",
+            )
         # The target keeps the source's window, what the crawl's workers use; a namespace made
         # before windows were recorded gets the window of these settings (a default worker's).
         explicit = args.ttl_days is not None or args.generations is not None
         target_window = config.window if explicit or "window" not in record else window
-        return _run(args, config, record["policy"], window, target_window, target_url, target_namespace)
+        return _run(args, config, record, window, target_window, target_url, target_namespace)
     except StoreRefused as exc:
         raise CLIError(ExitCode.STORE_REFUSED, str(exc)) from None
     except StoreUnavailable as exc:
@@ -172,14 +192,31 @@ def run_migrate(args: argparse.Namespace) -> int:
 def _run(
     args: argparse.Namespace,
     config: DedupConfig,
-    policy: str,
+    record: Dict[str, str],
     window: Optional[Window],
     target_window: Optional[Window],
     target_url: Optional[str],
     target_namespace: str,
 ) -> int:
+    policy = record["policy"]
+    # A sharded-set namespace moves into the ticks layout with its own window and sharding.
+    moving = args.source == "sharded-set"
+    layouts = ("generations", "ticks") if moving else (None, None)
+    capacity = int(record["capacity"]) if moving else config.capacity
     with (
-        RedisKeyStore(config.redis_url, namespace=config.namespace, policy_digest=policy, window=window) as source,
+        cast(
+            "Union[RedisKeyStore, RedisShardedSetStore]",
+            open_store(
+                args.source,
+                namespace=config.namespace,
+                policy_digest=policy,
+                redis_url=config.redis_url,
+                capacity=capacity,
+                error_rate=config.error_rate,
+                window=window,
+                window_layout=layouts[0],
+            ),
+        ) as source,
         open_store(
             args.target,
             namespace=target_namespace,
@@ -188,10 +225,11 @@ def _run(
             sqlite_path=config.sqlite_path or DEFAULT_SQLITE,
             postgres_url=config.postgres_url,
             service_url=config.service_url,
-            capacity=config.capacity,
+            capacity=capacity,
             error_rate=config.error_rate,
             ttl_seconds=config.ttl_seconds,
-            window=target_window,
+            window=window if moving else target_window,
+            window_layout=layouts[1],
         ) as target,
     ):
         try:

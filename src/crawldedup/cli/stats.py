@@ -19,21 +19,23 @@ import os
 import sys
 import time
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, cast
 
-from .._checks import redact_url
 from .._wording import sized
 from ..bloom import GrowingFilter, Stage, WindowedBloomFilter, open_filter
 from ..bloom.sizing import expected_false_positive_rate
 from ..config import DedupConfig
-from ..stores.admin import count_claims, lease_counts, namespace_record
+from ..stores.admin import namespace_record
 from ..stores.base import ClaimStore, StoreRefused, StoreUnavailable, window_of_stamp
 from ..stores.factory import STRATEGY_OF_KIND, open_store
-from ..stores.redisbloom import RedisBloomStore
+from ..stores.urls import redact_url
 from ._args import round_name
 from ._io import Output
 from ._store_options import DEFAULT_SQLITE, add_store_options, store_config
 from .exits import CLIError, ExitCode
+
+if TYPE_CHECKING:  # its module imports redis-py: imported when a store of it is opened
+    from ..stores.redisbloom import RedisBloomStore
 
 #: Points of the integral of a filter's false-positive rate over its fill (the skipped pages).
 INTEGRAL_POINTS = 64
@@ -121,7 +123,7 @@ def _redacted(where: Optional[str]) -> str:
 
 
 def _measure(store: ClaimStore) -> Dict[str, Any]:
-    claims = count_claims(store)
+    claims = store.count_claims()
     per_url = store.bytes_per_url()
     report: Dict[str, Any] = {
         "store": store.description,
@@ -131,11 +133,11 @@ def _measure(store: ClaimStore) -> Dict[str, Any]:
         "bytes_per_url": per_url,
         "memory_bytes": round(per_url * claims) if per_url is not None else None,
     }
-    leases = lease_counts(store)
+    leases = store.lease_counts()
     if leases is not None:
         report["leases_open"], report["leases_expired"] = leases
-    if isinstance(store, RedisBloomStore):
-        info = store.filter_info()
+    if store.strategy == "redisbloom":
+        info = cast("RedisBloomStore", store).filter_info()
         size, capacity, items = int(info["Size"]), int(info["Capacity"]), int(info["Number of items inserted"])
         rate = _redisbloom_rate(size, capacity)
         report["redisbloom"] = {

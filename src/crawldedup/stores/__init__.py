@@ -5,9 +5,12 @@ Every store takes 16-byte fingerprints and answers a batch in one round trip
 docs/stores.md and in each module.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .aio import AsyncClaimStore
 from .aliases import Aliases, AliasesUnsupported
 from .base import (
+    STORES,
     ClaimAnswers,
     ClaimStore,
     Lease,
@@ -18,11 +21,17 @@ from .base import (
     StoreUnavailable,
 )
 from .durability import Durability
-from .postgres import PostgresStore
-from .redis_keys import RedisKeyStore
-from .redisbloom import RedisBloomStore
-from .sharded_set import RedisShardedSetStore
-from .sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+    from .redis_keys import RedisKeyStore
+    from .redisbloom import RedisBloomStore
+    from .sharded_set import RedisShardedSetStore
+    from .sqlite import SQLiteStore
+
+#: The store classes exported here, by name: each is imported on first use, with its server's
+#: client (redis-py, psycopg), so that importing the package imports none.
+_LAZY = {entry.class_name: entry for entry in STORES if entry.strategy != "service"}
 
 __all__ = [
     "Aliases",
@@ -43,3 +52,10 @@ __all__ = [
     "StoreRefused",
     "StoreUnavailable",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    entry = _LAZY.get(name)
+    if entry is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return entry.load()

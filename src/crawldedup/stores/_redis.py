@@ -14,7 +14,7 @@ import functools
 import math
 import random
 import re
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union, cast
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
@@ -41,9 +41,8 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
-from .._checks import SENTINEL_SCHEME, check_name, check_redis_url, integer_in, parse_sentinel_url, redact_url
+from .._checks import check_name, integer_in
 from .._plans import Plan, drive
-from ..canonical.policy import policy_conflict
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
 from . import redis_aliases
@@ -53,15 +52,21 @@ from .base import (
     ClaimAnswers,
     ClaimStore,
     Lease,
-    NamespaceConflict,
     RetryPolicy,
+    ServerFacts,
+    StoreOptions,
     StoreRefused,
+    StoreUnavailable,
     check_lease_seconds,
+    check_namespace_fields,
     check_policy_digest,
     check_window_stamp,
+    required,
     window_stamp,
 )
 from .durability import Durability
+from .lua import lua
+from .urls import SENTINEL_SCHEME, check_redis_url, parse_sentinel_url, redact_url
 
 #: A client of one Redis node or of a Redis Cluster (same commands, same pipelines).
 Client = Union["redis.Redis", RedisCluster]
@@ -99,6 +104,8 @@ class NotReplicated(redis.RedisError):
 #: Redis Cluster slot and gets one script call per batch; 16 keeps a single node's batch at
 #: 16 calls while letting a namespace spread over a cluster later.
 DEFAULT_GROUPS = 16
+#: Keys deleted per ``UNLINK`` when a namespace is deleted.
+DELETE_BATCH = 1_000
 #: Default socket timeouts (seconds): a hung server becomes an error, then a retry.
 SOCKET_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 5.0
@@ -114,35 +121,10 @@ MIN_RECEIPT_SECONDS = 300
 # (answer 1): a call that won nothing gets the same answers again anyway. A script answers
 # in the same form, one bulk string of one character per key: a client reads 10,000 answers
 # as one string, not as 10,000 integers.
-RECEIPTS_LUA = """
-local function read_receipt(key, seconds)
-  if seconds == 0 then return nil end
-  local stored = redis.call('GET', key)
-  if not stored then return nil end
-  return stored
-end
-local function as_text(answers, count)
-  local codes, chunk = {}, {}
-  for first = 1, count, 4000 do
-    local last = math.min(first + 3999, count)
-    for i = first, last do chunk[i - first + 1] = 48 + answers[i] end
-    codes[#codes + 1] = string.char(unpack(chunk, 1, last - first + 1))
-  end
-  return table.concat(codes)
-end
-local function keep_receipt(key, seconds, text)
-  if seconds == 0 or not string.find(text, '1', 1, true) then return end
-  redis.call('SET', key, text, 'EX', seconds)
-end
-"""
+RECEIPTS_LUA = lua("receipts")
 
 # Creates the namespace record when absent, then returns it (one atomic step, one key).
-_OPEN_NAMESPACE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], unpack(ARGV))
-end
-return redis.call('HGETALL', KEYS[1])
-"""
+_OPEN_NAMESPACE = lua("open_namespace")
 
 #: Error replies that mean "not now": a server loading its data set, busy in a script, or a
 #: cluster moving or electing a slot's master. Any other error reply is permanent.
@@ -203,7 +185,7 @@ def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
     When the node at ``url`` runs in cluster mode (``INFO cluster``), the client is a
     :class:`redis.cluster.RedisCluster` that discovers the other nodes from it, so one
     ``REDIS_URL`` names either a single Redis or any node of a cluster. A ``redis+sentinel://``
-    URL (:func:`~crawldedup._checks.parse_sentinel_url`) gives a client of the primary its
+    URL (:func:`~crawldedup.stores.urls.parse_sentinel_url`) gives a client of the primary its
     Sentinels name, which follows a failover. redis-py picks the
     hiredis parser by itself when hiredis is installed.
 
@@ -395,13 +377,19 @@ class RedisStore(ClaimStore):
             return
         # Exactly one of url and client was given (checked above), so client is set without url.
         if url is not None:
-            self.client = self._with_retries(lambda: connect(url))
+            self.client = self.with_retries(lambda: connect(url))
         try:
-            self._with_retries(lambda: drive(self._open(), self._send))
+            self.with_retries(lambda: drive(self._open(), self._send))
         except BaseException:  # no store, so no open connection (a client given to us stays open)
             if url is not None:
                 self.client.close()
             raise
+
+    @classmethod
+    def _redis_options(cls, options: StoreOptions) -> Dict[str, Any]:
+        """The arguments every Redis store takes from ``options``."""
+        url = required(options.redis_url, cls.strategy, "redis_url", "CRAWLDEDUP_REDIS_URL")
+        return {"url": url, "durability": options.durability, **options.common()}
 
     async def _aconnect(self) -> None:
         if self.client is None:
@@ -643,25 +631,12 @@ class RedisStore(ClaimStore):
         flat = [item for pair in wanted.items() for item in pair]
         (reply,) = yield [("EVAL", _OPEN_NAMESPACE, 1, self.meta_key, *flat)]
         stored = {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
-        for field in self._must_match:
-            if field == "store" and stored.get(field) != wanted[field]:
-                from .factory import STRATEGY_OF_KIND  # the registry imports this module
-
-                theirs = STRATEGY_OF_KIND.get(stored.get(field, ""), f"store={stored.get(field)!r}")
-                raise NamespaceConflict(
-                    f"namespace {self.namespace!r} holds the claims of the {theirs} strategy, "
-                    f"this is the {self.strategy} strategy: pick another namespace (or round)"
-                )
-            if field == "policy" and stored.get(field) != wanted[field]:
-                raise NamespaceConflict(
-                    f"namespace {self.namespace!r} was made with "
-                    f"{policy_conflict(stored.get(field, '?'), wanted[field])}"
-                )
-            if stored.get(field) != wanted[field]:
-                raise NamespaceConflict(
-                    f"namespace {self.namespace!r} holds {field}={stored.get(field)!r}, "
-                    f"this store uses {field}={wanted[field]!r}: pick another namespace (or round)"
-                )
+        check_namespace_fields(
+            f"namespace {self.namespace!r}",
+            self._must_match,
+            [stored.get(field) for field in self._must_match],
+            [wanted[field] for field in self._must_match],
+        )
         check_window_stamp(f"namespace {self.namespace!r}", stored.get("window"), self.window)
         return stored
 
@@ -669,6 +644,54 @@ class RedisStore(ClaimStore):
         """Set up what the namespace record (``self.meta``) decides; a failure closes the client."""
         return
         yield  # no request here; RedisBloom reserves its filter
+
+    # -- operators' tools ---------------------------------------------------------------------
+
+    @classmethod
+    def read_record(cls, namespace: str, location: Any) -> Optional[Dict[str, str]]:
+        url = str(check_redis_url("redis_url", location))
+        try:
+            client = connect(url)
+            try:
+                stored = client.hgetall(f"{namespace}:meta")
+            finally:
+                client.close()
+        except redis.AuthenticationError as exc:
+            raise StoreRefused(redact_url(url), 1, str(exc), "the server refused the URL's password") from None
+        except redis.RedisError as exc:
+            raise StoreUnavailable(redact_url(url), 1, f"{type(exc).__name__}: {exc}") from None
+        fields = cast(Dict[bytes, bytes], stored)  # the client returns bytes (no decode_responses)
+        return {key.decode(): value.decode() for key, value in fields.items()} or None
+
+    def one_node(self) -> redis.Redis:
+        """A client of one node: the store's own, or a cluster's default node."""
+        if isinstance(self.client, RedisCluster):
+            return cast("redis.Redis", self.client.get_redis_connection(self.client.get_default_node()))
+        return cast("redis.Redis", self.client)
+
+    def server_facts(self) -> ServerFacts:
+        return self.with_retries(lambda: _server_facts(self.one_node()))
+
+    def delete_namespace(self) -> int:
+        return self.with_retries(self._delete_keys)
+
+    def _delete_keys(self) -> int:
+        name = self.namespace.encode("ascii")
+        # Every key of a namespace (docs/stores.md): its record and RedisBloom's filter, and the keys
+        # under its hash tags {<namespace>:<group>}, {<namespace>:bf} and {<namespace>:aliases:<group>};
+        # a round's tags differ.
+        own_tag = re.compile(rb"\{%s:(?:\d+|bf|aliases:\d+)\}" % re.escape(name))
+        deleted = int(self.client.unlink(b"%s:meta" % name, b"%s:bf" % name))
+        batch: List[bytes] = []
+        for key in self.client.scan_iter(match=b"{%s:*" % name, count=DELETE_BATCH):
+            if own_tag.match(key):
+                batch.append(key)
+            if len(batch) == DELETE_BATCH:
+                deleted += int(self.client.unlink(*batch))
+                batch = []
+        if batch:
+            deleted += int(self.client.unlink(*batch))
+        return deleted
 
     def _sentinels(self) -> List[Any]:
         """The clients of the Sentinels a ``redis+sentinel://`` client asks (none otherwise)."""
@@ -690,15 +713,32 @@ class RedisStore(ClaimStore):
                 self.client = None
 
 
+def _server_facts(client: redis.Redis) -> ServerFacts:
+    info: Dict[str, Any] = client.info("server")
+    memory: Dict[str, Any] = client.info("memory")
+    name, version = ("Valkey", info["valkey_version"]) if "valkey_version" in info else ("Redis", info["redis_version"])
+    modules = tuple(sorted(_module_text(module) for module in client.module_list()))
+    used, maxmemory = int(memory["used_memory"]), int(memory.get("maxmemory", 0))
+    if maxmemory:
+        return ServerFacts(f"{name} {version}", modules, used, maxmemory, "maxmemory")
+    return ServerFacts(
+        f"{name} {version}",
+        modules,
+        used,
+        int(memory["total_system_memory"]),
+        "the machine's memory (no maxmemory set)",
+    )
+
+
+def _module_text(module: Dict[bytes, Any]) -> str:
+    """``name major.minor.patch`` from a ``MODULE LIST`` entry (its version is one integer, 20802)."""
+    version = int(module[b"ver"])
+    return f"{module[b'name'].decode()} {version // 10000}.{version // 100 % 100}.{version % 100}"
+
+
 #: claim_key on each claim of a call, in order: the ``claim_all`` of a store whose claims take
 #: one command each (see :attr:`GroupedScriptStore._primitives`), put after its ``claim_key``.
-ONE_BY_ONE = """
-local function claim_one_by_one(ks, ms, count, ttl)
-  local won = {}
-  for i = 1, count do won[i] = claim_key(ks[i], ms[i], ttl) end
-  return won
-end
-"""
+ONE_BY_ONE = lua("one_by_one")
 
 # First of every script of a grouped store, so that the primitives can read it. KEYS[1] and
 # KEYS[2] are the group's lease records, KEYS[3] the call's receipt; TAG is the group's hash tag
@@ -709,19 +749,7 @@ end
 # integer's text, each made once per call: Lua turns a number into text with sprintf("%.14g"),
 # and redis.call does ("%.17g") for every number given to it, a cost per key that a script
 # looping over keys must not pay.
-_AGE = """
-local TAG = string.sub(KEYS[1], 1, -8)
-local GEN, OLDEST, FORGET_AT = tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
-local decimals = {}
-local function decimal(x)
-  local text = decimals[x]
-  if not text then
-    text = string.format('%d', x)
-    decimals[x] = text
-  end
-  return text
-end
-"""
+_AGE = lua("age")
 
 # Shared by every script of a grouped store. ARGV[1] = how many of the records are claims (the
 # others are reads), ARGV[2] = seconds a receipt lives (0: none), ARGV[3] = the records, one
@@ -733,140 +761,24 @@ end
 # answer is one string too (as_text). A claim is identified in the lease records by claim_id()
 # of the store. RECEIPT holds the answers of an earlier attempt of this call whose reply was
 # lost, or nil.
-_PRELUDE = (
-    RECEIPTS_LUA
-    + """
-local LEASES, HOLDERS, RECEIPT_KEY = KEYS[1], KEYS[2], KEYS[3]
-local CLAIMS, RECEIPT_SECONDS = tonumber(ARGV[1]), tonumber(ARGV[2])
-local RECORDS, URL_ENDS, URLS = ARGV[3], ARGV[4], ARGV[5]
-local n = #RECORDS / WIDTH
-local RECEIPT = read_receipt(RECEIPT_KEY, RECEIPT_SECONDS)
-local function record(i) return locate(string.sub(RECORDS, (i - 1) * WIDTH + 1, i * WIDTH)) end
-local function url(i)
-  local first = 0
-  if i > 1 then first = struct.unpack('<I4', URL_ENDS, 4 * i - 7) end
-  return string.sub(URLS, first + 1, (struct.unpack('<I4', URL_ENDS, 4 * i - 3)))
-end
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-"""
-)
+_PRELUDE = RECEIPTS_LUA + lua("prelude")
 
 # ARGV from 6: ttl, owner, lease_ms, then the window's. Per key: 1 won, 0 already claimed, 2
 # held by another worker's open lease (claims); 1/0 (reads). A claim whose lease expired, or was
 # handed back, is won again (and leased or made lasting). The claims are first tried together
 # (claim_all, one primitive call for all of them, which a store may answer with fewer commands
 # than one per key), then each claim not won is checked against the lease records, in order.
-_CLAIM = """
-local ttl, owner, lease = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
-local now = nil
-local answers = {}
-local ks, ms, won = {}, {}, {}
-if not RECEIPT then
-  for i = 1, CLAIMS do ks[i], ms[i] = record(i) end
-  won = claim_all(ks, ms, CLAIMS, lease > 0 and 0 or ttl)
-end
-for i = 1, n do
-  if i > CLAIMS then
-    answers[i] = claimed(record(i))
-  elseif RECEIPT then
-    answers[i] = string.byte(RECEIPT, i) - 48
-  else
-    local k, m, w = ks[i], ms[i], won[i]
-    local id = nil
-    if w == 0 then
-      id = claim_id(k, m)
-      if redis.call('HEXISTS', HOLDERS, id) == 1 then
-        now = now or now_ms()
-        local due = redis.call('ZSCORE', LEASES, id)
-        if due and tonumber(due) > now then
-          w = 2
-        else
-          w = 1
-          if lease == 0 then
-            redis.call('ZREM', LEASES, id)
-            redis.call('HDEL', HOLDERS, id)
-            visit(k, m, ttl)
-          end
-        end
-      end
-    end
-    if w == 1 and lease > 0 then
-      id = id or claim_id(k, m)
-      now = now or now_ms()
-      redis.call('ZADD', LEASES, now + lease, id)
-      redis.call('HSET', HOLDERS, id, owner .. ' ' .. url(i))
-    end
-    answers[i] = w
-  end
-end
-local text = as_text(answers, n)
-if not RECEIPT then keep_receipt(RECEIPT_KEY, RECEIPT_SECONDS, string.sub(text, 1, CLAIMS)) end
-return text
-"""
+_CLAIM = lua("claim")
 
 # ARGV from 6: action (done, release or renew), ttl, owner, lease_ms, then the window's (every
 # key is a claim). Per key: 1 when the owner held the lease and the action was applied, 0 when
 # refused.
-_SETTLE = """
-local action, ttl, owner, lease = ARGV[6], tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
-if RECEIPT then return RECEIPT end
-local prefix = owner .. ' '
-local now = 0
-if action == 'renew' then now = now_ms() end
-local answers = {}
-for i = 1, n do
-  local k, m = record(i)
-  local id = claim_id(k, m)
-  local held = redis.call('HGET', HOLDERS, id)
-  if held and string.sub(held, 1, #prefix) == prefix then
-    if action == 'renew' then
-      redis.call('ZADD', LEASES, now + lease, id)
-    else
-      redis.call('ZREM', LEASES, id)
-      redis.call('HDEL', HOLDERS, id)
-      if action == 'done' then visit(k, m, ttl) else unclaim(k, m) end
-    end
-    answers[i] = 1
-  else
-    answers[i] = 0
-  end
-end
-local text = as_text(answers, n)
-keep_receipt(RECEIPT_KEY, RECEIPT_SECONDS, text)
-return text
-"""
+_SETTLE = lua("settle")
 
 # KEYS: the group's lease records. ARGV: limit, owner, lease_ms. Each lease past its deadline
 # leaves the deadline set once: handed back free (holder " <url>": anyone's claim wins it), or,
 # with lease_ms > 0, leased to owner at once. Returns the canonical URLs.
-_EXPIRED = """
-local LEASES, HOLDERS = KEYS[1], KEYS[2]
-local limit, owner, lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ids = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, limit)
-local urls = {}
-for _, id in ipairs(ids) do
-  local held = redis.call('HGET', HOLDERS, id)
-  if held then
-    local url = string.sub(held, string.find(held, ' ', 1, true) + 1)
-    if lease > 0 then
-      redis.call('ZADD', LEASES, now + lease, id)
-      redis.call('HSET', HOLDERS, id, owner .. ' ' .. url)
-    else
-      redis.call('ZREM', LEASES, id)
-      redis.call('HSET', HOLDERS, id, ' ' .. url)
-    end
-    urls[#urls + 1] = url
-  else
-    redis.call('ZREM', LEASES, id)
-  end
-end
-return urls
-"""
+_EXPIRED = lua("expired")
 
 
 class GroupedScriptStore(RedisStore):
@@ -900,8 +812,12 @@ class GroupedScriptStore(RedisStore):
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
         self._lease_keys = [(tag + b":leases", tag + b":lease-urls") for tag in self._tags]
-        code = _AGE + self._primitives + _PRELUDE
+        code = _AGE + self._namespace_primitives() + _PRELUDE
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
+
+    def _namespace_primitives(self) -> str:
+        """The primitives of the namespace's layout (read once its record is adopted)."""
+        return self._primitives
 
     @abc.abstractmethod
     def _records(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, np.ndarray]:
@@ -912,9 +828,10 @@ class GroupedScriptStore(RedisStore):
         """Seconds a lasting claim lives (0: forever); with a window, 1 (the window decides)."""
         return 1 if self.window is not None else 0
 
-    def _age(self) -> Tuple[int, int, int]:
-        """The scripts' window arguments: current generation, oldest live one, and when the
-        current one is forgotten (whole seconds, rounded up); ``(-1, 0, 0)`` without a window."""
+    def _age(self) -> Tuple[int, ...]:
+        """The scripts' window arguments, last of their arguments: current generation, oldest
+        live one, and when the current one is forgotten (whole seconds, rounded up); ``(-1, 0,
+        0)`` without a window. A layout may put its own before them."""
         if self.window is None:
             return -1, 0, 0
         now = self.clock()
@@ -950,6 +867,7 @@ class GroupedScriptStore(RedisStore):
         bounds = list(zip([0, *starts.tolist()], [*starts.tolist(), len(order)]))
         is_claim = np.concatenate([[0], np.cumsum(order < claims)])
         commands: List[Tuple[Any, ...]] = []
+        extras: List[Tuple[Any, ...]] = []
         for start, end in bounds:
             group = int(groups[order[start]])
             in_claims = int(is_claim[end] - is_claim[start])
@@ -974,10 +892,16 @@ class GroupedScriptStore(RedisStore):
                     *head,
                 )
             )
-        replies = yield from self._write(commands, writes=claims > 0)
+            extras.extend(self._group_extras(group, in_claims))
+        replies = yield from self._write([*commands, *extras], writes=claims > 0)
         answers = np.empty(len(order), dtype=np.uint8)
-        answers[order] = read_answers(replies)
+        answers[order] = read_answers(replies[: len(commands)])
         return answers
+
+    def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
+        """Commands sent after a group's script, in the same pipeline, for a call with ``claims``
+        claims in it (their replies are not answers): upkeep a layout does as it goes."""
+        return []
 
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes
@@ -1011,6 +935,34 @@ class GroupedScriptStore(RedisStore):
             None if action == "renew" else token,
         )
         return (answers == 1).tolist()  # type: ignore[no-any-return]
+
+    def leased_ids(self) -> Set[bytes]:
+        """The claim ids under a lease now, open or past their deadline (the fingerprint's 16
+        bytes for ``set``), in one pipeline.
+
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+
+        def read() -> Set[bytes]:
+            pipe = self.client.pipeline(transaction=False)
+            for leases, _ in self._lease_keys:
+                pipe.zrange(leases, 0, -1)
+            return {bytes(claim) for members in pipe.execute() for claim in members}
+
+        return self.with_retries(read)
+
+    def lease_counts(self) -> Optional[Tuple[int, int]]:
+        def count() -> Tuple[int, int]:
+            seconds, micros = self.client.time()
+            now_ms = seconds * 1000 + micros // 1000
+            pipe = self.client.pipeline(transaction=False)
+            for leases, _ in self._lease_keys:
+                pipe.zcount(leases, f"({now_ms}", "+inf")
+                pipe.zcount(leases, "-inf", now_ms)
+            replies = pipe.execute()
+            return sum(replies[0::2]), sum(replies[1::2])
+
+        return self.with_retries(count)
 
     def _expired(self, limit: int, owner: str, lease_ms: int) -> Plan[List[str]]:
         """Rounds of one pipeline: the limit is spread over the groups that may hold more.

@@ -91,17 +91,17 @@ class AsyncClaimStore:
             self._opening = asyncio.Lock()
         async with self._opening:
             if not self._opened:
-                await self._with_retries(self.store._aconnect)
+                await self.with_retries(self.store._aconnect)
                 try:
-                    await self._with_retries(lambda: adrive(self.store._open(), self.store._asend))
+                    await self.with_retries(lambda: adrive(self.store._open(), self.store._asend))
                 except BaseException:
                     await self.store.aclose()
                     raise
                 self._opened = True
         return self
 
-    async def _with_retries(self, call: Callable[[], Awaitable[T]]) -> T:
-        """:meth:`ClaimStore._with_retries`, awaiting each attempt and the waits between them."""
+    async def with_retries(self, call: Callable[[], Awaitable[T]]) -> T:
+        """:meth:`ClaimStore.with_retries`, awaiting each attempt and the waits between them."""
         attempt = 0
         while True:
             attempt += 1
@@ -125,7 +125,7 @@ class AsyncClaimStore:
         plan = call.plan
         resume = self.worker if call.size > INLINE_FINGERPRINTS else inline
         with self.store._call_token(call.resume_key, token) as used:
-            return await self._with_retries(lambda: adrive(plan(used), self.store._asend, resume))
+            return await self.with_retries(lambda: adrive(plan(used), self.store._asend, resume))
 
     async def claim_and_read(
         self,

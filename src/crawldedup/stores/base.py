@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import hashlib
+import importlib
 import math
 import os
 import random
@@ -140,13 +141,95 @@ def check_window_stamp(where: str, stored: Optional[str], window: Optional[Windo
         )
 
 
+class StoreEntry(NamedTuple):
+    """One store of the registry: what users choose it by, what its namespaces record, and where
+    its class lives (imported on first use, so that naming a strategy imports no server client)."""
+
+    #: The strategy name users choose the store by (``set``, ``sharded-set``...).
+    strategy: str
+    #: The layout name namespace records hold (``keys``...): a stored format, never changed.
+    kind: str
+    #: The module of :mod:`crawldedup.stores` that defines the store, and its class.
+    module: str
+    class_name: str
+    #: Where its claims live: ``redis`` (``redis_url``), ``sqlite``, ``postgres`` or ``service``.
+    family: str
+    #: Whether it can hold claims for a limited time (leases) itself.
+    leases: bool
+
+    def load(self) -> Type[ClaimStore]:
+        """The store's class (its module imported now)."""
+        store: Type[ClaimStore] = getattr(importlib.import_module(f"{__package__}.{self.module}"), self.class_name)
+        return store
+
+
+#: The one registry of stores, in the order documentation lists them. Every list of strategies
+#: (the settings' check, the CLI's choices, messages about leases and namespace records)
+#: derives from it; ``tests/test_stores.py`` holds each entry to its class's own attributes.
+STORES: Tuple[StoreEntry, ...] = (
+    StoreEntry("set", "keys", "redis_keys", "RedisKeyStore", "redis", True),
+    StoreEntry("sharded-set", "sharded-set", "sharded_set", "RedisShardedSetStore", "redis", True),
+    StoreEntry("redisbloom", "bloom", "redisbloom", "RedisBloomStore", "redis", False),
+    StoreEntry("sqlite", "sqlite", "sqlite", "SQLiteStore", "sqlite", False),
+    StoreEntry("postgres", "postgres", "postgres", "PostgresStore", "postgres", False),
+    StoreEntry("service", "service", "service", "ServiceStore", "service", False),
+)
+#: Store kind (as namespace records hold it) -> its strategy name, for messages about a record.
+STRATEGY_OF_KIND: Dict[str, str] = {entry.kind: entry.strategy for entry in STORES}
+
+
+def required(value: Optional[T], strategy: str, name: str, variable: str) -> T:
+    """``value``, the location option ``name`` (setting ``variable``) a store of ``strategy``
+    cannot open without.
+
+    :raises ValueError: naming the option and its setting when it is missing.
+    """
+    if value is None:
+        raise ValueError(f"the {strategy} strategy needs {name} ({variable})")
+    return value
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """Everything a store may be opened with; each store's :meth:`ClaimStore.from_options` takes
+    what it needs (and refuses the options it lacks)."""
+
+    namespace: str
+    policy_digest: str
+    capacity: int
+    error_rate: float
+    redis_url: Optional[str] = None
+    sqlite_path: Optional[Union[str, os.PathLike[str]]] = None
+    service_url: Optional[str] = None
+    postgres_url: Optional[str] = None
+    ttl_seconds: Optional[int] = None
+    retry: Optional[RetryPolicy] = None
+    window: Optional[Window] = None
+    clock: Clock = system_clock
+    asynchronous: bool = False
+    durability: Optional[Any] = None  # a stores.durability.Durability
+    #: How a new windowed ``sharded-set`` namespace keeps its claims (None: the best there is).
+    window_layout: Optional[str] = None
+
+    def common(self) -> Dict[str, Any]:
+        """The keyword arguments every store's constructor takes."""
+        return {
+            "namespace": self.namespace,
+            "policy_digest": self.policy_digest,
+            "retry": self.retry,
+            "window": self.window,
+            "clock": self.clock,
+            "asynchronous": self.asynchronous,
+        }
+
+
 def check_namespace_fields(
     where: str, fields: Sequence[str], stored: Sequence[Any], ours: Sequence[Any], *, pages: bool = False
 ) -> None:
     """Refuse a namespace record whose ``fields`` hold ``stored``, not ``ours``, naming the first
-    that differs (a canonical policy by its name, with the setting that continues its crawl).
-    ``where`` names the namespace (``"<place>: namespace 'x'"``), or with ``pages`` its pages
-    (``"<place>: the pages of namespace 'x'"``).
+    that differs (a canonical policy by its name, with the setting that continues its crawl; a
+    store by its strategy). ``where`` names the namespace (``"<place>: namespace 'x'"``), or
+    with ``pages`` its pages (``"<place>: the pages of namespace 'x'"``).
 
     :raises NamespaceConflict: naming the field, its stored value and ours.
     """
@@ -156,9 +239,36 @@ def check_namespace_fields(
             continue
         if field in ("policy", "canonical_policy"):
             raise NamespaceConflict(f"{where} {made} with {policy_conflict(str(value), str(wanted))}")
+        if field == "store" and str(wanted) in STRATEGY_OF_KIND:
+            theirs = STRATEGY_OF_KIND.get(str(value), f"store={value!r}")
+            raise NamespaceConflict(
+                f"{where} {holds} the claims of the {theirs} strategy, this is the "
+                f"{STRATEGY_OF_KIND[str(wanted)]} strategy: pick another namespace (or round)"
+            )
         raise NamespaceConflict(
             f"{where} {holds} {field}={value!r}, {user} uses {field}={wanted!r}: pick another namespace (or round)"
         )
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What serves a store, and the room it leaves for claims (``crawldedup doctor`` shows them).
+
+    :ivar software: name and version, such as ``Redis 7.0.15`` or ``SQLite 3.40.1``.
+    :ivar modules: the server's modules with their versions, such as ``bf 2.8.2``.
+    :ivar used_bytes: memory in use (Redis), the database file's pages in use (SQLite), the
+        database's size (PostgreSQL).
+    :ivar limit_bytes: the most the store can grow to: ``maxmemory``, the machine's memory when
+        no maxmemory is set (Redis); the file's size plus the free disk space (SQLite); None
+        when the server does not say (PostgreSQL does not tell a client its free disk space).
+    :ivar limit: what ``limit_bytes`` is, in words.
+    """
+
+    software: str
+    modules: Tuple[str, ...]
+    used_bytes: int
+    limit_bytes: Optional[int]
+    limit: str
 
 
 class LeasesUnsupported(ValueError):
@@ -327,6 +437,53 @@ class ClaimStore(abc.ABC):
         self._counter_lock = threading.Lock()
         #: Request digest -> token of the calls that raised StoreUnavailable (oldest first).
         self._failed_calls: Dict[bytes, bytes] = {}
+
+    @classmethod
+    @abc.abstractmethod
+    def from_options(cls, options: StoreOptions) -> ClaimStore:
+        """The store ``options`` describe (what :func:`~crawldedup.stores.factory.open_store` opens).
+
+        :raises ValueError: when an option the store needs is missing or wrong.
+        """
+
+    # -- what operators' tools ask beyond claims (crawldedup doctor, stats) --------------------
+
+    @classmethod
+    def read_record(cls, namespace: str, location: Any) -> Optional[Dict[str, str]]:
+        """The record of ``namespace`` (its layout, store kind, policy...) at ``location`` (the
+        store's URL or file), read without creating it; None when the namespace does not exist.
+
+        :raises StoreUnavailable: when the server or file cannot be read.
+        """
+        raise ValueError(f"the {cls.strategy} store keeps no namespace record to read")
+
+    def server_facts(self) -> ServerFacts:
+        """Ask the server (or file) behind the store what it runs and how much room it has.
+
+        :raises StoreUnavailable: when the server cannot be reached.
+        """
+        raise ValueError(f"the {self.strategy} store has no server to describe")
+
+    def delete_namespace(self) -> int:
+        """Delete every claim, lease and record of the namespace (not its rounds' or any other
+        namespace's); the store is unusable afterwards: close it.
+
+        :returns: the keys (Redis) or rows (SQLite, PostgreSQL) deleted.
+        :raises StoreUnavailable: when the server cannot be reached.
+        """
+        raise ValueError(f"the {self.strategy} store cannot delete a namespace")
+
+    def count_claims(self) -> int:
+        """Claims the namespace holds.
+
+        :raises StoreUnavailable: when the server cannot be reached.
+        """
+        raise ValueError(f"the {self.strategy} store cannot count its claims")
+
+    def lease_counts(self) -> Optional[Tuple[int, int]]:
+        """Leases of the namespace: (open, past their deadline and not yet handed back), by the
+        server's clock; None for a store without leases of its own."""
+        return None
 
     @property
     @abc.abstractmethod
@@ -562,7 +719,7 @@ class ClaimStore(abc.ABC):
         """Send one request of a plan and return its reply (the sync channel)."""
         raise NotImplementedError
 
-    async def _aconnect(self) -> None:
+    async def _aconnect(self) -> None:  # noqa: B027 (a store without a connection keeps this)
         """Connect the async channel (once; a store made asynchronous connects nothing before)."""
 
     async def _asend(self, request: Any) -> Any:
@@ -581,9 +738,9 @@ class ClaimStore(abc.ABC):
             raise TypeError(f"{self.description} was opened for asyncio: use it through AsyncClaimStore")
         plan = call.plan
         with self._call_token(call.resume_key) as token:
-            return self._with_retries(lambda: drive(plan(token), self._send))
+            return self.with_retries(lambda: drive(plan(token), self._send))
 
-    def _with_retries(self, call: Callable[[], T]) -> T:
+    def with_retries(self, call: Callable[[], T]) -> T:
         """Run ``call`` under the retry policy; count round trips and failures.
 
         :raises StoreRefused: at the first permanent error (see :meth:`_refusal`).

@@ -1,52 +1,46 @@
-"""The one registry of strategies, and the store each one opens.
+"""Strategy names and the store each one opens, from the registry of :mod:`crawldedup.stores.base`.
 
 Every list of strategy names (the settings' check, the CLI's choices, the messages about
-leases) derives from :data:`STRATEGIES`. To add a store: write its module in this folder,
-give its class a ``strategy`` name, list it in ``_STORES`` and teach :func:`open_store` its
-arguments.
+leases) derives from :data:`~crawldedup.stores.base.STORES`. To add a store: write its module
+in this folder with a ``from_options`` class method, and add its entry to ``STORES``. Naming
+strategies imports no store module: a store's module (and its server client) is imported when
+the store is opened.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple, Type, TypedDict
+from typing import Any, Dict, Optional, Tuple
 
 from .._checks import PathArg
 from ..windows import Clock, Window, system_clock
 from .aio import AsyncClaimStore
-from .base import ClaimStore, RetryPolicy
+from .base import STORES, STRATEGY_OF_KIND, ClaimStore, RetryPolicy, StoreEntry, StoreOptions
 from .durability import Durability
-from .postgres import PostgresStore
-from .redis_keys import RedisKeyStore
-from .redisbloom import RedisBloomStore
-from .service import ServiceStore
-from .sharded_set import RedisShardedSetStore
-from .sqlite import SQLiteStore
+
+__all__ = [
+    "ALIASES",
+    "LEASE_STRATEGIES",
+    "LOCAL",
+    "REDIS_STRATEGIES",
+    "STRATEGIES",
+    "STRATEGY_CHOICES",
+    "STRATEGY_OF_KIND",
+    "open_async_store",
+    "open_store",
+    "strategy_name",
+]
 
 #: The strategy without a store: the local filter decides alone.
 LOCAL = "local"
-_STORES: Tuple[Type[ClaimStore], ...] = (
-    RedisKeyStore,
-    RedisShardedSetStore,
-    RedisBloomStore,
-    SQLiteStore,
-    PostgresStore,
-    ServiceStore,
-)
-#: Strategy name -> its store class (None for ``local``), in the order documentation lists them.
-STRATEGIES: Dict[str, Optional[Type[ClaimStore]]] = {LOCAL: None, **{store.strategy: store for store in _STORES}}
-#: Store kind (as namespace records hold it) -> its strategy name, for messages about a record.
-STRATEGY_OF_KIND: Dict[str, str] = {store.kind: store.strategy for store in _STORES}
+#: Strategy name -> its store's registry entry (None for ``local``), in the order documentation lists them.
+STRATEGIES: Dict[str, Optional[StoreEntry]] = {LOCAL: None, **{entry.strategy: entry for entry in STORES}}
 #: Other names accepted for a strategy: ``bloom`` is the seed's ``DEDUP_STRATEGY`` value.
-ALIASES: Dict[str, str] = {"bloom": RedisBloomStore.strategy}
+ALIASES: Dict[str, str] = {"bloom": "redisbloom"}
 #: Strategies whose store holds claims for a limited time (leases); ``service`` holds them
 #: in the service's store, which must be one of these.
-LEASE_STRATEGIES: Tuple[str, ...] = tuple(
-    name for name, store in STRATEGIES.items() if store and store.supports_leases and store is not ServiceStore
-)
+LEASE_STRATEGIES: Tuple[str, ...] = tuple(entry.strategy for entry in STORES if entry.leases)
 #: Strategies whose store lives in Redis (``redis_url``).
-REDIS_STRATEGIES: Tuple[str, ...] = tuple(
-    name for name, store in STRATEGIES.items() if store and store not in (SQLiteStore, PostgresStore, ServiceStore)
-)
+REDIS_STRATEGIES: Tuple[str, ...] = tuple(entry.strategy for entry in STORES if entry.family == "redis")
 #: How the strategies are listed in messages.
 STRATEGY_CHOICES = ", ".join(STRATEGIES) + "".join(f" ({alias}: {name})" for alias, name in ALIASES.items())
 
@@ -60,17 +54,6 @@ def strategy_name(name: str) -> str:
     if name not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGY_CHOICES}, got {name!r}")
     return name
-
-
-class _CommonArgs(TypedDict):
-    """Keyword arguments every store takes."""
-
-    namespace: str
-    policy_digest: str
-    retry: Optional[RetryPolicy]
-    window: Optional[Window]
-    clock: Clock
-    asynchronous: bool
 
 
 def open_store(
@@ -90,6 +73,7 @@ def open_store(
     clock: Clock = system_clock,
     asynchronous: bool = False,
     durability: Optional[Durability] = None,
+    window_layout: Optional[str] = None,
 ) -> ClaimStore:
     """Open the store of ``strategy`` for one namespace.
 
@@ -106,49 +90,40 @@ def open_store(
     :param asynchronous: make the store's logic only, for :func:`open_async_store`.
     :param durability: when a Redis store answers a batch that writes (default: once its
         primary applied it); ``replicated`` is refused for the other stores.
+    :param window_layout: how a new windowed ``sharded-set`` namespace keeps its claims:
+        ``ticks`` (one lookup per claim, the default) or ``generations``; a namespace that
+        exists keeps its own.
     :raises ValueError: for an unknown strategy, ``local``, a missing location, or
         ``replicated`` durability for a store outside Redis.
     :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when the store cannot be reached.
     """
-    store = STRATEGIES[strategy_name(strategy)]
-    if store is None:
+    entry = STRATEGIES[strategy_name(strategy)]
+    if entry is None:
         raise ValueError("the local strategy has no store")
-    common: _CommonArgs = {
-        "namespace": namespace,
-        "policy_digest": policy_digest,
-        "retry": retry,
-        "window": window,
-        "clock": clock,
-        "asynchronous": asynchronous,
-    }
-    if durability is not None and durability.waits and store.strategy not in REDIS_STRATEGIES:
+    if durability is not None and durability.waits and entry.family != "redis":
         raise ValueError(
             f"durability={durability.level!r} needs a Redis store (one of {', '.join(REDIS_STRATEGIES)}), "
-            f"not {store.strategy}"
+            f"not {entry.strategy}"
         )
-    if store is SQLiteStore:
-        if sqlite_path is None:
-            raise ValueError("the sqlite strategy needs sqlite_path (CRAWLDEDUP_SQLITE)")
-        return SQLiteStore(sqlite_path, **common)
-    if store is PostgresStore:
-        if postgres_url is None:
-            raise ValueError("the postgres strategy needs postgres_url (CRAWLDEDUP_POSTGRES_URL)")
-        return PostgresStore(postgres_url, **common)
-    if store is ServiceStore:
-        if service_url is None:
-            raise ValueError("the service strategy needs service_url (CRAWLDEDUP_SERVICE_URL)")
-        # The window is the service's store's own: claims expire where they are kept.
-        return ServiceStore(
-            service_url, namespace=namespace, policy_digest=policy_digest, retry=retry, asynchronous=asynchronous
-        )
-    if redis_url is None:
-        raise ValueError(f"the {store.strategy} strategy needs redis_url (CRAWLDEDUP_REDIS_URL)")
-    if store is RedisKeyStore:
-        return RedisKeyStore(redis_url, ttl_seconds=ttl_seconds, durability=durability, **common)
-    if store is RedisShardedSetStore:
-        return RedisShardedSetStore(redis_url, capacity=capacity, durability=durability, **common)
-    return RedisBloomStore(redis_url, capacity=capacity, error_rate=error_rate, durability=durability, **common)
+    options = StoreOptions(
+        namespace=namespace,
+        policy_digest=policy_digest,
+        capacity=capacity,
+        error_rate=error_rate,
+        redis_url=redis_url,
+        sqlite_path=sqlite_path,
+        service_url=service_url,
+        postgres_url=postgres_url,
+        ttl_seconds=ttl_seconds,
+        retry=retry,
+        window=window,
+        clock=clock,
+        asynchronous=asynchronous,
+        durability=durability,
+        window_layout=window_layout,
+    )
+    return entry.load().from_options(options)
 
 
 def open_async_store(strategy: str, **arguments: Any) -> AsyncClaimStore:

@@ -34,10 +34,23 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, List, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    Union,
+)
 from urllib.parse import urlsplit
 
-from .._checks import check_name, check_postgres_url, redact_url
+from .._checks import check_name
 from .._plans import Plan, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
@@ -48,12 +61,18 @@ from .base import (
     ClaimStore,
     Lease,
     RetryPolicy,
+    ServerFacts,
     StoreCall,
+    StoreOptions,
+    StoreRefused,
+    StoreUnavailable,
     check_namespace_fields,
     check_policy_digest,
     check_window_stamp,
+    required,
     window_stamp,
 )
+from .urls import check_postgres_url, redact_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -95,7 +114,8 @@ _ALIASES_TABLE = (
     "CREATE INDEX IF NOT EXISTS aliases_{id}_age ON {table} (generation)",
 )
 _RECORD = (
-    f"SELECT id, layout, store, fingerprint, policy, recrawl_window, to_regclass('{SCHEMA}.claims_' || id) IS NOT NULL, "
+    f"SELECT id, layout, store, fingerprint, policy, recrawl_window, "
+    f"to_regclass('{SCHEMA}.claims_' || id) IS NOT NULL, "
     f"to_regclass('{SCHEMA}.aliases_' || id) IS NOT NULL FROM {SCHEMA}.namespaces WHERE name = %s"
 )
 _SPLIT = "SELECT substring({0}::bytea FROM i * 16 + 1 FOR 16) FROM generate_series(0, length({0}::bytea) / 16 - 1) AS i"
@@ -125,7 +145,8 @@ _MEASURE = "SELECT pg_total_relation_size('{table}')::float8, count(*) FROM {tab
 _RECORD_ALIASES = (
     """INSERT INTO {table} (requested, final, generation)
     SELECT DISTINCT ON (requested) requested, final, %(generation)s::int8 FROM (
-        SELECT i, substring(%(requested)s::bytea FROM i * 16 + 1 FOR 16), substring(%(finals)s::bytea FROM i * 16 + 1 FOR 16)
+        SELECT i, substring(%(requested)s::bytea FROM i * 16 + 1 FOR 16),
+               substring(%(finals)s::bytea FROM i * 16 + 1 FOR 16)
         FROM generate_series(0, length(%(requested)s::bytea) / 16 - 1) AS i) AS pairs (i, requested, final)
     ORDER BY requested, i DESC
     ON CONFLICT (requested) DO UPDATE SET final = excluded.final, generation = excluded.generation""",
@@ -208,6 +229,11 @@ class PostgresStore(ClaimStore):
     supports_unclaim = True
     supports_aliases = True
 
+    @classmethod
+    def from_options(cls, options: StoreOptions) -> PostgresStore:
+        url = required(options.postgres_url, cls.strategy, "postgres_url", "CRAWLDEDUP_POSTGRES_URL")
+        return cls(url, **options.common())
+
     def __init__(
         self,
         url: str,
@@ -237,7 +263,7 @@ class PostgresStore(ClaimStore):
         if asynchronous:
             return
         try:
-            self._with_retries(lambda: drive(self._open(), self._send))
+            self.with_retries(lambda: drive(self._open(), self._send))
         except BaseException:  # NamespaceConflict, StoreUnavailable: no store, so no open connection
             self.close()
             raise
@@ -363,6 +389,49 @@ class PostgresStore(ClaimStore):
     def aliases_table(self) -> str:
         """The namespace's alias map of redirects (``crawldedup.aliases_<id>``), once open."""
         return self._aliases
+
+    # -- operators' tools ---------------------------------------------------------------------
+
+    @classmethod
+    def read_record(cls, namespace: str, location: Any) -> Optional[Dict[str, str]]:
+        url = check_postgres_url("postgres_url", location)
+        import psycopg  # the postgres extra: a store of this strategy was asked for
+
+        try:
+            with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_SECONDS) as db:
+                if db.execute(f"SELECT to_regclass('{SCHEMA}.namespaces')").fetchone() == (None,):
+                    return None
+                row = db.execute(
+                    f"SELECT layout, store, fingerprint, policy, recrawl_window FROM {SCHEMA}.namespaces "
+                    f"WHERE name = %s",
+                    (namespace,),
+                ).fetchone()
+        except psycopg.Error as exc:
+            problem = connection_problem(exc, urlsplit(url).password is not None)
+            reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            if problem is not None:
+                raise StoreRefused(redact_url(url), 1, reason, problem) from None
+            raise StoreUnavailable(redact_url(url), 1, reason) from None
+        if row is None:
+            return None
+        return {"layout": str(row[0]), "store": row[1], "fingerprint": row[2], "policy": row[3], "window": row[4]}
+
+    def server_facts(self) -> ServerFacts:
+        query = "SELECT current_setting('server_version'), pg_database_size(current_database())"
+        ((version, used),) = self.execute(query)
+        return ServerFacts(
+            f"PostgreSQL {version}", (), int(used), None, "the server's free disk space (not known here)"
+        )
+
+    def delete_namespace(self) -> int:
+        rows = self.count_claims()
+        self.execute(f"DROP TABLE IF EXISTS {self.table}, {self.aliases_table}")
+        return rows + len(
+            self.execute(f"DELETE FROM {SCHEMA}.namespaces WHERE name = %s RETURNING id", (self.namespace,))
+        )
+
+    def count_claims(self) -> int:
+        return int(self.execute(f"SELECT count(*) FROM {self.table}")[0][0])
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
         """Run one statement of an operators' tool (``crawldedup doctor``, ``stats``) in its own

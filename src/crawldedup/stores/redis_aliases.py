@@ -29,6 +29,7 @@ from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
 from ..windows import Clock, Window
 from .aliases import Aliases, live_finals, oldest_live, stamp
+from .lua import lua
 
 #: Hash tags a namespace's aliases are spread over (a fixed part of the layout).
 ALIAS_GROUPS = 16
@@ -37,17 +38,7 @@ ALIAS_COMMANDS = ("HLEN", "HEXISTS", "HRANDFIELD", "HDEL", "HSET", "HMGET", "EXP
 
 # KEYS[1]: one group's alias hash. ARGV: the most aliases it holds, the stamp, when the hash
 # expires (Unix seconds; 0: never), then (requested, final) pairs.
-_RECORD = """
-local cap, stamp, expire_at = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-for i = 4, #ARGV, 2 do
-  if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 and redis.call('HLEN', KEYS[1]) >= cap then
-    redis.call('HDEL', KEYS[1], redis.call('HRANDFIELD', KEYS[1]))
-  end
-  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1] .. stamp)
-end
-if expire_at > 0 then redis.call('EXPIREAT', KEYS[1], expire_at) end
-return 0
-"""
+_RECORD = lua("aliases_record")
 
 
 def alias_key(namespace: str, group: int) -> bytes:

@@ -26,10 +26,13 @@ from .._checks import complaint, is_integer
 from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
 from ._redis import DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
-from .base import StoreCall
+from .base import StoreCall, StoreOptions
+from .lua import lua
 
 #: Claim keys :meth:`RedisKeyStore.bytes_per_url` measures, and the most SCAN steps it takes to find them.
 SAMPLE_KEYS = 200
+#: Keys one ``SCAN`` step of :meth:`RedisKeyStore.count_claims` looks at.
+COUNT_BATCH = 10_000
 MAX_SAMPLE_SCANS = 100
 #: Redis 7's sizes (object.c): a value object, and the refcount of a shared integer (the value
 #: "1" of every claim key is one, so it costs no allocation of its own).
@@ -50,66 +53,7 @@ SHARED_REFCOUNT = 2**31 - 1
 # command instead of one per key for new pages (redis-server's CPU a claim 3.5 -> 3.0 us,
 # INFO commandstats), key by key only for a chunk where some key exists. A key repeated in
 # the call is lost to its first.
-_PRIMITIVES = (
-    """
-local WIDTH = 16
-local MSETNX_KEYS = 64
-local LIVE = 'g' .. decimal(GEN)  -- a lasting claim's value with a window
-local function locate(r) return TAG .. r, nil end
-local function live(v)
-  return v and (string.sub(v, 1, 1) ~= 'g' or tonumber(string.sub(v, 2)) >= OLDEST)
-end
-local function claim_key(k, m, ttl)
-  if GEN >= 0 then
-    local value = ttl > 0 and LIVE or 'L'
-    local added
-    if ttl > 0 then added = redis.call('SET', k, value, 'NX', 'EXAT', decimal(FORGET_AT)) else added = redis.call('SET', k, value, 'NX') end
-    if added then return 1 end
-    if live(redis.call('GET', k)) then return 0 end
-    if ttl > 0 then redis.call('SET', k, value, 'EXAT', decimal(FORGET_AT)) else redis.call('SET', k, value) end
-    return 1
-  end
-  if ttl > 0 then return redis.call('SET', k, '1', 'NX', 'EX', decimal(ttl)) and 1 or 0 end
-  return redis.call('SET', k, '1', 'NX') and 1 or 0
-end
-local function claimed(k, m)
-  if GEN >= 0 then return live(redis.call('GET', k)) and 1 or 0 end
-  return redis.call('EXISTS', k)
-end
-local function visit(k, m, ttl)
-  if GEN >= 0 then redis.call('SET', k, LIVE, 'EXAT', decimal(FORGET_AT))
-  elseif ttl > 0 then redis.call('EXPIRE', k, decimal(ttl)) else redis.call('PERSIST', k) end
-end
-local function unclaim(k, m) redis.call('DEL', k) end
-local function claim_id(k, m) return string.sub(k, -16) end
-"""
-    + ONE_BY_ONE
-    + """
-local function claim_all(ks, ms, count, ttl)
-  if GEN >= 0 or ttl > 0 then return claim_one_by_one(ks, ms, count, ttl) end
-  local won, seen, args, at = {}, {}, {}, {}
-  for first = 1, count, MSETNX_KEYS do
-    local j = 0
-    for i = first, math.min(first + MSETNX_KEYS - 1, count) do
-      local k = ks[i]
-      if seen[k] then
-        won[i] = 0
-      else
-        seen[k] = true
-        j = j + 1
-        args[2 * j - 1], args[2 * j], at[j] = k, '1', i
-      end
-    end
-    if j > 0 and redis.call('MSETNX', unpack(args, 1, 2 * j)) == 1 then
-      for t = 1, j do won[at[t]] = 1 end
-    else
-      for t = 1, j do won[at[t]] = claim_key(ks[at[t]], ms[at[t]], ttl) end
-    end
-  end
-  return won
-end
-"""
-)
+_PRIMITIVES = lua("keys_primitives") + ONE_BY_ONE + lua("keys_claim_all")
 
 
 class RedisKeyStore(GroupedScriptStore):
@@ -140,6 +84,10 @@ class RedisKeyStore(GroupedScriptStore):
         self.ttl_seconds = ttl_seconds
         super().__init__(url, **kwargs)
 
+    @classmethod
+    def from_options(cls, options: StoreOptions) -> RedisKeyStore:
+        return cls(ttl_seconds=options.ttl_seconds, **cls._redis_options(options))
+
     def _ttl(self) -> int:
         return super()._ttl() if self.window is not None else self.ttl_seconds or 0
 
@@ -158,6 +106,15 @@ class RedisKeyStore(GroupedScriptStore):
         self._single_node()
         cursor, keys = self._scan(cursor, count)
         return cursor, Fingerprints.of([key[-16:] for key in keys])
+
+    def count_claims(self) -> int:
+        """Claim keys counted by ``SCAN`` (leased ones included; not on a Redis Cluster)."""
+        total, cursor = 0, 0
+        while True:
+            cursor, found = self.scan_claims(cursor, COUNT_BATCH)
+            total += len(found)
+            if cursor == 0:
+                return total
 
     def _scan(self, cursor: int, count: int) -> Tuple[int, List[bytes]]:
         # mypy cannot solve _perform's StoreCall[T] | T for a tuple answer: the call is typed loosely.

@@ -25,124 +25,35 @@ from .._checks import check_capacity, check_error_rate
 from .._plans import Plan
 from ..fingerprints import Fingerprints
 from ._redis import RECEIPTS_LUA, RedisStore, allocated_bytes, read_answers, server_text
-from .base import ClaimAnswers, Lease, StoreCall
+from .base import ClaimAnswers, Lease, StoreCall, StoreOptions
+from .lua import lua
 
 # The items of a call, 16 raw fingerprint bytes each, come back to back in ARGV's last argument
 # (one argument for the client to send, not one per item); items(first, last) cuts a stretch
 # of them into a table for BF.MADD / BF.MEXISTS, which take 1,000 at a time (Lua's unpack stops
 # near 8,000). Scripts answer one character per item (as_text).
-_ITEMS = (
-    RECEIPTS_LUA
-    + """
-local ITEMS = ARGV[#ARGV]
-local COUNT = #ITEMS / 16
-local function item(i) return string.sub(ITEMS, 16 * i - 15, 16 * i) end
-local function items(first, last)
-  local t = {}
-  for i = first, last do t[i - first + 1] = item(i) end
-  return t
-end
-"""
-)
+_ITEMS = RECEIPTS_LUA + lua("bloom_items")
 
 # KEYS: the filter, the call's receipt. ARGV: receipt seconds, the items. Per item: 1 won
 # (added), 0 already there.
-_CLAIM = (
-    _ITEMS
-    + """
-local seconds = tonumber(ARGV[1])
-local receipt = read_receipt(KEYS[2], seconds)
-if receipt then return receipt end
-local answers = {}
-for first = 1, COUNT, 1000 do
-  local added = redis.call('BF.MADD', KEYS[1], unpack(items(first, math.min(first + 999, COUNT))))
-  for _, a in ipairs(added) do answers[#answers + 1] = a end
-end
-local text = as_text(answers, COUNT)
-keep_receipt(KEYS[2], seconds, text)
-return text
-"""
-)
+_CLAIM = _ITEMS + lua("bloom_claim")
 
 # KEYS: the filter. ARGV: the items. Per item: 1 when the filter holds it.
-_READ = (
-    _ITEMS
-    + """
-local found = {}
-for first = 1, COUNT, 1000 do
-  local exists = redis.call('BF.MEXISTS', KEYS[1], unpack(items(first, math.min(first + 999, COUNT))))
-  for _, v in ipairs(exists) do found[#found + 1] = v end
-end
-return as_text(found, COUNT)
-"""
-)
+_READ = _ITEMS + lua("bloom_read")
 
 # With a window: one filter per generation, "{<namespace>:bf}:<generation>" (the hash tag keeps
 # them and the receipts in one Cluster slot), reserved on first use and expiring (EXPIREAT) when
 # its generation is forgotten. ARGV after the receipt seconds: the generations' key prefix, the
 # current generation, the oldest live one, when the current one is forgotten, error rate,
 # capacity, then the items. LIVE_OLDER: the older live filters that exist.
-_LIVE_OLDER = (
-    _ITEMS
-    + """
-local PREFIX, GEN, OLDEST = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local older = {}
-for g = GEN - 1, OLDEST, -1 do
-  if redis.call('EXISTS', PREFIX .. g) == 1 then older[#older + 1] = PREFIX .. g end
-end
--- Per item: 1 when one of the filters holds it.
-local function seen_in(filters)
-  local seen = {}
-  for i = 1, COUNT do seen[i] = 0 end
-  for first = 1, COUNT, 1000 do
-    local chunk = items(first, math.min(first + 999, COUNT))
-    for _, f in ipairs(filters) do
-      local found = redis.call('BF.MEXISTS', f, unpack(chunk))
-      for j, v in ipairs(found) do if v == 1 then seen[first + j - 1] = 1 end end
-    end
-  end
-  return seen
-end
-"""
-)
+_LIVE_OLDER = _ITEMS + lua("bloom_live_older")
 
 # KEYS: the current generation's filter, the call's receipt. Per item: 1 won, 0 already seen in
 # a live generation (then not added again: its window runs from its first claim).
-_CLAIM_IN_WINDOW = (
-    _LIVE_OLDER
-    + """
-local seconds = tonumber(ARGV[1])
-local receipt = read_receipt(KEYS[2], seconds)
-if receipt then return receipt end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('BF.RESERVE', KEYS[1], ARGV[6], ARGV[7])
-  redis.call('EXPIREAT', KEYS[1], ARGV[5])
-end
-local seen = seen_in(older)
-local fresh, rows = {}, {}
-for i = 1, COUNT do
-  if seen[i] == 0 then fresh[#fresh + 1] = item(i); rows[#rows + 1] = i end
-end
-local answers = {}
-for i = 1, COUNT do answers[i] = 0 end
-for first = 1, #fresh, 1000 do
-  local added = redis.call('BF.MADD', KEYS[1], unpack(fresh, first, math.min(first + 999, #fresh)))
-  for j, a in ipairs(added) do answers[rows[first + j - 1]] = a end
-end
-local text = as_text(answers, COUNT)
-keep_receipt(KEYS[2], seconds, text)
-return text
-"""
-)
+_CLAIM_IN_WINDOW = _LIVE_OLDER + lua("bloom_claim_in_window")
 
 # KEYS: the current generation's filter. Per item: 1 when a live generation holds it.
-_READ_IN_WINDOW = (
-    _LIVE_OLDER
-    + """
-if redis.call('EXISTS', KEYS[1]) == 1 then older[#older + 1] = KEYS[1] end
-return as_text(seen_in(older), COUNT)
-"""
-)
+_READ_IN_WINDOW = _LIVE_OLDER + lua("bloom_read_in_window")
 
 
 def bf_info(reply: Any) -> Dict[str, Any]:
@@ -186,6 +97,14 @@ class RedisBloomStore(RedisStore):
         check_capacity(capacity)
         check_error_rate(error_rate)
         super().__init__(url, layout={"capacity": str(capacity), "error_rate": repr(error_rate)}, **kwargs)
+
+    @classmethod
+    def from_options(cls, options: StoreOptions) -> RedisBloomStore:
+        return cls(capacity=options.capacity, error_rate=options.error_rate, **cls._redis_options(options))
+
+    def count_claims(self) -> int:
+        """Items inserted into the filter (``BF.INFO``)."""
+        return int(self.filter_info()["Number of items inserted"])
 
     def _adopt_namespace(self) -> Plan[None]:
         yield from super()._adopt_namespace()

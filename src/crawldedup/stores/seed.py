@@ -29,9 +29,8 @@ import sqlite3
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from .._plans import Plan
-from ._redis import RedisStore
-from .base import ClaimStore, StoreCall
-from .sqlite import SQLiteStore, Work
+from .base import STORES, ClaimStore, StoreCall
+from .sqlite import Work
 
 __all__ = [
     "SEED_CHUNK_BYTES",
@@ -61,8 +60,9 @@ _SEED_SCHEMA = (
 class SeedRecord(NamedTuple):
     """What a namespace's seed is: the digest and size of its bytes, the sizes of the files they
     join (``parts``, comma-separated: a state file, then the stage files it grew, in order), its
-    chunks (their size, how many, and how many are uploaded), the canonical policy and recrawl window it was made with (the
-    window's :meth:`~crawldedup.windows.Window.describe`, or ``none``), and where it came from."""
+    chunks (their size, how many, and how many are uploaded), the canonical policy and recrawl
+    window it was made with (the window's :meth:`~crawldedup.windows.Window.describe`, or
+    ``none``), and where it came from."""
 
     digest: str
     size: int
@@ -229,9 +229,10 @@ class SQLiteSeeds(SeedLayout):
 
 def seed_layout(store: ClaimStore) -> Optional[SeedLayout]:
     """The seed layout of ``store``'s namespace; None for a store that keeps no seed (``service``)."""
-    if isinstance(store, SQLiteStore):
+    family = next(entry.family for entry in STORES if entry.strategy == store.strategy)
+    if family == "sqlite":
         return SQLiteSeeds(store.namespace)
-    if isinstance(store, RedisStore):
+    if family == "redis":
         return RedisSeeds(store.namespace)
     return None
 

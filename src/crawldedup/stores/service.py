@@ -26,11 +26,21 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from .._checks import check_name, complaint, redact_url
+from .._checks import check_name, complaint
 from .._plans import Plan, drive
 from ..fingerprints import Fingerprints
 from .aliases import Aliases
-from .base import ClaimAnswers, ClaimStore, Lease, NamespaceConflict, RetryPolicy, check_policy_digest
+from .base import (
+    ClaimAnswers,
+    ClaimStore,
+    Lease,
+    NamespaceConflict,
+    RetryPolicy,
+    StoreOptions,
+    check_policy_digest,
+    required,
+)
+from .urls import redact_url
 
 #: Seconds one call may take (a 100,000-fingerprint claim takes well under one).
 TIMEOUT_SECONDS = 60.0
@@ -136,6 +146,18 @@ class ServiceStore(ClaimStore):
     #: The service's store holds leases, so it is a Redis store: it keeps the alias map too.
     supports_aliases = True
 
+    @classmethod
+    def from_options(cls, options: StoreOptions) -> ServiceStore:
+        url = required(options.service_url, cls.strategy, "service_url", "CRAWLDEDUP_SERVICE_URL")
+        # The window is the service's store's own: claims expire where they are kept.
+        return cls(
+            url,
+            namespace=options.namespace,
+            policy_digest=options.policy_digest,
+            retry=options.retry,
+            asynchronous=options.asynchronous,
+        )
+
     def __init__(
         self,
         url: str,
@@ -168,7 +190,7 @@ class ServiceStore(ClaimStore):
             return
         self._client = httpx.Client(base_url=self.url, headers=self._headers, timeout=TIMEOUT_SECONDS)
         try:
-            self._with_retries(lambda: drive(self._open(), self._send))
+            self.with_retries(lambda: drive(self._open(), self._send))
         except BaseException:
             self._client.close()
             raise

@@ -32,15 +32,18 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, List, Optional, Tuple
+import struct
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .._checks import check_capacity
+from .._checks import check_capacity, complaint, integer_in
 from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
+from ..windows import Window
 from ._redis import DEFAULT_GROUPS, DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
-from .base import StoreCall
+from .base import NamespaceConflict, StoreCall, StoreOptions
+from .lua import lua
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
 #: under Redis's 512-entry intset limit (P(Poisson(400) > 512) = 3.4e-8 per shard).
@@ -50,6 +53,8 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _RECORD = np.dtype([("shard", "<u8"), ("member", "<i4")])
 #: Shards sampled by :meth:`RedisShardedSetStore.bytes_per_url`.
 SAMPLE_SHARDS = 64
+#: Shards counted per pipeline by :meth:`RedisShardedSetStore.count_claims`.
+COUNT_BATCH = 10_000
 #: An intset's header (encoding and length, 4 bytes each) before its members.
 INTSET_HEADER_BYTES = 8
 
@@ -63,105 +68,33 @@ INTSET_HEADER_BYTES = 8
 # With a window, claim_all answers the claims of one shard together when it has several in the
 # call: one SMISMEMBER per set looked up and one SADD, not G + 2 commands per claim. Without
 # one, a claim is one SADD, which batching would not make cheaper.
-_PRIMITIVES = (
-    """
-local WIDTH = 12
-local shard_keys = {}  -- a call has several claims per shard: its key is made once
-local function locate(r)
-  local shard, m = struct.unpack('<I8i4', r)
-  local k = shard_keys[shard]
-  if not k then
-    k = TAG .. ':' .. string.format('%d', shard)
-    shard_keys[shard] = k
-  end
-  return k, string.format('%d', m)
-end
-local SETS = {''}
-if GEN >= 0 then
-  SETS = {':L'}
-  for g = GEN, OLDEST, -1 do SETS[#SETS + 1] = ':' .. decimal(g) end
-end
-local function in_window(k, m)
-  for _, suffix in ipairs(SETS) do
-    if redis.call('SISMEMBER', k .. suffix, m) == 1 then return 1 end
-  end
-  return 0
-end
-local expiring = {}
-local function remember(k, ...)
-  local current = k .. ':' .. decimal(GEN)
-  redis.call('SADD', current, ...)
-  if not expiring[current] then  -- once per set and call: a repeated EXPIREAT NX changes nothing
-    redis.call('EXPIREAT', current, decimal(FORGET_AT), 'NX')
-    expiring[current] = true
-  end
-end
--- Members new to shard k go where a claim puts them: the shard (no window), the current
--- generation's set (lasting claims) or the leased set.
-local function put(k, ttl, ...)
-  if GEN < 0 then redis.call('SADD', k, ...)
-  elseif ttl > 0 then remember(k, ...)
-  else redis.call('SADD', k .. ':L', ...) end
-end
-local function claim_key(k, m, ttl)
-  if GEN < 0 then return redis.call('SADD', k, m) end
-  if in_window(k, m) == 1 then return 0 end
-  put(k, ttl, m)
-  return 1
-end
-"""
-    + ONE_BY_ONE
-    + """
-local function claim_shard(k, ms, rows, won, ttl)
-  local members, first_row, present = {}, {}, {}
-  for _, i in ipairs(rows) do
-    local m = ms[i]
-    if not first_row[m] then first_row[m] = i; members[#members + 1] = m end
-  end
-  for _, suffix in ipairs(SETS) do
-    for first = 1, #members, 1000 do
-      local found = redis.call('SMISMEMBER', k .. suffix, unpack(members, first, math.min(first + 999, #members)))
-      for j, v in ipairs(found) do if v == 1 then present[members[first + j - 1]] = true end end
-    end
-  end
-  local fresh = {}
-  for _, i in ipairs(rows) do
-    local m = ms[i]
-    if first_row[m] == i and not present[m] then won[i] = 1; fresh[#fresh + 1] = m else won[i] = 0 end
-  end
-  for first = 1, #fresh, 1000 do put(k, ttl, unpack(fresh, first, math.min(first + 999, #fresh))) end
-end
-local function claim_all(ks, ms, count, ttl)
-  if GEN < 0 then return claim_one_by_one(ks, ms, count, ttl) end
-  local won, rows_of, shards = {}, {}, {}
-  for i = 1, count do
-    local rows = rows_of[ks[i]]
-    if not rows then rows = {}; rows_of[ks[i]] = rows; shards[#shards + 1] = ks[i] end
-    rows[#rows + 1] = i
-  end
-  for _, k in ipairs(shards) do
-    local rows = rows_of[k]
-    if #rows == 1 then won[rows[1]] = claim_key(k, ms[rows[1]], ttl) else claim_shard(k, ms, rows, won, ttl) end
-  end
-  return won
-end
-local function claimed(k, m)
-  if GEN < 0 then return redis.call('SISMEMBER', k, m) end
-  return in_window(k, m)
-end
-local function visit(k, m, ttl)
-  if GEN >= 0 then
-    redis.call('SREM', k .. ':L', m)
-    remember(k, m)
-  end
-end
-local function unclaim(k, m)
-  if GEN < 0 then redis.call('SREM', k, m) return end
-  for _, suffix in ipairs(SETS) do redis.call('SREM', k .. suffix, m) end
-end
-local function claim_id(k, m) return string.match(k, '(%d+)$') .. ':' .. m end
-"""
-)
+_PRIMITIVES = lua("sharded_set_primitives") + ONE_BY_ONE + lua("sharded_set_batched")
+
+#: How a windowed namespace keeps its claims (its record's ``window_layout``). ``generations``:
+#: a set per shard and generation, a claim looked up in each live one (G + 2 lookups), the
+#: layout of namespaces made before ``ticks``. ``ticks``: strings of 5-byte records (member,
+#: tick of its claim), one lookup per claim, the window exact to a tick; see
+#: ``lua/ticks_primitives.lua`` and docs/stores.md.
+GENERATIONS, TICKS = "generations", "ticks"
+WINDOW_LAYOUTS = (GENERATIONS, TICKS)
+#: The most ticks a window is cut into: the ticks a string holds between sweeps (a window and
+#: a quarter) stay fewer than 255, the values of a tick's byte (mod 255; 255 marks a lease).
+MAX_TICKS = 64
+#: Strings per shard of the ticks layout: 200 claims per string at capacity (400 / 2), 5 bytes
+#: each. A member's string is its shard's number ``member mod SPLIT``: the members of a string
+#: are half its shard's, so a 32-bit member collides with the same chance as in a set.
+SPLIT = 2
+#: Claims of a call per string the call sweeps in each group it claims in (the sweep's slices:
+#: at steady state a window's claims sweep every string of the namespace once or more).
+CLAIMS_PER_SWEPT_HASH = 64
+_TICKS_PRIMITIVES = lua("ticks_primitives")
+
+
+def ticks_per_window(window: Window) -> int:
+    """The ticks of a window of G generations: the largest multiple of G up to :data:`MAX_TICKS`,
+    so that a tick never straddles a generation and the store forgets a claim no later than the
+    local filter does."""
+    return window.generations * (MAX_TICKS // window.generations)
 
 
 def shards_for(capacity: int, groups: int) -> int:
@@ -186,20 +119,192 @@ class RedisShardedSetStore(GroupedScriptStore):
 
     strategy = "sharded-set"
     kind = "sharded-set"
-    commands = (*GroupedScriptStore.commands, "SADD", "SISMEMBER", "SMISMEMBER", "SREM", "EXPIREAT")
+    commands = (
+        *GroupedScriptStore.commands,
+        "SADD",
+        "SISMEMBER",
+        "SMISMEMBER",
+        "SREM",
+        "EXPIREAT",
+        "DEL",
+        "GETRANGE",
+        "SMEMBERS",
+    )
     _primitives = _PRIMITIVES
 
-    def __init__(self, url: Optional[str] = None, *, capacity: int, **kwargs: Any) -> None:
+    def __init__(
+        self, url: Optional[str] = None, *, capacity: int, window_layout: Optional[str] = None, **kwargs: Any
+    ) -> None:
         check_capacity(capacity)
-        layout = {"shards": str(shards_for(capacity, kwargs.get("groups", DEFAULT_GROUPS))), "capacity": str(capacity)}
+        if window_layout is not None and window_layout not in WINDOW_LAYOUTS:
+            raise ValueError(complaint("window_layout", f"one of {', '.join(WINDOW_LAYOUTS)} or None", window_layout))
+        windowed = kwargs.get("window") is not None
+        groups = kwargs.get("groups", DEFAULT_GROUPS)
+        #: The layout asked for; a namespace that exists keeps its own (see _adopt_namespace).
+        self._asked_layout = window_layout
+        ticks = windowed and window_layout != GENERATIONS
+        layout = {"shards": str(shards_for(capacity, groups)), "capacity": str(capacity)}
+        if windowed:
+            layout["window_layout"] = TICKS if ticks else GENERATIONS
+        if ticks:
+            layout["split"] = str(SPLIT)
         super().__init__(url, layout=layout, **kwargs)
 
+    @classmethod
+    def from_options(cls, options: StoreOptions) -> RedisShardedSetStore:
+        return cls(capacity=options.capacity, window_layout=options.window_layout, **cls._redis_options(options))
+
     def _adopt_namespace(self) -> Plan[None]:
+        #: How the namespace keeps a windowed claim, from its record: a namespace made before
+        #: the ticks layout has none and keeps generations, so workers never mix layouts.
+        self.window_layout = self.meta.get("window_layout", GENERATIONS) if self.window is not None else None
+        if self._asked_layout is not None and self.window_layout not in (None, self._asked_layout):
+            raise NamespaceConflict(
+                f"namespace {self.namespace!r} keeps its windowed claims in the {self.window_layout} layout, "
+                f"this store asks for {self._asked_layout}: leave window_layout unset to join it, or migrate it"
+            )
+        if self.window_layout == TICKS:
+            self._sweep_script = lua("age") + _TICKS_PRIMITIVES + lua("ticks_sweep")
+            self._merge_script = lua("age") + _TICKS_PRIMITIVES + lua("ticks_merge")
         yield from super()._adopt_namespace()
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
+        #: Hashes per shard of the ticks layout (1 otherwise).
+        self.split = int(self.meta.get("split", 1))
         self.capacity = int(self.meta["capacity"])
         self._shards_per_group = self.shards // self.groups
+
+    def count_claims(self) -> int:
+        """Members of every shard (without a window, or in the ticks layout: the claims its strings
+        hold, those forgotten and not yet swept included)."""
+        return self.with_retries(self._count_members)
+
+    def _count_members(self) -> int:
+        ticks = self.window_layout == TICKS
+        total = 0
+        for start in range(0, self.shards, COUNT_BATCH):
+            pipe = self.client.pipeline(transaction=False)
+            for shard in range(start, min(start + COUNT_BATCH, self.shards)):
+                if ticks:
+                    for sub in range(self.split):
+                        pipe.strlen(self._shard_key(shard) + b":t%d" % sub)
+                else:
+                    pipe.scard(self._shard_key(shard))
+            # A string's 5-byte header is no claim; each claim is 5 bytes.
+            total += sum(max(0, count - 5) // 5 if ticks else count for count in pipe.execute())
+        return total
+
+    def _namespace_primitives(self) -> str:
+        return _TICKS_PRIMITIVES if self.window_layout == TICKS else self._primitives
+
+    def _age(self) -> Tuple[int, ...]:
+        """The ticks layout's window arguments: the strings per shard, the current tick, the
+        oldest live one, and when a string stamped now may expire (its claims until its next
+        sweep forgotten by then)."""
+        if self.window_layout != TICKS:
+            return super()._age()
+        assert self.window is not None
+        span = ticks_per_window(self.window)
+        tick = self.window.seconds / span
+        now = math.floor(self.clock() / tick)
+        return self.split, now, now - span, math.ceil((now + span // 4 + span + 1) * tick)
+
+    def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
+        if self.window_layout != TICKS or not claims:
+            return []
+        return [self._sweep_command(group, -(-claims // CLAIMS_PER_SWEPT_HASH))]
+
+    def _sweep_command(self, group: int, strings: int) -> Tuple[Any, ...]:
+        first = group * self._shards_per_group
+        cursor = self._tags[group] + b":cursor"
+        return ("EVAL", self._sweep_script, 1, cursor, first, self._shards_per_group, strings, *self._age())
+
+    def generation_members(self, first: int, count: int) -> List[Tuple[int, int, int]]:
+        """The lasting claims of shards ``first`` to ``first + count - 1`` of a namespace in the
+        generations layout: ``(shard, member, generation)`` for each member of a live
+        generation's set (leased members left out: their lease decides), one pipeline.
+
+        :raises ValueError: for a namespace in another layout.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        if self.window is None or self.window_layout != GENERATIONS:
+            raise ValueError(f"{self.description} keeps no generations of claims")
+        current = self.window.generation(self.clock())
+        sets = [
+            (shard, generation)
+            for shard in range(first, min(first + count, self.shards))
+            for generation in range(current - self.window.generations, current + 1)
+        ]
+
+        def plan(_token: bytes) -> Plan[List[Tuple[int, int, int]]]:
+            replies = yield [("SMEMBERS", self._shard_key(shard) + b":%d" % generation) for shard, generation in sets]
+            return [(shard, int(m), generation) for (shard, generation), ms in zip(sets, replies) for m in ms]
+
+        call: StoreCall[List[Tuple[int, int, int]]] = StoreCall(plan)
+        return self.perform(call)
+
+    def merge_generations(self, rows: List[Tuple[int, int, int]]) -> int:
+        """Copy ``(shard, member, generation)`` claims of a generations namespace with the same
+        window, groups and shards into this ticks namespace, each at the last tick of its
+        generation: seen as long as the generations layout would have it seen, at most, and at
+        least W after it was claimed. A claim this namespace holds at a later tick (or leased) is
+        kept; one already forgotten is left out. One pipeline.
+
+        :returns: the claims new to this namespace or moved to a later tick.
+        :raises ValueError: for a namespace in another layout.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        if self.window is None or self.window_layout != TICKS:
+            raise ValueError(f"{self.description} is no namespace of the ticks layout")
+        per_generation = ticks_per_window(self.window) // self.window.generations
+        latest: Dict[Tuple[int, int], int] = {}
+        for shard, member, generation in rows:
+            tick = (generation + 1) * per_generation - 1
+            latest[shard, member] = max(tick, latest.get((shard, member), tick))
+        by_string: Dict[Tuple[int, int], List[Any]] = {}
+        for (shard, member), tick in latest.items():
+            by_string.setdefault((shard, member % self.split), []).extend((struct.pack("<i", member), tick))
+        age = self._age()
+        commands = [
+            (
+                "EVAL",
+                self._merge_script,
+                1,
+                self._lease_keys[shard // self._shards_per_group][0],
+                self._shard_key(shard) + b":t%d" % sub,
+                *pairs,
+                *age,
+            )
+            for (shard, sub), pairs in by_string.items()
+        ]
+
+        def plan(_token: bytes) -> Plan[int]:
+            replies = yield from self._write(commands)
+            return sum(int(reply) for reply in replies)
+
+        call: StoreCall[int] = StoreCall(plan)
+        return self.perform(call) if commands else 0
+
+    def sweep(self, strings_per_group: int = 1_000) -> int:
+        """Sweep the next ``strings_per_group`` strings of every group (the ticks layout): their
+        forgotten claims are dropped, and a string left empty with them. Claims sweep as they go
+        (a string per 64 claims of a call, and a string when a claim touches it a quarter of a
+        window after its last sweep); this is for a namespace that rests, or a measurement.
+
+        :returns: the strings swept (those due); 0 for another layout.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        integer_in("strings_per_group", strings_per_group, 1, 1 << 30)
+        if self.window_layout != TICKS:
+            return 0
+        commands = [self._sweep_command(group, strings_per_group) for group in range(self.groups)]
+
+        def plan(_token: bytes) -> Plan[int]:
+            replies = yield from self._write(commands)
+            return sum(int(reply) for reply in replies)
+
+        call: StoreCall[int] = StoreCall(plan)
+        return self.perform(call)
 
     def _shard_key(self, shard: int) -> bytes:
         """``{<namespace>:<group>}:<shard>``; ``shard // (shards // groups)`` is ``(a * groups) >> 64``."""
@@ -219,10 +324,28 @@ class RedisShardedSetStore(GroupedScriptStore):
         jemalloc allocates for it (``MEMORY USAGE`` counts an intset at its length; 1,608 bytes take
         1,792); None while the sampled shards are all empty."""
         keys = [self._shard_key(random.randrange(self.shards)) for _ in range(SAMPLE_SHARDS)]
+        if self.window_layout == TICKS:  # strings of 5-byte records
+            keys = [key + b":t%d" % random.randrange(self.split) for key in keys]
+            return StoreCall(lambda _token: self._sample_strings(keys))
         if self.window is not None:  # the current generation's sets
             generation = self.window.generation(self.clock())
             keys = [key + b":%d" % generation for key in keys]
         return StoreCall(lambda _token: self._sample(keys))
+
+    def _sample_strings(self, keys: List[bytes]) -> Plan[Optional[float]]:
+        """Memory per claim of the ticks layout's sampled strings: ``MEMORY USAGE`` (the key, its
+        value at the allocator's size, its dict entry) plus jemalloc's rounding of the dict entry,
+        over the records they hold."""
+        replies = yield [
+            command for key in keys for command in (("MEMORY", "USAGE", key, "SAMPLES", "0"), ("STRLEN", key))
+        ]
+        used = claims = 0
+        for usage, length in zip(replies[0::2], replies[1::2]):
+            if usage is None or length <= 5:
+                continue
+            used += usage + allocated_bytes(DICT_ENTRY_BYTES) - DICT_ENTRY_BYTES
+            claims += (length - 5) // 5
+        return used / claims if claims else None
 
     def _sample(self, keys: List[bytes]) -> Plan[Optional[float]]:
         replies = yield [

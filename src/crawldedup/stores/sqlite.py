@@ -19,8 +19,9 @@ Schema (part of the documented format, see docs/stores.md)::
 window and NULL without one (such a claim never expires); the column is added on open to
 every file, those made before it existed included. ``recrawl_window`` stamps the window a
 namespace was made for (``base.window_stamp``): a store of another window is refused, naming
-both; a namespace made before the column existed (NULL) opens with any. With a window, a claim whose ``claimed_at`` is before the
-oldest live generation (``Window.live_since``) is won again by the next claim, atomically:
+both; a namespace made before the column existed (NULL) opens with any. With a window, a claim
+whose ``claimed_at`` is before the oldest live generation (``Window.live_since``) is won again
+by the next claim, atomically:
 ``INSERT ... ON CONFLICT DO UPDATE SET claimed_at = ... WHERE claimed_at < ?``.
 
 Every step is a plan (:mod:`crawldedup._plans`) whose requests are functions over the
@@ -42,12 +43,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Set, Tuple, Union, cast
 
 import numpy as np
 
@@ -62,10 +64,14 @@ from .base import (
     ClaimStore,
     Lease,
     RetryPolicy,
+    ServerFacts,
     StoreCall,
+    StoreOptions,
+    StoreRefused,
     check_namespace_fields,
     check_policy_digest,
     check_window_stamp,
+    required,
     window_stamp,
 )
 
@@ -235,6 +241,11 @@ class SQLiteStore(ClaimStore):
     supports_unclaim = True
     supports_aliases = True
 
+    @classmethod
+    def from_options(cls, options: StoreOptions) -> SQLiteStore:
+        path = required(options.sqlite_path, cls.strategy, "sqlite_path", "CRAWLDEDUP_SQLITE")
+        return cls(cast(Union[str, "os.PathLike[str]"], path), **options.common())  # mypy joins the union
+
     def __init__(
         self,
         path: Union[str, os.PathLike[str]],
@@ -260,9 +271,9 @@ class SQLiteStore(ClaimStore):
         self._worker: Optional[ThreadPoolExecutor] = None
         if asynchronous:
             return
-        self._db = self._with_retries(lambda: self._connect(busy_timeout_seconds))
+        self._db = self.with_retries(lambda: self._connect(busy_timeout_seconds))
         try:
-            self._with_retries(lambda: drive(self._open(), self._send))
+            self.with_retries(lambda: drive(self._open(), self._send))
         except BaseException:  # NamespaceConflict, StoreUnavailable: no store, so no open connection
             self._db.close()
             raise
@@ -303,6 +314,66 @@ class SQLiteStore(ClaimStore):
             self._worker = self._worker or ThreadPoolExecutor(1, thread_name_prefix="crawldedup-sqlite")
             loop = asyncio.get_running_loop()
             self._db = await loop.run_in_executor(self._worker, self._connect, self._busy_timeout_seconds)
+
+    # -- operators' tools ---------------------------------------------------------------------
+
+    @classmethod
+    def read_record(cls, namespace: str, location: Any) -> Optional[Dict[str, str]]:
+        path = Path(location) if location is not None else None
+        if path is None or not path.exists():
+            return None
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                columns = {row[1] for row in db.execute("PRAGMA table_info(crawldedup_namespaces)")}
+                window = "recrawl_window" if "recrawl_window" in columns else "NULL"  # a file made before it
+                row = db.execute(
+                    f"SELECT layout, fingerprint, policy, {window} FROM crawldedup_namespaces WHERE name = ?",
+                    (namespace,),
+                ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreRefused(f"sqlite store {str(path)!r}", 1, str(exc), file_problem(path, exc)) from None
+        if row is None:
+            return None
+        record = {"layout": str(row[0]), "store": "sqlite", "fingerprint": row[1], "policy": row[2]}
+        return {**record, "window": row[3]} if row[3] is not None else record
+
+    def server_facts(self) -> ServerFacts:
+        def facts() -> ServerFacts:
+            with self._lock:
+                db = self._connection()
+                pages = db.execute("PRAGMA page_count").fetchone()[0]
+                free = db.execute("PRAGMA freelist_count").fetchone()[0]
+                page_size = db.execute("PRAGMA page_size").fetchone()[0]
+            disk_free = shutil.disk_usage(self.path.resolve().parent).free
+            return ServerFacts(
+                f"SQLite {sqlite3.sqlite_version}",
+                (),
+                (pages - free) * page_size,
+                pages * page_size + disk_free,
+                "the file's size and the free disk space",
+            )
+
+        return self.with_retries(facts)
+
+    def delete_namespace(self) -> int:
+        def delete() -> int:
+            with self._transaction() as db:
+                space = (self._namespace_id,)
+                rows = db.execute("DELETE FROM crawldedup_claims WHERE namespace = ?", space).rowcount
+                rows += db.execute("DELETE FROM crawldedup_aliases WHERE namespace = ?", space).rowcount
+                db.execute("DELETE FROM crawldedup_alias_counts WHERE namespace = ?", space)
+                rows += db.execute("DELETE FROM crawldedup_namespaces WHERE id = ?", space).rowcount
+            return int(rows)
+
+        return self.with_retries(delete)
+
+    def count_claims(self) -> int:
+        def rows() -> int:
+            with self._lock:
+                query = "SELECT count(*) FROM crawldedup_claims WHERE namespace = ?"
+                return int(self._connection().execute(query, (self._namespace_id,)).fetchone()[0])
+
+        return self.with_retries(rows)
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
