@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import random
@@ -16,6 +17,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import quote
 
@@ -439,6 +441,46 @@ def missing(message: str) -> NoReturn:
     if IN_CI:
         pytest.fail(message)
     pytest.skip(message)
+
+
+def required_module(name: str, extra: str = "engines") -> ModuleType:
+    """The module ``name`` of an optional extra; a test without it skips locally and fails under
+    ``CI=true`` (scripts/test installs the ``test`` extra, which holds every engine)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        message = f"{name} is not installed ({exc}): pip install crawldedup[{extra}]"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message, allow_module_level=True)  # called where a test module imports
+
+
+@pytest.fixture(scope="session")
+def spark_session() -> Iterator[Any]:
+    """One local[2] Spark session (its JVM starts once) for every test of the session that
+    needs Spark; its driver listens on loopback and its workers run this interpreter."""
+    required_module("pyspark")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from crawldedup.offline.on_spark import spark_session as make
+
+    session = make("local[2]")
+    session.conf.set("spark.sql.shuffle.partitions", "4")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def dask_client() -> Iterator[Any]:
+    """One distributed.LocalCluster (a worker process, two threads) and its client for the session."""
+    required_module("dask")
+    distributed = required_module("distributed")
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, host="127.0.0.1", dashboard_address=":0"
+    ) as cluster:
+        with distributed.Client(cluster) as client:
+            yield client
 
 
 def required_sentinel() -> List[str]:

@@ -77,18 +77,29 @@ else:
     ext_modules = cythonize(
         [
             extension(
+                "crawldedup.fingerprints._fingerprints_c",
+                "src/crawldedup/fingerprints/_fingerprints_c.pyx",
+                include_dirs=["src/crawldedup/fingerprints"],
+                depends=["src/crawldedup/fingerprints/_murmur3.h", "src/crawldedup/fingerprints/_prefetch.h"],
+            ),
+            extension(
                 "crawldedup.bloom._bloom_c",
                 "src/crawldedup/bloom/_bloom_c.pyx",
-                include_dirs=["src/crawldedup/bloom"],
-                depends=["src/crawldedup/bloom/_murmur3.h", "src/crawldedup/bloom/_bloom_portable.h"],
+                # Keys are hashed by the fingerprints' C (cimported through _fingerprints_c.pxd).
+                include_dirs=["src/crawldedup/bloom", "src/crawldedup/fingerprints"],
+                depends=[
+                    "src/crawldedup/bloom/_bloom_portable.h",
+                    "src/crawldedup/fingerprints/_prefetch.h",
+                    "src/crawldedup/fingerprints/_fingerprints_c.pxd",
+                ],
             ),
             extension("crawldedup.canonical._canonical_c", "src/crawldedup/canonical/_canonical_c.pyx"),
             extension(
                 "crawldedup.content._simhash_c",
                 "src/crawldedup/content/_simhash_c.pyx",
-                # The one MurmurHash3 in C: the filter's, so both hash a key the same way.
-                include_dirs=["src/crawldedup/bloom"],
-                depends=["src/crawldedup/bloom/_murmur3.h"],
+                # The one MurmurHash3 in C: the fingerprints', so both hash a key the same way.
+                include_dirs=["src/crawldedup/fingerprints"],
+                depends=["src/crawldedup/fingerprints/_murmur3.h"],
             ),
         ],
         compiler_directives={"language_level": "3"},

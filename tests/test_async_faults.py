@@ -14,7 +14,7 @@ import redis
 from conftest import RedisServer, find_redisbloom, required_redis_server
 
 from crawldedup import AsyncDeduplicator, StoreUnavailable, canonicalize
-from crawldedup.bloom import hash_many
+from crawldedup.fingerprints import hash_many
 from crawldedup.stores import RetryPolicy
 
 RETRY = RetryPolicy(retries=1, backoff_seconds=0.01, max_backoff_seconds=0.02)

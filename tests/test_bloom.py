@@ -25,11 +25,11 @@ from crawldedup.bloom.sizing import choose_shape, expected_false_positive_rate
 #: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
 pytestmark = pytest.mark.twins
 
-HASH_FUNCTIONS = [pytest.param(fingerprints.hash_many, id="py")]
-if bloom.HAS_EXTENSION:
-    from crawldedup.bloom import _bloom_c as _bloom
+HASH_FUNCTIONS = [pytest.param(fingerprints.py_hash_many, id="py")]
+if fingerprints.HAS_EXTENSION:
+    from crawldedup.fingerprints import _fingerprints_c
 
-    HASH_FUNCTIONS.append(pytest.param(_bloom.hash_many, id="cy", marks=pytest.mark.cython))
+    HASH_FUNCTIONS.append(pytest.param(_fingerprints_c.hash_many, id="cy", marks=pytest.mark.cython))
 
 
 def urls(prefix: str, count: int) -> list[str]:
@@ -91,7 +91,7 @@ def test_fingerprint_is_mmh3_hash_bytes_and_hash_many_row():
         assert digest == mmh3.hash_bytes(key.encode("utf-8"))
         assert len(digest) == 16
         if sys.byteorder == "little":
-            assert bloom.hash_many([key])[0].tobytes() == digest
+            assert fingerprints.hash_many([key])[0].tobytes() == digest
 
 
 # -- membership ---------------------------------------------------------------------------------
@@ -180,7 +180,7 @@ def test_update_consumes_any_iterable(bloom_cls):
 def test_hash_arrays_match_item_calls(bloom_cls):
     keys = urls("hashed", 5_000)
     by_items, by_hashes = bloom_cls(10_000, 0.01), bloom_cls(10_000, 0.01)
-    hashes = bloom.hash_many(keys)
+    hashes = fingerprints.hash_many(keys)
     assert list(by_hashes.add_hashes(hashes)) == list(by_items.add_many(keys))
     assert by_hashes.contains_hashes(hashes).all()
     assert np.array_equal(by_hashes._file.blocks(), by_items._file.blocks())
@@ -305,7 +305,7 @@ def test_read_only_filter_refuses_writes(bloom_cls, tmp_path):
             lambda: bf.add("x"),
             lambda: bf.add_many(["x"]),
             lambda: bf.update(["x"]),
-            lambda: bf.add_hashes(bloom.hash_many(["x"])),
+            lambda: bf.add_hashes(fingerprints.hash_many(["x"])),
             lambda: bf.union(bloom_cls(100, 0.01)),
         ):
             with pytest.raises(io.UnsupportedOperation, match="read-only"):
@@ -467,11 +467,11 @@ def test_a_large_batch_set_region_by_region_gives_the_reference_bits_and_answers
     batch = fresh[:5_000] + earlier[::2] + fresh[5_000:] + fresh[:3_000:3] + fresh[-100:]
     assert regions >= 256 and len(fresh) >= 32 * regions
     outcomes = []
-    for cls in (bloom.PyBloomFilter, _bloom.CBloomFilter):
+    for cls in (bloom.PyBloomFilter, bloom.BloomFilter):
         with cls(capacity, 0.01) as bf:
             assert bf.num_blocks == num_blocks
             bf.add_many(earlier)
-            new = bf.add_hashes(fingerprints.hash_many(batch)) if prehashed else bf.add_many(batch)
+            new = bf.add_hashes(fingerprints.py_hash_many(batch)) if prehashed else bf.add_many(batch)
             outcomes.append((new, bf.approx_items, hashlib.sha256(bf._file.blocks()).hexdigest()))
     (reference, reference_count, reference_bits), (new, count, bits) = outcomes
     assert np.array_equal(new, reference) and count == reference_count and bits == reference_bits

@@ -18,9 +18,8 @@ import redis
 from conftest import ServeProcess
 
 from crawldedup import Deduplicator
-from crawldedup.bloom import hash_many
 from crawldedup.canonical import DEFAULT_POLICY
-from crawldedup.fingerprints import Fingerprints
+from crawldedup.fingerprints import Fingerprints, hash_many
 from crawldedup.stores import NamespaceConflict, RedisKeyStore
 from crawldedup.stores.factory import open_store
 from crawldedup.windows import Window

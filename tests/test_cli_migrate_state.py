@@ -23,7 +23,8 @@ import pytest
 import redis
 
 from crawldedup import Deduplicator, NamespaceConflict, canonicalize
-from crawldedup.bloom import hash_many, open_filter
+from crawldedup.bloom import open_filter
+from crawldedup.fingerprints import hash_many
 from crawldedup.stores import RedisKeyStore
 
 CLI = [sys.executable, "-m", "crawldedup"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from crawldedup import DEFAULT_POLICY, CanonicalPolicy, InvalidURL, NamespaceConflict, canonicalize
-from crawldedup.bloom import BloomFilter, FilterFileError, hash_many
+from crawldedup.bloom import BloomFilter, FilterFileError
 from crawldedup.config import DedupConfig
 from crawldedup.dedup import Deduplicator, open_state
+from crawldedup.fingerprints import hash_many
 
 #: The layer has a pure-Python twin: scripts/test runs these in its pure-Python run too.
 pytestmark = pytest.mark.twins

@@ -10,9 +10,9 @@ from typing import Callable, Iterator, List
 import pytest
 
 from crawldedup import DEFAULT_POLICY, StoreUnavailable, canonicalize
-from crawldedup.bloom import hash_many
 from crawldedup.config import DedupConfig
 from crawldedup.dedup import Deduplicator, HoldState
+from crawldedup.fingerprints import hash_many
 from crawldedup.stores import RetryPolicy, SQLiteStore
 
 RETRY = RetryPolicy(retries=1, backoff_seconds=0.01, max_backoff_seconds=0.02)

@@ -7,8 +7,8 @@ import redis
 
 import crawldedup
 from crawldedup import StoreUnavailable, canonicalize
-from crawldedup.bloom import hash_many
 from crawldedup.dedup import Deduplicator
+from crawldedup.fingerprints import hash_many
 from crawldedup.stores import RetryPolicy
 
 RETRY = RetryPolicy(retries=2, backoff_seconds=0.01, max_backoff_seconds=0.05)

@@ -8,6 +8,8 @@
   in the folder whose modules define it: what another layer needs of an object is public
   (namedtuple's ``_replace`` and its kin are public API).
 - Nothing but a layer's selector (its ``__init__``) imports a twin (``_x_py`` / ``_x_c``).
+- A layer (a folder, or a module at the root) imports only layers on the floors below its own
+  (:data:`FLOORS`, which docs/architecture.md draws), never one beside it or above.
 - No import circle among the package's modules, counting imports inside functions (an import
   put off into a function does not make a circle go away) and leaving out those only the type
   checker runs (``if TYPE_CHECKING``); and every module imports on its own, in a fresh
@@ -310,6 +312,93 @@ def test_the_rule_sees_an_import_circle(tmp_path):
     assert _circles(_import_graph(root, paths)) == []
 
 
+#: The floors of the house, from the ground up (docs/architecture.md draws them). A layer is a
+#: folder of the package, or a module at its root; a layer imports only layers on floors below
+#: its own, never one beside it or above. The ground floor is the root: its helpers, and its face
+#: (``__init__``), which loads no layer when imported (its names load on first use), so a layer
+#: may take ``__version__`` from it.
+FLOORS = (
+    ("crawldedup", "_checks", "_env", "_files", "_plans", "_wording"),
+    ("canonical", "content", "fingerprints", "windows"),
+    ("arrow", "bloom", "stores"),
+    ("config", "pages"),
+    ("dedup",),
+    ("integrations", "metrics"),
+    ("offline", "scrapy", "service"),
+    ("cli",),
+    ("__main__",),
+)
+FLOOR = {layer: number for number, floor in enumerate(FLOORS) for layer in floor}
+
+
+def _layer(module: str) -> str:
+    """``crawldedup.stores.base`` -> ``stores``; ``crawldedup`` (the root's face) -> ``crawldedup``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _not_downward(graph: Dict[str, Set[str]]) -> List[str]:
+    """The imports of ``graph`` from one layer into another on the same floor or above."""
+    found = []
+    for module, targets in graph.items():
+        for target in targets:
+            mine, theirs = _layer(module), _layer(target)
+            if mine != theirs and FLOOR[theirs] >= FLOOR[mine]:
+                found.append(f"{module} (floor {FLOOR[mine]}) imports {target} (floor {FLOOR[theirs]})")
+    return sorted(found)
+
+
+def test_every_layer_has_its_floor():
+    layers = {_layer(module) for module in _import_graph(PACKAGE, SOURCES)}
+    assert layers - set(FLOOR) == set(), "place each new layer on a floor here and in docs/architecture.md"
+    assert set(FLOOR) - layers == set(), "a layer of FLOORS is gone: take it out here and in docs/architecture.md"
+
+
+def test_a_layer_imports_only_the_floors_below():
+    assert _not_downward(_import_graph(PACKAGE, SOURCES)) == []
+
+
+ARCHITECTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
+
+
+def _drawn_floors(text: str) -> Dict[int, Set[str]]:
+    """The layers each ``floor N`` line of the drawing names (``x/`` and ``x.py``; ``__init__.py``
+    is the root's face), its indented lines included."""
+    floors: Dict[int, Set[str]] = {}
+    floor = None
+    for line in text.splitlines():
+        started = re.match(r"floor (\d+) ", line)
+        if started:
+            floor = int(started.group(1))
+        elif not line.startswith(" "):
+            floor = None
+        if floor is not None:
+            names = re.findall(r"([\w]+)(?:/|\.py\b)", line)
+            floors.setdefault(floor, set()).update("crawldedup" if n == "__init__" else n for n in names)
+    return floors
+
+
+def test_the_drawing_has_the_floors():
+    """docs/architecture.md draws the floors this module holds the code to."""
+    probe = "floor 1  a/   b.py     the a layer\n         c/ too\nfloor 0  the root: __init__.py\nafter\n"
+    assert _drawn_floors(probe) == {1: {"a", "b", "c"}, 0: {"crawldedup"}}
+    assert _drawn_floors(ARCHITECTURE.read_text(encoding="utf-8")) == {
+        number: set(floor) for number, floor in enumerate(FLOORS)
+    }
+
+
+def test_the_rule_sees_an_import_beside_or_above():
+    """The checker itself: a store importing the pipeline (above) or the filter (beside) is
+    caught; the pipeline importing a store, or a store its own folder, is not."""
+    assert _not_downward({"crawldedup.stores.base": {"crawldedup.dedup.core", "crawldedup.bloom.format"}}) == [
+        "crawldedup.stores.base (floor 2) imports crawldedup.bloom.format (floor 2)",
+        "crawldedup.stores.base (floor 2) imports crawldedup.dedup.core (floor 4)",
+    ]
+    assert _not_downward({"crawldedup.dedup.core": {"crawldedup.stores.base", "crawldedup.dedup.stats"}}) == []
+    assert _not_downward({"crawldedup.cli.main": {"crawldedup"}}) == []
+
+
+ENGINE_INTEGRATIONS = {f"crawldedup.integrations.{name}" for name in ("dask", "duckdb", "polars", "ray", "spark")}
 MODULES = sorted({_module_name(p) for p in SOURCES if p.suffix == ".py"} - {"crawldedup.__main__"})
 
 
@@ -319,5 +408,7 @@ def test_each_module_imports_on_its_own(module):
         pytest.importorskip("scrapy")
     if module == "crawldedup.metrics":
         pytest.importorskip("prometheus_client")
+    if module.startswith(("crawldedup.arrow", "crawldedup.offline")) or module in ENGINE_INTEGRATIONS:
+        pytest.importorskip("pyarrow")  # the arrow extra; each engine itself is imported on first use
     result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

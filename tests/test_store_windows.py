@@ -24,8 +24,7 @@ import pytest
 import redis
 
 from crawldedup import Deduplicator, NamespaceConflict, bloom
-from crawldedup.bloom import hash_many
-from crawldedup.fingerprints import Fingerprints
+from crawldedup.fingerprints import Fingerprints, hash_many
 from crawldedup.stores import Lease
 from crawldedup.stores.factory import open_store
 from crawldedup.windows import ManualClock, Window

@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Union
+from typing import TYPE_CHECKING, Sequence, Union
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: A file path argument, as ``open`` takes it.
 PathArg = Union[str, "os.PathLike[str]"]
@@ -121,6 +124,29 @@ def check_batch(name: str, items: object, what: str) -> None:
     """
     if isinstance(items, (str, bytes, bytearray, memoryview)):
         raise TypeError(f"{name} must be an iterable of {what}, not a single {type(items).__name__}")
+
+
+#: A column's ``n + 1`` offsets (Arrow's layout): a numpy array or a sequence of ints.
+Offsets = Union[Sequence[int], "np.ndarray"]
+#: A column's bytes: any buffer.
+ColumnBytes = Union[bytes, bytearray, memoryview, "np.ndarray"]
+
+#: What a column's offsets must be: the one message both twins of each Arrow kernel give.
+OFFSETS_RULE = "offsets must ascend from 0 or more to at most the data's length"
+
+
+def check_offsets(offsets: Offsets, size: int) -> None:
+    """Check the ``n + 1`` offsets of a column in Arrow's layout against its ``size`` data bytes.
+
+    :raises ValueError: when they are empty, descend or leave the data.
+    """
+    if len(offsets) == 0:
+        raise ValueError(f"{OFFSETS_RULE}: got no offsets")
+    previous = 0
+    for offset in offsets:
+        if offset < previous or offset > size:
+            raise ValueError(f"{OFFSETS_RULE} ({size} bytes), got {offset} after {previous}")
+        previous = offset
 
 
 def check_path(name: str, path: object) -> None:

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Union
 
-__all__ = ["replace_file"]
+__all__ = ["replace_file", "sync_tree"]
 
 
 def replace_file(path: Path, parts: Iterable[Union[bytes, memoryview]]) -> None:
@@ -38,3 +38,19 @@ def _sync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def sync_tree(path: Path) -> None:
+    """Flush a file, or a directory with everything in it, to disk, and the directory above."""
+    for item in [*(path.rglob("*") if path.is_dir() else [])]:
+        if item.is_file():
+            with open(item, "rb") as file:
+                os.fsync(file.fileno())
+        else:
+            _sync_directory(item)
+    if path.is_file():
+        with open(path, "rb") as file:
+            os.fsync(file.fileno())
+    else:
+        _sync_directory(path)
+    _sync_directory(path.parent)

@@ -5,7 +5,8 @@ The selector of the filter layer: ``BloomFilter`` is the compiled twin
 typed pure-Python reference ``PyBloomFilter`` (``_bloom_py``); both write the same bytes.
 ``WindowedBloomFilter`` (:mod:`.windowed`) forgets keys after a recrawl window; it probes with
 the same twin's kernels. ``GrowingFilter`` (:mod:`.growing`) adds stages to either kind when it
-is full. Nothing but this module imports a twin. The file format is in
+is full. Nothing but this module imports a twin. ``hash_many`` is the fingerprints layer's
+(:mod:`crawldedup.fingerprints`), named here too for the code that imported it from here. The file format is in
 ``docs/format.md`` and :mod:`.format`; sizing in :mod:`.sizing`; the mapped file in
 :mod:`.storage`; the writers' locks in :mod:`.writer_lock`.
 """
@@ -50,7 +51,7 @@ class PyWindowedBloomFilter(WindowedFilterBase):
 
 
 _compiled = None if TYPE_CHECKING else compiled("crawldedup.bloom._bloom_c")
-#: True when ``BloomFilter``, ``WindowedBloomFilter`` and ``hash_many`` are the compiled twin's.
+#: True when ``BloomFilter`` and ``WindowedBloomFilter`` are the compiled twin's.
 HAS_EXTENSION = _compiled is not None
 if TYPE_CHECKING or _compiled is None:
     BloomFilter = PyBloomFilter
@@ -58,13 +59,12 @@ if TYPE_CHECKING or _compiled is None:
 else:
     _compiled.document_like(PyBloomFilter)  # the reference's docstrings: one documented API
     BloomFilter = _compiled.CBloomFilter
-    hash_many = _compiled.hash_many
 
     class WindowedBloomFilter(WindowedFilterBase):
         __doc__ = WindowedFilterBase.__doc__
         _contains_kernel = staticmethod(_compiled.windowed_contains)
         _add_kernel = staticmethod(_compiled.windowed_add)
-        _hash_keys = staticmethod(_compiled.hash_many)
+        _hash_keys = staticmethod(hash_many)
 
 
 #: A filter file of either kind: plain (claims never expire) or windowed.

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._checks import PathArg
 from .._wording import counted
-from ..fingerprints import hash_many
+from ..fingerprints import py_hash_many
 from .format import BLOCK_BITS, Header, check_parameters
 from .sizing import choose_shape
 from .storage import BloomFile
@@ -67,7 +67,7 @@ class FilterBase:
     #: Whether the filter has a recrawl window (format v2, :mod:`.windowed`).
     _WINDOWED = False
     #: How ``add_many`` and ``contains_many`` hash their keys: the twin's ``hash_many``.
-    _hash_keys = staticmethod(hash_many)
+    _hash_keys = staticmethod(py_hash_many)
 
     def __init__(
         self,

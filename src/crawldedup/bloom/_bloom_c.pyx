@@ -2,8 +2,9 @@
 # cython: embedsignature=True, embedsignature.format=python, binding=True, auto_pickle=False
 """CBloomFilter: the compiled twin of crawldedup.bloom.PyBloomFilter (same layout, same bytes).
 
-Keys are hashed in C (MurmurHash3 x64-128, ``_murmur3.h``); batch calls collect pointers to
-the keys' bytes, then hash and probe with the GIL released, prefetching blocks ahead of use.
+Keys are hashed in C by the fingerprints layer's compiled twin (its ``KeyChunk`` and
+``hash_key``, declared in ``_fingerprints_c.pxd``); batch calls collect pointers to the keys'
+bytes, then hash and probe with the GIL released, prefetching blocks ahead of use.
 While other processes write the same file bits are set with atomic ORs, so none is ever lost;
 a filter alone with its bits (``crawldedup._writers``) sets them with plain ORs, which cost
 about half as much in the probe loop (docs/performance.md).
@@ -15,37 +16,27 @@ from contextlib import nullcontext
 from typing import Any, Iterable
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memset
+
+from ..fingerprints._fingerprints_c cimport CHUNK_KEYS, KeyChunk, hash_key
 
 import numpy as np
 
 from . import format as _format
 from ._base import FilterBase, as_hash_array, closed_error, read_only_error
-from ..fingerprints import key_bytes
 
 
 cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
-    bint PyUnicode_Check(object o)
-    bint PyUnicode_IS_COMPACT_ASCII(object o)
-    void* PyUnicode_DATA(object o)
-    Py_ssize_t PyUnicode_GET_LENGTH(object o)
     object PySequence_Fast(object o, const char* message)
     Py_ssize_t PySequence_Fast_GET_SIZE(object o)
-    PyObject** PySequence_Fast_ITEMS(object o)
     # A slot's description, where its docstring lives (cpython/descrobject.h).
     struct wrapperbase:
         const char* doc
     ctypedef struct PyWrapperDescrObject:
         wrapperbase* d_base
-
-
-cdef extern from "_murmur3.h" nogil:
-    void cdd_murmur3_x64_128(const void* key, size_t length, uint32_t seed, uint64_t* out)
 
 
 cdef extern from "_bloom_portable.h" nogil:
@@ -57,7 +48,6 @@ cdef extern from "_bloom_portable.h" nogil:
 
 
 # The layout's constants come from _format, the one place that defines them.
-cdef uint32_t HASH_SEED = _format.HASH_SEED
 cdef uint64_t PROBE_MULTIPLIER = _format.PROBE_MULTIPLIER
 cdef unsigned PROBE_SHIFT = _format.PROBE_SHIFT
 cdef Py_ssize_t HEADER_BYTES = _format.HEADER_BYTES
@@ -68,19 +58,6 @@ cdef uint64_t BLOCK_BYTES = _format.BLOCK_BYTES
 # 50,000,000, 16, 32 and 64 measured alike (add_many 50-57, contains_many 33-36 ns a key).
 cdef enum:
     PREFETCH_AHEAD = 16
-# Keys are taken 4,096 at a time through buffers reused for the whole call (64 KiB of
-# pointers, 64 KiB of hashes, 32 KiB of next addresses, in L2), so that a key's bytes are
-# hashed while still in cache.
-cdef enum:
-    CHUNK_KEYS = 4096
-# Fresh str objects come from L3 or DRAM, two cache lines each (header, characters). Hashing a
-# chunk (GIL released) prefetches the next chunk's objects, whose addresses taking this one
-# noted (a prefetch is only a hint: harmless if an object is gone by then); taking a key
-# prefetches the object this many keys ahead (what a batch's first chunk needs). add_many,
-# 1M, new str keys, ns a key: 39.8 with neither, 37.1 with this at 16 (38.5 at 32), 27 with
-# both (with the plain ORs of a lone writer; 30 without the next-chunk prefetch).
-cdef enum:
-    LOAD_AHEAD = 16
 # A batch of at least this many keys into a file asks whether this is the file's only writer
 # (two fcntl calls, ~2 us) to set bits with plain ORs instead of atomic ones (~8 ns a new key).
 cdef enum:
@@ -109,111 +86,6 @@ cdef struct Ordered:
     uint64_t h2
     uint32_t block
     uint32_t index
-
-
-cdef struct KeyBytes:
-    const char* data
-    Py_ssize_t size
-
-
-cdef inline PyObject* take_key(object item, KeyBytes* out) except NULL:
-    """Point ``out`` at ``item``'s bytes; return a new reference to the object that holds them.
-
-    :raises TypeError: for a key that is neither ``str`` nor bytes-like.
-    :raises UnicodeEncodeError: for a ``str`` without a UTF-8 form.
-    """
-    if PyUnicode_Check(item):
-        if PyUnicode_IS_COMPACT_ASCII(item):  # canonical URLs: the characters are the UTF-8, no call
-            out.data = <const char*>PyUnicode_DATA(item)
-            out.size = PyUnicode_GET_LENGTH(item)
-        else:
-            out.data = PyUnicode_AsUTF8AndSize(item, &out.size)  # encoded once, cached in the str
-        owner = item
-    elif PyBytes_Check(item):
-        out.data = PyBytes_AS_STRING(item)
-        out.size = PyBytes_GET_SIZE(item)
-        owner = item
-    else:
-        owner = key_bytes(item)  # other bytes-like: one copy; anything else: TypeError
-        out.data = PyBytes_AS_STRING(owner)
-        out.size = PyBytes_GET_SIZE(owner)
-    Py_INCREF(owner)
-    return <PyObject*>owner
-
-
-cdef inline int hash_one(object item, uint64_t* out) except -1:
-    """Write the ``(h1, h2)`` of one key to ``out``."""
-    cdef KeyBytes key
-    cdef PyObject* owner = take_key(item, &key)
-    cdd_murmur3_x64_128(key.data, <size_t>key.size, HASH_SEED, out)
-    Py_XDECREF(owner)
-    return 0
-
-
-cdef class _KeyChunk:
-    """Up to CHUNK_KEYS keys: their bytes (kept alive by references) and their hashes."""
-
-    cdef KeyBytes* keys
-    cdef PyObject** owners
-    cdef uint64_t* hashes
-    cdef Py_ssize_t count
-    cdef const char** upcoming
-    cdef Py_ssize_t upcoming_count
-
-    def __cinit__(self):
-        self.keys = <KeyBytes*>PyMem_Malloc(CHUNK_KEYS * sizeof(KeyBytes))
-        self.owners = <PyObject**>PyMem_Malloc(CHUNK_KEYS * sizeof(PyObject*))
-        self.hashes = <uint64_t*>PyMem_Malloc(CHUNK_KEYS * 2 * sizeof(uint64_t))
-        self.upcoming = <const char**>PyMem_Malloc(CHUNK_KEYS * sizeof(char*))
-        self.count = 0
-        self.upcoming_count = 0
-        if self.keys == NULL or self.owners == NULL or self.hashes == NULL or self.upcoming == NULL:
-            raise MemoryError()
-
-    def __dealloc__(self):
-        self.release()
-        PyMem_Free(self.keys)
-        PyMem_Free(self.owners)
-        PyMem_Free(self.hashes)
-        PyMem_Free(self.upcoming)
-
-    cdef int load(self, object sequence, Py_ssize_t start) except -1:
-        """Take the keys from ``start`` on; each keeps a reference while the GIL is released.
-
-        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
-        :raises UnicodeEncodeError: for a ``str`` without a UTF-8 form.
-        """
-        cdef PyObject** items = PySequence_Fast_ITEMS(sequence)
-        cdef Py_ssize_t size = PySequence_Fast_GET_SIZE(sequence)
-        cdef Py_ssize_t stop = min(start + CHUNK_KEYS, size)
-        cdef Py_ssize_t i
-        self.release()
-        for i in range(start, stop):
-            if i + LOAD_AHEAD < stop:
-                cdd_prefetch_write(items[i + LOAD_AHEAD])  # the reference count is written
-                cdd_prefetch_read(<const char*>items[i + LOAD_AHEAD] + 64)
-            self.owners[self.count] = take_key(<object>items[i], &self.keys[self.count])
-            self.count += 1
-        # Where the next chunk's objects are, so that hashing this one can fetch them meanwhile.
-        self.upcoming_count = min(CHUNK_KEYS, size - stop)
-        for i in range(self.upcoming_count):
-            self.upcoming[i] = <const char*>items[stop + i]
-        return 0
-
-    cdef void release(self) noexcept:
-        cdef Py_ssize_t i
-        for i in range(self.count):
-            Py_XDECREF(self.owners[i])
-        self.count = 0
-
-    cdef void hash_keys(self, uint64_t* out) noexcept nogil:
-        """Write the keys' ``(h1, h2)`` rows to ``out``."""
-        cdef Py_ssize_t i
-        for i in range(self.count):
-            if i < self.upcoming_count:  # a hint only: harmless even if the object is gone
-                cdd_prefetch_write(self.upcoming[i])
-                cdd_prefetch_read(self.upcoming[i] + 64)
-            cdd_murmur3_x64_128(self.keys[i].data, <size_t>self.keys[i].size, HASH_SEED, out + 2 * i)
 
 
 cdef inline uint8_t* block_of(uint8_t* bits, uint64_t h1, uint64_t num_blocks) noexcept nogil:
@@ -413,27 +285,6 @@ def windowed_add(blocks, uint64_t num_blocks, int num_hashes, uint64_t slots, ui
     return run_windowed(blocks, num_blocks, num_hashes, slots, older, current, hashes)
 
 
-def hash_many(items):
-    """Return the ``(n, 2)`` uint64 array of MurmurHash3 x64-128 ``(h1, h2)`` rows of ``items``.
-
-    Equal to ``crawldedup.fingerprints.hash_many``; hashes with the GIL released.
-
-    :raises TypeError: for an item that is neither ``str`` nor bytes-like.
-    :raises UnicodeEncodeError: for a ``str`` without a UTF-8 form.
-    """
-    sequence = PySequence_Fast(items, "items must be iterable")
-    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(sequence)
-    cdef Py_ssize_t start
-    hashes = np.empty((count, 2), dtype=np.uint64)
-    cdef uint64_t[:, ::1] out = hashes
-    cdef _KeyChunk chunk = _KeyChunk()
-    for start in range(0, count, CHUNK_KEYS):
-        chunk.load(sequence, start)
-        with nogil:
-            chunk.hash_keys(&out[start, 0])
-    return hashes
-
-
 # The public methods carry no docstrings here: the selector (crawldedup.bloom) gives them the
 # reference twin's at import (document_like), so help() shows one documented API.
 cdef class _CBloomCore:
@@ -483,7 +334,7 @@ cdef class _CBloomCore:
     def add(self, item: Any) -> bool:
         cdef uint64_t hashes[2]
         cdef bint new = False
-        hash_one(item, hashes)
+        hash_key(item, hashes)
         check_writable(self)
         # One key does not repay asking for the file to itself: atomic ORs unless in memory.
         if self._busy:  # a batch runs without the GIL: wait for it
@@ -499,7 +350,7 @@ cdef class _CBloomCore:
 
     def __contains__(self, item: Any) -> bool:
         cdef uint64_t hashes[2]
-        hash_one(item, hashes)
+        hash_key(item, hashes)
         if self._bits == NULL:
             raise closed_error()
         if self._busy:
@@ -568,7 +419,7 @@ cdef object run_keys(_CBloomCore core, items, bint adding):
     if count == 0:
         return result
     cdef uint8_t[::1] out = result.view(np.uint8)
-    cdef _KeyChunk chunk = _KeyChunk()
+    cdef KeyChunk chunk = KeyChunk()
     with core._exclusive() as file:
         if adding:
             check_writable(core)
@@ -578,7 +429,7 @@ cdef object run_keys(_CBloomCore core, items, bint adding):
     return result
 
 
-cdef int add_keys(_CBloomCore core, file, _KeyChunk chunk, object sequence, Py_ssize_t count,
+cdef int add_keys(_CBloomCore core, file, KeyChunk chunk, object sequence, Py_ssize_t count,
                   uint8_t* out) except -1:
     """Hash every key first, so that a bad one raises before any bit is set; then probe."""
     cdef Py_ssize_t start
@@ -598,7 +449,7 @@ cdef int add_keys(_CBloomCore core, file, _KeyChunk chunk, object sequence, Py_s
     return 0
 
 
-cdef int contains_keys(_CBloomCore core, _KeyChunk chunk, object sequence, Py_ssize_t count,
+cdef int contains_keys(_CBloomCore core, KeyChunk chunk, object sequence, Py_ssize_t count,
                        uint8_t* out) except -1:
     """Hash and probe a chunk at a time, while the chunk's keys are still in cache."""
     cdef Py_ssize_t start

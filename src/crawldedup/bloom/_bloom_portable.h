@@ -1,10 +1,12 @@
 /* The few things the probe loop needs that C does not spell the same way everywhere:
- * an atomic 64-bit OR (processes sharing one file never lose a bit), a prefetch hint, and the
+ * an atomic 64-bit OR (processes sharing one file never lose a bit), a prefetch hint (_prefetch.h), and the
  * multiply-shift block choice without a 128-bit type. */
 #ifndef CRAWLDEDUP_BLOOM_PORTABLE_H
 #define CRAWLDEDUP_BLOOM_PORTABLE_H
 
 #include <stdint.h>
+
+#include "_prefetch.h" /* the fingerprints layer's, shared with its key loop */
 
 #if defined(_MSC_VER)
 #include <intrin.h>
@@ -19,22 +21,12 @@ CDD_PINLINE uint64_t cdd_atomic_or_u64(uint64_t *p, uint64_t mask) {
     return (uint64_t)_InterlockedOr64((volatile __int64 *)p, (__int64)mask);
 #endif
 }
-#if defined(_M_X64) || defined(_M_IX86)
-#include <xmmintrin.h>
-#define cdd_prefetch_read(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-#define cdd_prefetch_write(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-#else
-#define cdd_prefetch_read(p) ((void)(p))
-#define cdd_prefetch_write(p) ((void)(p))
-#endif
 #elif defined(__GNUC__) || defined(__clang__)
 #define CDD_PINLINE static inline
 CDD_PINLINE uint64_t cdd_atomic_or_u64(uint64_t *p, uint64_t mask) {
     /* Relaxed is enough: bits only go from 0 to 1 and no other data is published with them. */
     return __atomic_fetch_or(p, mask, __ATOMIC_RELAXED);
 }
-#define cdd_prefetch_read(p) __builtin_prefetch((p), 0, 3)
-#define cdd_prefetch_write(p) __builtin_prefetch((p), 1, 3)
 #else
 #error "crawldedup's extension needs GCC, Clang or MSVC for atomic OR; install with CRAWLDEDUP_NO_EXTENSIONS=1"
 #endif

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Union
 
 from .._checks import check_batch
 from .._env import compiled
-from ._canonical_py import canonicalize, canonicalize_many
+from ._canonical_py import canonicalize, canonicalize_buffers, canonicalize_many
 from .policy import (
     DEFAULT_DROP_PARAMS,
     DEFAULT_POLICY,
@@ -51,6 +51,7 @@ __all__ = [
     "InvalidURL",
     "PolicyFileError",
     "canonicalize",
+    "canonicalize_buffers",
     "canonicalize_each",
     "canonicalize_many",
     "describe_policy",
@@ -65,6 +66,7 @@ HAS_EXTENSION = _compiled is not None
 if not TYPE_CHECKING and _compiled is not None:
     canonicalize = _compiled.canonicalize
     canonicalize_many = _compiled.canonicalize_many
+    canonicalize_buffers = _compiled.canonicalize_buffers
 
 
 def canonicalize_each(

@@ -1547,3 +1547,199 @@ cdef tuple _fast_many(list items, _Plan plan, object base_parts):
     finally:
         PyMem_Free(rows)
         free(arena.data)
+
+
+# A text column as Arrow lays one out (offsets and UTF-8 bytes, docs/engines.md): the engines'
+# kernels hand its buffers here, so that no row becomes a Python object unless the fast path
+# declines it.
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, int64_t
+
+import numpy as np
+
+from .._checks import check_offsets
+
+
+ctypedef fused Offset:
+    int32_t
+    int64_t
+
+
+cdef Py_ssize_t _utf8_chars(const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    """The characters of ``s`` when it is valid UTF-8 as Python decodes it (no overlong form, no
+    surrogate, nothing past U+10FFFF), else -1."""
+    cdef Py_ssize_t i = 0, chars = 0, need, k
+    cdef unsigned char c
+    while i < n:
+        c = s[i]
+        if c < 0x80:
+            i += 1
+        else:
+            if 0xC2 <= c <= 0xDF:
+                need = 1
+            elif 0xE0 <= c <= 0xEF:
+                need = 2
+            elif 0xF0 <= c <= 0xF4:
+                need = 3
+            else:
+                return -1
+            if i + need >= n:
+                return -1
+            if (c == 0xE0 and s[i + 1] < 0xA0) or (c == 0xED and s[i + 1] > 0x9F) \
+                    or (c == 0xF0 and s[i + 1] < 0x90) or (c == 0xF4 and s[i + 1] > 0x8F):
+                return -1
+            for k in range(1, need + 1):
+                if s[i + k] & 0xC0 != 0x80:
+                    return -1
+            i += need + 1
+        chars += 1
+    return chars
+
+
+cdef inline bint _is_ascii(const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef uint64_t word, high = 0
+    while i + 8 <= n:
+        memcpy(&word, s + i, 8)
+        high |= word
+        i += 8
+    while i < n:
+        high |= s[i]
+        i += 1
+    return not (high & 0x8080808080808080ULL)
+
+
+cdef object _row_item(const unsigned char* s, Py_ssize_t n):
+    """A declined row as :func:`canonicalize` takes it: ``str``, or ``bytes`` when not UTF-8."""
+    try:
+        return PyUnicode_DecodeUTF8(<const char*>s, n, NULL)
+    except UnicodeDecodeError:
+        return PyBytes_FromStringAndSize(<const char*>s, n)
+
+
+def canonicalize_buffers(const Offset[::1] offsets, const unsigned char[::1] data, runs=None, policy=None):
+    """The compiled twin of the reference's ``canonicalize_buffers``: the rows of a text column
+    (Arrow's offsets and UTF-8 bytes) canonicalized without the GIL, the declined ones by
+    :func:`canonicalize`'s own path, each with the GIL.
+
+    :returns: ``(offsets, data, errors)``: int64 offsets (a numpy array), the canonical bytes and
+        the :class:`InvalidURL` of each refused row.
+    """
+    cdef Py_ssize_t count = offsets.shape[0] - 1, i, start = 0, stop, declined = 0, total = 0, o
+    cdef _Plan plan = _plan_for(policy)
+    cdef Row* rows
+    cdef Arena arena
+    cdef unsigned char work[STACK_BYTES]
+    cdef _BaseView view
+    cdef const CBase* base
+    cdef const unsigned char* text = &data[0] if data.shape[0] else <const unsigned char*>b""
+    cdef Py_ssize_t max_length
+    cdef int64_t[::1] out_offsets
+    cdef unsigned char* out
+    cdef int64_t previous = 0
+    cdef bint fit = count >= 0
+    with nogil:
+        for i in range(count + 1):  # each row is read where its offsets say: they must hold
+            if offsets[i] < previous or offsets[i] > data.shape[0]:
+                fit = False
+                break
+            previous = offsets[i]
+    if not fit:
+        check_offsets(np.asarray(offsets).tolist(), data.shape[0])  # raises, naming the offset
+    if plan is None:  # a policy the fast path declines: the reference's answers, row by row
+        found = reference.canonicalize_buffers(offsets, bytes(data), runs, policy)
+        return np.asarray(found[0], dtype=np.int64), found[1], found[2]
+    max_length = plan.c.max_length
+    rows = <Row*>PyMem_Malloc(count * sizeof(Row) + 1)
+    arena.size = 64 * count + 4096
+    arena.used = 0
+    arena.data = <unsigned char*>malloc(arena.size)
+    if rows == NULL or arena.data == NULL:
+        PyMem_Free(rows)
+        free(arena.data)
+        raise MemoryError()
+    cdef dict results = {}  # row -> canonical str of the rows answered with the GIL
+    cdef dict errors = {}
+    try:
+        for stop, page in runs if runs is not None else ((count, None),):
+            if not start <= stop <= count:
+                raise ValueError(f"runs must end at ascending rows up to {count}, got {stop}")
+            try:
+                base_parts = _checked_base(page, plan.policy)
+            except InvalidURL as exc:
+                for i in range(start, stop):
+                    rows[i].result = DECLINE
+                    results[i] = ""
+                    errors[i] = exc
+                start = stop
+                continue
+            base = NULL
+            if base_parts is not None:
+                view = _base_view_for(base_parts)
+                if view.usable:
+                    base = &view.c
+            with nogil:
+                for i in range(start, stop):
+                    rows[i].s = text + offsets[i]
+                    rows[i].n = offsets[i + 1] - offsets[i]
+                    rows[i].is_str = True
+                    rows[i].chars = rows[i].n
+                    if not _is_ascii(rows[i].s, rows[i].n):
+                        rows[i].chars = _utf8_chars(rows[i].s, rows[i].n)
+                    if rows[i].chars < 0:
+                        rows[i].result = DECLINE  # not UTF-8: the reference names it
+                    else:
+                        _run_row(&plan.c, &rows[i], base, &arena, work)
+            asked = []
+            for i in range(start, stop):
+                if rows[i].result < 0:
+                    item = _row_item(rows[i].s, rows[i].n)
+                    found = _fast(item, plan, base_parts) if rows[i].result != DECLINE else None
+                    if found is None:
+                        asked.append(i)
+                        results[i] = item
+                    else:
+                        results[i] = found
+            if asked:
+                items = [results[i] for i in asked]
+                answered, refused = [None] * len(asked), {}
+                _answer_declined(items, list(range(len(asked))), page, policy, plan, answered, refused)
+                for index, i in enumerate(asked):
+                    results[i] = answered[index] or ""
+                    if index in refused:
+                        errors[i] = refused[index]
+            start = stop
+        if start != count:
+            raise ValueError(f"runs must end at the last row ({count}), got {start}")
+        # The output, in row order: the arena's bytes, and the strings answered with the GIL.
+        offsets_array = np.empty(count + 1, dtype=np.int64)
+        out_offsets = offsets_array
+        out_offsets[0] = 0
+        for i in range(count):
+            if rows[i].result < 0:
+                rows[i].n = len(<str>results[i])
+                declined += 1
+            else:
+                rows[i].n = rows[i].result
+            total += rows[i].n
+            out_offsets[i + 1] = total
+        joined = PyBytes_FromStringAndSize(NULL, total)
+        out = <unsigned char*>PyBytes_AS_STRING(joined)
+        if not declined:
+            memcpy(out, arena.data, total)
+        else:
+            for i in range(count):
+                if rows[i].result < 0:
+                    rows[i].s = <const unsigned char*>PyUnicode_DATA(results[i])  # ASCII
+                else:
+                    rows[i].s = arena.data + rows[i].offset
+            with nogil:
+                o = 0
+                for i in range(count):
+                    memcpy(out + o, rows[i].s, rows[i].n)
+                    o += rows[i].n
+        return offsets_array, joined, dict(sorted(errors.items()))
+    finally:
+        PyMem_Free(rows)
+        free(arena.data)

@@ -17,12 +17,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from functools import lru_cache
-from typing import Dict, Iterable, List, Optional, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 from urllib.parse import unquote_to_bytes
 
 import idna
 
-from .._checks import check_batch
+from .._checks import ColumnBytes, Offsets, check_batch, check_offsets
 from . import _domain, _whatwg
 from .policy import DEFAULT_POLICY, Canonicalized, CanonicalPolicy, InvalidURL
 from .rules import host_of
@@ -527,3 +527,61 @@ def canonicalize_many(
             error.__cause__ = exc
             errors[index] = error
     return Canonicalized(results, errors)
+
+
+def buffer_rows(offsets: Offsets, data: bytes) -> List[Union[str, bytes]]:
+    """The rows of a text column laid out as Arrow lays one out: row ``i`` is
+    ``data[offsets[i]:offsets[i + 1]]``, as a ``str``, or as ``bytes`` when it is not valid UTF-8
+    (so that :func:`canonicalize` names its problem as for any such bytes)."""
+    rows: List[Union[str, bytes]] = []
+    for start, stop in zip(offsets[:-1], offsets[1:]):
+        raw = data[start:stop]
+        try:
+            rows.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            rows.append(raw)
+    return rows
+
+
+def canonicalize_buffers(
+    offsets: Offsets,
+    data: ColumnBytes,
+    runs: Optional[Sequence[Tuple[int, Optional[URLInput]]]] = None,
+    policy: Optional[CanonicalPolicy] = None,
+) -> Tuple[List[int], bytes, Dict[int, InvalidURL]]:
+    """Canonicalize the rows of a text column given as its offsets and UTF-8 bytes (Arrow's
+    layout of a ``string`` or ``large_string`` array), each row as :func:`canonicalize` would.
+
+    :param offsets: ``n + 1`` ascending offsets into ``data``.
+    :param runs: None (no base), or ``(stop, base)`` pairs in row order: the rows before ``stop``
+        (from the previous pair's ``stop``) resolve against ``base`` (None: no base); the last
+        ``stop`` is ``n``. A refused base is the error of each of its rows.
+    :returns: ``(offsets, data, errors)`` of the canonical strings (ASCII; a refused row is
+        empty) and the :class:`InvalidURL` of each refused row.
+    :raises ValueError: for offsets that do not ascend within ``data``, or runs that do not end
+        at ascending rows up to the last.
+    """
+    raw = bytes(data)
+    check_offsets(offsets, len(raw))
+    rows = buffer_rows(offsets, raw)
+    canonical: List[str] = []
+    errors: Dict[int, InvalidURL] = {}
+    start = 0
+    for stop, base in runs if runs is not None else [(len(rows), None)]:
+        if not start <= stop <= len(rows):
+            raise ValueError(f"runs must end at ascending rows up to {len(rows)}, got {stop}")
+        try:
+            found = canonicalize_many(rows[start:stop], base, policy)
+        except InvalidURL as exc:
+            errors.update((row, exc) for row in range(start, stop))
+            canonical.extend("" for _ in range(start, stop))
+        else:
+            canonical.extend(url or "" for url in found.urls)
+            errors.update((start + row, error) for row, error in found.errors.items())
+        start = stop
+    if start != len(rows):
+        raise ValueError(f"runs must end at the last row ({len(rows)}), got {start}")
+    out_offsets = [0]
+    for url in canonical:
+        out_offsets.append(out_offsets[-1] + len(url))
+    return out_offsets, "".join(canonical).encode("ascii"), errors

@@ -25,7 +25,7 @@ Errors are one line on stderr, ``crawldedup: error: ...``, never a traceback; a 
 ends with ``see crawldedup COMMAND --help``.
 
 The package is laid out one module per command (``filter``, ``canonicalize``, ``info``,
-``audit``, ``content``, ``merge``, ``serve``, ``doctor``, ``stats``, ``migrate``), each with its
+``audit``, ``content``, ``merge``, ``serve``, ``doctor``, ``stats``, ``migrate``, ``offline``), each with its
 ``add_command``; :mod:`.main` builds the parser from them and turns what a command raised into
 one line and an exit code (:mod:`.exits`).
 """

@@ -9,12 +9,12 @@ import sys
 from typing import Optional, Sequence
 
 from .. import __version__
-from . import audit, canonicalize, content, doctor, filter, info, merge, migrate, serve, stats
+from . import audit, canonicalize, content, doctor, filter, info, merge, migrate, offline, serve, stats
 from ._args import Formatter, Parser, exit_codes_epilog
 from .exits import ExitCode, error_for, usage_error
 
 #: The commands, in the order ``--help`` lists them: each module adds its own.
-COMMANDS = (filter, canonicalize, info, audit, content, merge, serve, doctor, stats, migrate)
+COMMANDS = (filter, canonicalize, info, audit, content, merge, serve, doctor, stats, migrate, offline)
 
 
 def build_parser() -> argparse.ArgumentParser:

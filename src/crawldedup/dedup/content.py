@@ -15,9 +15,9 @@ import numpy as np
 
 from .._checks import check_batch
 from .._plans import Plan
-from ..bloom import hash_many
 from ..canonical import InvalidURL
 from ..content.index import as_fingerprints
+from ..fingerprints import hash_many
 from ..pages import INVALID, PageBatch, PageCheck, PageStore, Seen
 from ..pages.base import Step
 from ..pages.plan import judge_batch, page_ids

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._checks import PathArg, check_batch, check_name, check_path, integer_in, number_in
 from .._plans import Plan
-from ..bloom import GrowingFilter, hash_many
+from ..bloom import GrowingFilter
 from ..canonical import (
     DEFAULT_POLICY,
     HAS_EXTENSION,
@@ -50,7 +50,7 @@ from ..canonical import (
 from ..config import DedupConfig
 from ..content import DEFAULT_CONTENT_POLICY, ContentPolicy
 from ..content.index_format import MAX_DISTANCE
-from ..fingerprints import Fingerprints, take_rows
+from ..fingerprints import Fingerprints, hash_many, take_rows
 from ..pages import PAGES_SUFFIX, open_pages
 from ..stores.aio import AsyncClaimStore
 from ..stores.aliases import DEFAULT_MAX_ALIASES, Aliases, check_max_aliases, unsupported

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .._plans import Plan
-from ..bloom import LocalFilter, hash_many
+from ..bloom import LocalFilter
 from ..canonical import CanonicalPolicy, canonicalize_many
-from ..fingerprints import Fingerprints, take_rows
+from ..fingerprints import Fingerprints, hash_many, take_rows
 from ..stores.base import LeasesUnsupported, check_lease_seconds
 from ..stores.factory import LEASE_STRATEGIES
 from .pipeline import StoreAsk

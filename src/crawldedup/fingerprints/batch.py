@@ -1,59 +1,15 @@
-"""MurmurHash3 x64-128 (seed 0) of keys: the pure-Python reference of the extension's C hash.
-
-A key is a ``str`` (hashed as UTF-8) or a bytes-like object (hashed as its raw bytes). The
-128-bit hash is read as two little-endian 64-bit halves ``(h1, h2)``, exactly as
-``mmh3.hash64(key, signed=False)`` returns them; it never changes between processes or hosts.
-"""
+"""A batch's fingerprints as one ``(n, 2)`` uint64 array, and the range reduction over them."""
 
 from __future__ import annotations
 
-from typing import Iterable, List, Sequence, Union
+from typing import List, Sequence, Union
 
-import mmh3
 import numpy as np
 
-from ._wording import counted
+from .._wording import counted
 
-Key = Union[str, bytes, bytearray, memoryview]
 #: Bytes in a fingerprint (MurmurHash3 x64-128 of the canonical URL).
 FINGERPRINT_BYTES = 16
-#: Name of the fingerprint function, recorded with each namespace.
-FINGERPRINT_ID = "murmur3-x64-128"
-
-
-def key_bytes(item: object) -> bytes:
-    """Return the bytes that are hashed for ``item``.
-
-    :raises TypeError: when ``item`` is neither ``str`` nor bytes-like.
-    :raises UnicodeEncodeError: for a ``str`` that has no UTF-8 form (lone surrogates).
-    """
-    if isinstance(item, str):
-        return item.encode("utf-8")
-    if isinstance(item, bytes):
-        return item
-    try:
-        return memoryview(item).tobytes()  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"items must be str or bytes-like, got {type(item).__name__}") from None
-
-
-def fingerprint(canonical: Key) -> bytes:
-    """Return the 16-byte MurmurHash3 x64-128 fingerprint of a canonical URL.
-
-    Equal to ``mmh3.hash_bytes(canonical.encode("utf-8"))``: ``h1`` then ``h2``, little-endian.
-
-    :raises TypeError: when ``canonical`` is neither ``str`` nor bytes-like.
-    """
-    # mmh3 is handed bytes only: given a str with a lone surrogate it crashes (mmh3 5.x).
-    return mmh3.hash_bytes(key_bytes(canonical))
-
-
-def hash_one(item: object) -> tuple[int, int]:
-    """Return ``(h1, h2)`` of one key as unsigned 64-bit ints.
-
-    :raises TypeError: when ``item`` is neither ``str`` nor bytes-like.
-    """
-    return mmh3.hash64(key_bytes(item), signed=False)
 
 
 def take_rows(hashes: np.ndarray, rows: Union[np.ndarray, Sequence[int]]) -> np.ndarray:
@@ -61,30 +17,6 @@ def take_rows(hashes: np.ndarray, rows: Union[np.ndarray, Sequence[int]]) -> np.
     faster than ``hashes[rows]``, numpy's general path for a 2-D array (0.5 against 15 ns a row
     measured, 43 with a boolean mask)."""
     return np.take(hashes, np.asarray(rows, dtype=np.intp), axis=0)
-
-
-def hash_many(items: Iterable[object]) -> np.ndarray:
-    """Return the ``(n, 2)`` uint64 array of ``(h1, h2)`` rows for ``items``.
-
-    ``hashes[i].tobytes() == fingerprint(items[i])`` on little-endian hosts.
-
-    :raises TypeError: when an item is neither ``str`` nor bytes-like.
-    """
-    digest = mmh3.hash_bytes
-    if not isinstance(items, (list, tuple)):
-        items = list(items)
-    try:
-        # All-ASCII str (canonical URLs): mmh3 hashes each str as is, 48 ns a 45-byte URL against
-        # 64 through str.encode. Only ASCII may go that way: mmh3 5.x crashes on a lone surrogate.
-        # The join fails on any other type, and its isascii() is a flag read.
-        all_ascii = "".join(items).isascii()  # type: ignore[arg-type]
-    except TypeError:
-        all_ascii = False
-    if all_ascii:
-        joined = b"".join(map(digest, items))
-    else:
-        joined = b"".join([digest(key_bytes(item)) for item in items])
-    return np.frombuffer(joined, dtype="<u8").reshape(-1, 2).astype(np.uint64)
 
 
 _LOW32 = np.uint64(0xFFFFFFFF)
