@@ -2,10 +2,11 @@
 
 Run: ``pytest bench/test_bench_canonical.py --benchmark-only --benchmark-group-by=group
 --benchmark-columns=min,median,ops --benchmark-min-rounds=3``. All canonicalizers sit in one
-group, so their medians print side by side: ``test_crawldedup[py-policy2]`` (the pure-Python
-reference), ``test_crawldedup[cy-policy2]`` (the compiled fast path, what ``canonicalize`` is when
-the extension is built), the same two under ``POLICY_V1`` (``-policy1``), and the peers. Each
-round canonicalizes all of ``URLS`` once, so URLs per second is ``len(URLS) / median``.
+group, so their medians print side by side: ``test_crawldedup[py-policy3]`` (the pure-Python
+reference, the default policy), ``test_crawldedup[cy-policy3]`` (the compiled fast path, what
+``canonicalize`` is when the extension is built), the same two under ``POLICY_V2`` (``-policy2``)
+and ``POLICY_V1`` (``-policy1``), and the peers. Each round canonicalizes all of ``URLS`` once,
+so URLs per second is ``len(URLS) / median``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from urllib.parse import urljoin
 
 import pytest
 
-from crawldedup import DEFAULT_POLICY, POLICY_V1, CanonicalPolicy
+from crawldedup import DEFAULT_POLICY, POLICY_V1, POLICY_V2, CanonicalPolicy
 
 ada_url = pytest.importorskip("ada_url")
 w3lib_url = pytest.importorskip("w3lib.url")
@@ -130,13 +131,17 @@ def _build() -> List[Tuple[str, Optional[str]]]:
 
 
 URLS = _build()
+#: The part of the mix written in ASCII (the URL and its base): no host or path for IDNA or UTF-8.
+ASCII_URLS = [(url, base) for url, base in URLS if url.isascii() and (base is None or base.isascii())]
 # Peers take no base: give them the resolved absolute form of each relative link.
 ABSOLUTE_URLS = [urljoin(base, url) if base else url for url, base in URLS]
 
 
-def _run_crawldedup(canonicalize: Callable[..., str], policy: CanonicalPolicy) -> int:
+def _run_crawldedup(
+    canonicalize: Callable[..., str], policy: CanonicalPolicy, urls: List[Tuple[str, Optional[str]]] = URLS
+) -> int:
     done = 0
-    for url, base in URLS:
+    for url, base in urls:
         try:
             canonicalize(url, base, policy)
             done += 1
@@ -157,7 +162,7 @@ def _run_peer(function: Callable[[str], str]) -> int:
 
 
 @pytest.mark.benchmark(group="canonicalize-12k-urls")
-@pytest.mark.parametrize("policy", [DEFAULT_POLICY, POLICY_V1], ids=["policy2", "policy1"])
+@pytest.mark.parametrize("policy", [DEFAULT_POLICY, POLICY_V2, POLICY_V1], ids=["policy3", "policy2", "policy1"])
 def test_crawldedup(benchmark, canonical_impl, policy):
     done = benchmark(_run_crawldedup, canonical_impl.canonicalize, policy)
     assert done == len(URLS)

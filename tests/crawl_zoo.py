@@ -15,7 +15,8 @@ fragment, relative forms such as ``../p/4`` and scheme-relative ones) or a redir
 
 - ``/docs/<n>`` -> 301 -> ``/docs/<n>/``: a slash added by the server (Django's APPEND_SLASH);
 - ``/blog/<n>/`` -> 308 -> ``/blog/<n>``: a slash removed;
-- ``/news/<n>?utm_source=..`` -> 302 -> ``/news/<n>``: tracking parameters stripped;
+- ``/news/<n>?utm_source=..`` -> 302 -> ``/news/<n>``, and ``/tree?ref=<branch>&utm_campaign=..`` ->
+  302 -> ``/tree?ref=<branch>``: tracking parameters stripped;
 - ``http://zoo.example/secure/<n>`` -> 301 -> ``https://...``: http to https;
 - ``http://www.zoo.example/...`` -> 301 -> ``http://zoo.example/...``: www to the bare host;
 - ``/s/<code>`` -> 301 or 302 -> a page: short links, whose codes are case-sensitive (``/s/aB0``
@@ -28,15 +29,21 @@ fragment, relative forms such as ``../p/4`` and scheme-relative ones) or a redir
   loops that lead to no page.
 
 ``hidden`` pages are linked only through short links, ``deep`` ones only through chains, and
-``orphan`` pages not at all (a crawl that fetches one has invented a link). Policy rules the
-zoo relies on, and that tests/test_crawl_zoo.py checks: path case is kept, a trailing slash is
-dropped, ``utm_*``, ``gclid`` and ``fbclid`` are dropped, ``http`` and ``https`` stay distinct,
-``www.`` is kept; no two pages, and no redirecting URL and a page it does not lead to, have one
-canonical form.
+``orphan`` pages not at all (a crawl that fetches one has invented a link). ``story``,
+``search`` and ``tree`` pages are selected by a parameter whose name some sites use for
+tracking (``/story?sid=0..9``, ``/search?q=shoes&from=0..180``, ``/tree?ref=<branch>``): each is
+a page of its own, linked like the others (tracking parameters too). Policy rules the zoo relies
+on, and that tests/test_crawl_zoo.py checks: path case is kept, a trailing slash is dropped,
+``utm_*``, ``gclid`` and ``fbclid`` are dropped, ``sid``, ``ref`` and ``from`` are kept (policy
+3; policy 2 drops them and merges each of those families into one page), ``http`` and
+``https`` stay distinct, ``www.`` is kept; no two pages, and no redirecting URL and a page it
+does not lead to, have one canonical form.
 
 :meth:`ZooSite.dedup_free_crawl` crawls the site's own link graph without the network, as a
 crawler that follows every link it has not requested in that exact spelling would: the pages it
-reaches are the pages every crawl must fetch, once each.
+reaches are the pages every crawl must fetch, once each. :meth:`ZooSite.claiming_crawl` crawls
+the same graph claiming every URL by a key (a canonical policy's form), as crawldedup's
+integrations do: what a policy would fetch, and lose, without a crawler.
 """
 
 from __future__ import annotations
@@ -50,8 +57,8 @@ import socketserver
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Deque, Dict, List, Optional, Set, Tuple, Union
-from urllib.parse import parse_qsl, unquote, urldefrag, urljoin, urlsplit
+from typing import Callable, Deque, Dict, FrozenSet, List, Optional, Set, Tuple, Union
+from urllib.parse import parse_qsl, unquote, urldefrag, urlencode, urljoin, urlsplit
 
 from conftest import LoopbackHandler, LoopbackSite
 
@@ -59,9 +66,11 @@ HOST = "zoo.example"
 WWW = "www." + HOST
 HTTP = f"http://{HOST}"
 HTTPS = f"https://{HOST}"
-#: Query parameters the server ignores (and the policy drops). ``sid``, ``ref`` and ``from`` are
-#: left out: which of them the policy drops is not the zoo's question.
+#: Query parameters the server ignores (and the policy drops). ``sid``, ``ref`` and ``from``
+#: select the pages of the ``story``, ``tree`` and ``search`` families.
 TRACKING = frozenset({"utm_source", "utm_medium", "utm_campaign", "gclid", "fbclid"})
+#: The branches of ``/tree?ref=<branch>``, one page each.
+BRANCHES = ("main", "develop", "release-1.2", "v2.0.1", "fix-login")
 #: Pages per family, in the order the ring interleaves the linked ones.
 FAMILIES: Dict[str, int] = {
     "p": 100,
@@ -70,14 +79,21 @@ FAMILIES: Dict[str, int] = {
     "blog": 30,
     "news": 30,
     "secure": 30,
+    "story": 10,
+    "search": 10,
+    "tree": len(BRANCHES),
     "hidden": 24,
     "deep": 16,
     "orphan": 4,
 }
 #: Families every page's links reach directly; the others only through redirects, or never.
-RING_FAMILIES = ("p", "item", "docs", "blog", "news", "secure")
+RING_FAMILIES = ("p", "item", "docs", "blog", "news", "secure", "story", "search", "tree")
+#: Families whose page a query parameter selects that policy 2 drops: policy 2 merges each into one page.
+SELECTED_BY_PARAMETER = ("story", "search", "tree")
 #: Redirects one chain follows at most in the dedup-free crawl (every chain but a loop has at most 4).
 MAX_HOPS = 10
+#: Where :meth:`ZooSite.follow` says a chain ended at a redirect to a page another request holds.
+HELD = -1
 #: How the links of a page spell their targets, in turn (see :meth:`ZooSite._spell`).
 SPELLINGS = (
     "path",
@@ -117,8 +133,8 @@ Outcome = Union[int, Tuple[int, str], None]
 
 
 @dataclass
-class DedupFreeCrawl:
-    """The figures of a crawl that follows every link it has not requested in that exact spelling."""
+class ModelCrawl:
+    """The figures of a crawl of the link graph without the network (see :meth:`ZooSite.crawl_model`)."""
 
     #: Body fetches per page id: the pages reached are its keys.
     fetches: Dict[int, int] = field(default_factory=collections.Counter)
@@ -126,6 +142,8 @@ class DedupFreeCrawl:
     redirects: int = 0
     #: Chains that ended in a loop (more than MAX_HOPS redirects).
     loops: int = 0
+    #: Links not requested and chains ended at a redirect, their key claimed already.
+    dropped: int = 0
 
     @property
     def pages(self) -> Set[int]:
@@ -139,6 +157,12 @@ def page_url(family: str, n: int) -> str:
         return f"{HTTP}/docs/{n}/"
     if family == "secure":
         return f"{HTTPS}/secure/{n}"
+    if family == "story":
+        return f"{HTTP}/story?sid={n}"
+    if family == "search":
+        return f"{HTTP}/search?q=shoes&from={20 * n}"
+    if family == "tree":
+        return f"{HTTP}/tree?ref={BRANCHES[n]}"
     return f"{HTTP}/{family}/{n}"
 
 
@@ -184,10 +208,17 @@ class ZooSite(LoopbackSite):
     ) -> None:
         self.pages: List[Page] = []
         self._by_key: Dict[Tuple[str, int], int] = {}
+        #: Pages a query selects, by (path, their query's parameters): ``/item``, ``/story``...
+        self._by_query: Dict[Tuple[str, FrozenSet[Tuple[str, str]]], int] = {}
         for family, count in FAMILIES.items():
             for n in range(count):
-                self._by_key[family, n] = len(self.pages)
-                self.pages.append(Page(len(self.pages), family, n, page_url(family, n)))
+                page = Page(len(self.pages), family, n, page_url(family, n))
+                self._by_key[family, n] = page.id
+                self.pages.append(page)
+                parts = urlsplit(page.url)
+                if parts.query:
+                    self._by_query[parts.path, frozenset(parse_qsl(parts.query))] = page.id
+        self._query_paths = {path for path, _ in self._by_query}
         #: The pages every page's links lead to directly, interleaved by family.
         self.ring: List[int] = [
             self._by_key[family, k]
@@ -239,6 +270,11 @@ class ZooSite(LoopbackSite):
                 for turn in range(2):  # two spellings of each link
                     self._link(source, target, 3 * k + turn + i)
             self._special(i, source, hidden, deep)
+        # A page a parameter selects links to the next value, by its query alone, as pagination does.
+        for family in SELECTED_BY_PARAMETER:
+            for n in range(FAMILIES[family]):
+                following = self._by_key[family, (n + 1) % FAMILIES[family]]
+                self._link(self._by_key[family, n], following, SPELLINGS.index("relative"))
         # Pages off the ring link back into it.
         for family in ("hidden", "deep", "orphan"):
             for n in range(FAMILIES[family]):
@@ -335,11 +371,16 @@ class ZooSite(LoopbackSite):
                 return f"{target.url}?utm_campaign=spring"
             if target.family == "secure":
                 return f"{HTTP}{parts.path}"
-            if target.family == "item":  # no redirect: the query in another order
-                return f"{parts.path}?cat={target.n % 7}&id={target.n}" if same_origin else None
+            if target.family == "tree":
+                return f"{target.url}&utm_campaign=spring"
+            if target.family in ("item", "search"):  # no redirect: the query in another order
+                reordered = "&".join(reversed(parts.query.split("&")))
+                return f"{parts.path}?{reordered}" if same_origin else None
         if how == "percent_encoded":  # the last digit escaped, as %3X
-            digit = max(i for i, char in enumerate(target.url) if char.isdigit())
-            return f"{target.url[:digit]}%3{target.url[digit]}{target.url[digit + 1 :]}"
+            digits = [i for i, char in enumerate(target.url) if char.isdigit()]
+            if not digits:
+                return None
+            return f"{target.url[: digits[-1]]}%3{target.url[digits[-1]]}{target.url[digits[-1] + 1 :]}"
         return None
 
     @staticmethod
@@ -380,8 +421,8 @@ class ZooSite(LoopbackSite):
         kept = [(key, value) for key, value in params if key.lower() not in TRACKING]
         if path in self.table:
             return self.table[path] if scheme == "http" and not kept else None
-        if path == "/item":
-            return self._item(scheme, dict(kept)) if len(kept) == 2 else None
+        if path in self._query_paths:
+            return self._query_page(scheme, path, kept, len(kept) != len(params))
         match = _PAGE_PATH.fullmatch(path)
         if match is None or kept:
             return None
@@ -399,45 +440,82 @@ class ZooSite(LoopbackSite):
             return 302, path
         return page.id if slash == ("/" if family == "docs" else "") else None
 
-    def _item(self, scheme: str, query: Dict[str, str]) -> Outcome:
-        try:
-            n, cat = int(query["id"]), int(query["cat"])
-        except (KeyError, ValueError):
+    def _query_page(self, scheme: str, path: str, kept: List[Tuple[str, str]], tracked: bool) -> Outcome:
+        """A page its query selects (``kept``: the query but tracking parameters, in any order)."""
+        page = self._by_query.get((path, frozenset(kept)))
+        if scheme != "http" or page is None or len(set(kept)) != len(kept):
             return None
-        if scheme != "http" or ("item", n) not in self._by_key or cat != n % 7:
-            return None
-        return self._by_key["item", n]
+        if tracked and self.pages[page].family == "tree":
+            return 302, f"{path}?{urlencode(kept)}"
+        return page
 
-    def follow(self, url: str) -> Tuple[List[str], Optional[int]]:
+    def follow(
+        self, url: str, admit: Optional[Callable[[List[str], str], bool]] = None
+    ) -> Tuple[List[str], Optional[int]]:
         """The URLs a fetch chain requests for ``url`` (following redirects, at most MAX_HOPS), and
-        the page it ends on (None: a loop or a 404)."""
+        the page it ends on (None: a loop or a 404; HELD: a Location ``admit(chain, location)``
+        refused)."""
         chain = [url]
         for _ in range(MAX_HOPS + 1):
             outcome = self.route(chain[-1])
             if not isinstance(outcome, tuple):
                 return chain, outcome
-            chain.append(urljoin(chain[-1], outcome[1]))
+            location = urljoin(chain[-1], outcome[1])
+            if admit is not None and not admit(chain, location):
+                return chain, HELD
+            chain.append(location)
         return chain[:-1], None
 
-    def dedup_free_crawl(self, starts: List[str]) -> DedupFreeCrawl:
+    def dedup_free_crawl(self, starts: List[str]) -> ModelCrawl:
         """Crawl the link graph from ``starts`` without the network: every link followed unless its
         exact URL (fragment removed) was requested before; redirects followed up to MAX_HOPS."""
-        crawl = DedupFreeCrawl()
-        queue: Deque[str] = collections.deque(urldefrag(url)[0] for url in starts)
-        requested: Set[str] = set(queue)
+        return self.crawl_model(starts, lambda url: urldefrag(url)[0], claims_redirects=False)
+
+    def claiming_crawl(self, starts: List[str], key: Callable[[str], str]) -> ModelCrawl:
+        """Crawl the link graph from ``starts`` without the network, claiming every URL requested by
+        ``key(url)`` as crawldedup's integrations do with a canonical form: a link whose key is
+        claimed is not requested, and a chain ends at a redirect to a claimed key other than its own
+        (a page another request holds)."""
+        return self.crawl_model(starts, key, claims_redirects=True)
+
+    def crawl_model(self, starts: List[str], key: Callable[[str], str], *, claims_redirects: bool) -> ModelCrawl:
+        """A breadth-first crawl of the link graph: a link is requested (its fragment removed) unless
+        its ``key`` was claimed before; each redirect's Location is claimed too when
+        ``claims_redirects`` (the chain ends at one claimed by another request)."""
+        crawl = ModelCrawl()
+        claimed: Set[str] = set()
+
+        def admit(chain: List[str], location: str) -> bool:
+            wanted = key(location)
+            if wanted in claimed and wanted not in {key(url) for url in chain}:
+                return False
+            claimed.add(wanted)
+            return True
+
+        queue: Deque[str] = collections.deque()
+        for url in starts:
+            if key(url) not in claimed:
+                claimed.add(key(url))
+                queue.append(urldefrag(url)[0])
         while queue:
-            chain, page = self.follow(queue.popleft())
+            chain, page = self.follow(queue.popleft(), admit if claims_redirects else None)
             crawl.requests += len(chain)
-            crawl.redirects += len(chain) - 1
+            # Every response of the chain is a redirect but a page's (a loop's last, a held one's too).
+            crawl.redirects += len(chain) - (page is not None and page != HELD)
             if page is None:
                 crawl.loops += 1
                 continue
+            if page == HELD:
+                crawl.dropped += 1
+                continue
             crawl.fetches[page] += 1
             for link in self.links(page):
-                url = urldefrag(urljoin(chain[-1], link.href))[0]
-                if url not in requested:
-                    requested.add(url)
-                    queue.append(url)
+                url = urljoin(chain[-1], link.href)
+                if key(url) in claimed:
+                    crawl.dropped += 1
+                else:
+                    claimed.add(key(url))
+                    queue.append(urldefrag(url)[0])
         return crawl
 
     def body(self, page: int) -> bytes:

@@ -49,7 +49,8 @@ _POLICY_FIELDS = [
     CanonicalPolicy(drop_params={"k" * 70, "\u00e9t\u00e9", "p"}, keep_params={"P"}),
     CanonicalPolicy(drop_params=(), drop_prefixes=()),
     CanonicalPolicy(max_length=30),
-    # Per-host rules: the compiled fast path declines the hosts that have one.
+    # Per-host rules: the compiled fast path switches to a rule's plan after the host, or
+    # declines a rule it cannot follow (lowercase_path; fragments kept where the policy drops them).
     CanonicalPolicy(
         host_rules=[
             HostRule("example.com", drop_params={"ref", "sid"}),
@@ -75,6 +76,13 @@ HOSTS = st.one_of(
             "a..b",
             ".a",
             "www.example.com",
+            # Hosts of the rules above and under them (the most specific rule wins).
+            "b.example.com",
+            "X.B.example.com",
+            "ab.example.com",
+            "h",
+            "x.h",
+            "xh",
             "WWW.www.com",
             "www.com",
             "b\u00fccher.example",

@@ -256,9 +256,26 @@ def test_a_missing_policy_file_is_a_policy_file_error(tmp_path):
         load_policy_file(tmp_path / "absent.toml")
 
 
-def test_rules_decline_only_their_hosts_in_the_compiled_twin():
+def test_the_compiled_twin_answers_ruled_hosts_by_their_rule_or_declines_them():
     fast = pytest.importorskip("crawldedup.canonical._canonical_c")
-    policy = CanonicalPolicy(host_rules=[HostRule("ruled.example", drop_params={"sid"})])
-    assert fast.fast_canonicalize("https://x.ruled.example/?sid=1", policy) is None
-    assert fast.fast_canonicalize("https://other.example/?sid=1", policy) == "https://other.example/?sid=1"
-    assert fast.canonicalize("https://x.ruled.example:8080/?sid=1", policy=policy) == "https://x.ruled.example:8080/"
+    policy = CanonicalPolicy(
+        host_rules=[
+            HostRule("ruled.example", drop_params={"sid"}),
+            HostRule("b.ruled.example", keep_params={"utm_source"}, strip_trailing_slash=False),
+            HostRule("lower.example", lowercase_path=True),
+            HostRule("fragments.example", keep_fragment=True),
+        ]
+    )
+    answered = {
+        "https://x.ruled.example/?sid=1&a=2": "https://x.ruled.example/?a=2",
+        # The most specific rule, alone: b.ruled.example's keeps sid (ruled.example's drops it).
+        "https://c.b.ruled.example:8080/P/?utm_source=y&sid=2": "https://c.b.ruled.example:8080/P/?sid=2&utm_source=y",
+        "https://other.example/?sid=1&utm_source=y": "https://other.example/?sid=1",
+        "https://fragments.example/a": "https://fragments.example/a",
+    }
+    for url, canonical in answered.items():
+        assert fast.fast_canonicalize(url, policy) == canonical == reference.canonicalize(url, policy=policy)
+    # Options the fast path does not follow: its policy's plan declines them, so its rule's does.
+    for url in ("https://lower.example/P", "https://fragments.example/a#f"):
+        assert fast.fast_canonicalize(url, policy) is None
+        assert fast.canonicalize(url, policy=policy) == reference.canonicalize(url, policy=policy)

@@ -6,6 +6,11 @@ of the same links reaches is fetched (0 missed), no page body is fetched twice (
 nothing else is asked of the site (no 404, no TLS failure). Each prints its figures (requests,
 redirects followed, duplicates dropped) beside the dedup-free crawl's.
 
+The zoo's ``story``, ``search`` and ``tree`` pages are selected by ``sid``, ``from`` and ``ref``,
+parameters policy 2 dropped: every crawl fetches each under the default policy (3), and
+test_policy_2_would_lose_the_pages_sid_ref_and_from_select counts what policy 2 loses, in the
+zoo's own model and in a real Scrapy crawl under ``CRAWLDEDUP_POLICY = "v2"``.
+
 Crawlers: Scrapy in one process (the dupefilter, with and without crawldedup's
 RedirectMiddleware), two Scrapy processes on one Redis store, two under scrapy-redis's Scheduler
 sharing its queue, crawlee's ParselCrawler and BeautifulSoupCrawler with crawldedup's storage
@@ -27,14 +32,15 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
-from urllib.parse import urljoin
+from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import pytest
 from conftest import IN_CI, ServeProcess
 
-from crawldedup import canonicalize
+from crawldedup import POLICY_V2, canonicalize
 
 HERE = Path(__file__).parent
 SCRAPY_WORKER = HERE / "workers" / "scrapy_crawl.py"
@@ -195,6 +201,18 @@ def test_the_zoo_is_what_its_docstring_says(reference):
     # Every page but the orphans is reached, most through several spellings.
     assert reference.pages == {page.id for page in site.pages if page.family != "orphan"}
     assert sum(reference.fetches.values()) > 4 * len(reference.pages) and reference.loops > 0
+    # Pages selected by sid, from and ref: linked with tracking parameters too, one page per
+    # parameter value under the default policy, one page per family under policy 2.
+    selected = [page for page in site.pages if page.family in zoo.SELECTED_BY_PARAMETER]
+    parameters = {urlsplit(page.url).path: sorted(dict(parse_qsl(urlsplit(page.url).query))) for page in selected}
+    assert parameters == {"/story": ["sid"], "/search": ["from", "q"], "/tree": ["ref"]}
+    hrefs = [
+        link.href for page in site.pages for link in site.links(page.id) if link.target in {p.id for p in selected}
+    ]
+    assert any("utm_" in href for href in hrefs) and any("gclid=" in href for href in hrefs)
+    assert any(href.startswith("?") for href in hrefs), "a link to another value of the same parameter"
+    policy2 = Counter(canonicalize(page.url, policy=POLICY_V2) for page in selected)
+    assert sorted(policy2.values()) == [zoo.FAMILIES[family] for family in ("tree", "search", "story")]
 
 
 def test_the_zoo_answers_through_its_proxy_over_http_and_https(site, certificates):
@@ -219,6 +237,35 @@ def test_the_zoo_answers_through_its_proxy_over_http_and_https(site, certificate
     secure.close()
     docs3, secure4 = site.page("docs", 3).id, site.page("secure", 4).id
     assert dict(site.fetches) == {docs3: 1, secure4: 1} and site.tunnels == 1 and site.unknown == []
+
+
+# --- what policy 2 would lose ------------------------------------------------------------------
+
+
+def selected_families(site: Any, pages: Any) -> Counter:
+    """How many of ``pages`` each family a parameter selects holds."""
+    return Counter(site.pages[page].family for page in pages if site.pages[page].family in zoo.SELECTED_BY_PARAMETER)
+
+
+def test_policy_2_would_lose_the_pages_sid_ref_and_from_select(reference):
+    """The zoo's model of a crawl that claims every URL by its canonical form, as crawldedup's
+    integrations do: under the default policy every page once; under policy 2 one page of each
+    family a parameter selects (it drops sid, from and ref), 22 pages never fetched, and the rest
+    of the site fetched as under the default (tracking parameters merge under both)."""
+    site = zoo.ZooSite()
+    default = site.claiming_crawl(START, canonicalize)
+    assert default.fetches == dict.fromkeys(reference.pages, 1)
+    policy2 = site.claiming_crawl(START, partial(canonicalize, policy=POLICY_V2))
+    lost = reference.pages - policy2.pages
+    print(f"policy 2 loses {len(lost)} pages: {dict(selected_families(site, lost))}")
+    assert (
+        selected_families(site, lost)
+        == Counter({"story": 9, "search": 9, "tree": 4})
+        == {family: zoo.FAMILIES[family] - 1 for family in zoo.SELECTED_BY_PARAMETER}
+    )
+    assert len(lost) == 22 and max(policy2.fetches.values()) == 1
+    rest = reference.pages - {page.id for page in site.pages if page.family in zoo.SELECTED_BY_PARAMETER}
+    assert rest <= policy2.pages
 
 
 # --- Scrapy -----------------------------------------------------------------------------------
@@ -265,6 +312,23 @@ def test_scrapy_fetches_every_page_once(middleware, site, certificates, referenc
     assert stats["crawldedup/new"] >= len(reference.pages)
     # Every chain back to the page that linked it was dropped at its redirect, and counted.
     assert stats.get("crawldedup/redirected_known", 0) >= site.permalinks > 0, stats
+
+
+@pytest.mark.slow
+def test_scrapy_under_policy_2_misses_the_pages_sid_ref_and_from_select(
+    site, certificates, reference, tmp_path, record_property
+):
+    """The same crawl with ``CRAWLDEDUP_POLICY = "v2"``: the 22 pages the model says, one per value
+    of sid, from and ref but the first fetched, and no other page missed or fetched twice."""
+    required("scrapy", "crawldedup[scrapy]")
+    settings = {**DUPEFILTER, "CRAWLDEDUP_POLICY": "v2"}
+    command = scrapy_command(site, certificates, tmp_path, "scrapy", settings, START)
+    stats = scrapy_stats(tmp_path, "scrapy", run_all({"scrapy": command}, tmp_path)["scrapy"])
+    with pytest.raises(PagesMissed):
+        check("scrapy[policy 2]", site, reference, stats.get("dupefilter/filtered", 0), record_property)
+    missed = zoo.describe(dict(site.fetches), reference.pages)["missed"]
+    assert selected_families(site, missed) == Counter({"story": 9, "search": 9, "tree": 4})
+    assert len(missed) == 22 and max(site.fetches.values()) == 1
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ Everything else it declines, and :mod:`crawldedup._canonical` (the typed referen
 work: control characters, other schemes, a missing host, an invalid host or port,
 non-ASCII ``bytes``, ``str`` subclasses, and the policies ``merge_schemes``,
 ``lowercase_path``, ``keep_fragment`` (with a fragment) and ``semicolon_separator`` (with a
-``;`` in the query). It never raises ``InvalidURL`` itself: an input it cannot prove valid goes
+``;`` in the query), and the same options of a host rule on its hosts. It never raises ``InvalidURL`` itself: an input it cannot prove valid goes
 to the reference, which names the problem. tests/test_canonical_differential.py holds the two
 to the same answers.
 """
@@ -147,6 +147,7 @@ ctypedef struct Pair:
 
 ctypedef struct Parts:
     bint https
+    bint fragment              # a non-empty one, dropped (a host rule may keep it)
     const unsigned char* authority
     Py_ssize_t authority_len
     const unsigned char* path
@@ -182,9 +183,15 @@ ctypedef struct CPlan:
     # Policy 2 checks an ASCII host's A-labels ("xn--") by UTS #46; policy 3 (``domains``)
     # lowercases them as the URL Standard does.
     bint a_labels, domains
-    # Hosts with a rule of their own (host_rules), by pattern: their URLs are declined.
+    # Hosts with a rule of their own (host_rules), by pattern, and the plan of each pattern's
+    # hosts by its slot in rule_hosts (NULL: declined). rule_suffixes holds the patterns' ends
+    # at a label ("example" and "shop.example" of "shop.example"), with their lengths (a bit
+    # per length, bit 63: 63 or longer): a host is read from its last label on, and no
+    # further than an end no pattern has.
     bint has_rules
-    KeyTable rule_hosts
+    KeyTable rule_hosts, rule_suffixes
+    uint64_t suffix_lengths
+    const CPlan** rule_plans
     Py_ssize_t max_length, prefix_count
     const unsigned char* prefix_blob
     Py_ssize_t* prefix_bounds  # (start in prefix_blob, length) per prefix
@@ -249,13 +256,18 @@ cdef bytes _fill_table(KeyTable* table, object names):
     return blob
 
 
-cdef inline bint _in_table(const KeyTable* table, const unsigned char* key, Py_ssize_t n) noexcept nogil:
+cdef inline Py_ssize_t _table_slot(const KeyTable* table, const unsigned char* key, Py_ssize_t n) noexcept nogil:
+    """The slot of ``key`` in ``table``, or -1."""
     cdef size_t slot = _fnv(key, n) & table.mask
     while table.slots[2 * slot + 1] != 0:
         if table.slots[2 * slot + 1] == n and memcmp(table.blob + table.slots[2 * slot], key, n) == 0:
-            return True
+            return <Py_ssize_t>slot
         slot = (slot + 1) & table.mask
-    return False
+    return -1
+
+
+cdef inline bint _in_table(const KeyTable* table, const unsigned char* key, Py_ssize_t n) noexcept nogil:
+    return _table_slot(table, key, n) >= 0
 
 
 cdef class _Plan:
@@ -264,13 +276,16 @@ cdef class _Plan:
     cdef object policy
     cdef bint usable
     cdef CPlan c
-    cdef bytes prefix_blob, drop_blob, keep_blob, rule_blob  # what c points into
+    cdef bytes prefix_blob, drop_blob, keep_blob, rule_blob, suffix_blob  # what c points into
+    cdef list rule_plan_objects  # the plans c.rule_plans points into
 
     def __cinit__(self):
         self.c.prefix_bounds = NULL
         self.c.drop_keys.slots = NULL
         self.c.keep_keys.slots = NULL
         self.c.rule_hosts.slots = NULL
+        self.c.rule_suffixes.slots = NULL
+        self.c.rule_plans = NULL
         self.c.authorities = NULL
 
     def __dealloc__(self):
@@ -279,8 +294,12 @@ cdef class _Plan:
         PyMem_Free(self.c.drop_keys.slots)
         PyMem_Free(self.c.keep_keys.slots)
         PyMem_Free(self.c.rule_hosts.slots)
+        PyMem_Free(self.c.rule_suffixes.slots)
+        PyMem_Free(self.c.rule_plans)
 
-    def __init__(self, policy):
+    def __init__(self, policy, bint of_rule=False):
+        """``of_rule``: the plan of a host rule's policy, read after the authority is written by
+        its policy's plan (so it keeps no authorities of its own)."""
         self.policy = policy
         self.usable = not (policy.merge_schemes or policy.lowercase_path)
         self.c.accept_http = "http" in policy.schemes
@@ -295,7 +314,7 @@ cdef class _Plan:
         self.c.a_labels = policy.version == 2
         self.c.domains = policy.version >= 3
         self.c.has_rules = bool(policy.host_rules)
-        self.rule_blob = _fill_table(&self.c.rule_hosts, [rule.match for rule in policy.host_rules])
+        self._plan_rules(policy)
         # The reference's own derived lookups (latin-1 text of each name's UTF-8 bytes).
         self.c.filters = policy.filters_query
         self.c.has_keep = bool(policy.query_keep_keys)
@@ -310,15 +329,52 @@ cdef class _Plan:
         self.c.prefix_blob = <const unsigned char*>PyBytes_AS_STRING(self.prefix_blob)
         self.c.prefix_count = len(prefixes)
         self.c.prefix_bounds = <Py_ssize_t*>PyMem_Malloc((2 * len(prefixes) + 1) * sizeof(Py_ssize_t))
-        self.c.authorities = <AuthorityEntry*>PyMem_Malloc(AUTHORITY_SLOTS * sizeof(AuthorityEntry))
-        if self.c.prefix_bounds == NULL or self.c.authorities == NULL:
+        if not of_rule:
+            self.c.authorities = <AuthorityEntry*>PyMem_Malloc(AUTHORITY_SLOTS * sizeof(AuthorityEntry))
+            if self.c.authorities == NULL:
+                raise MemoryError()
+            memset(self.c.authorities, 0, AUTHORITY_SLOTS * sizeof(AuthorityEntry))
+        if self.c.prefix_bounds == NULL:
             raise MemoryError()
-        memset(self.c.authorities, 0, AUTHORITY_SLOTS * sizeof(AuthorityEntry))
         start = 0
         for index, prefix in enumerate(prefixes):
             self.c.prefix_bounds[2 * index] = start
             self.c.prefix_bounds[2 * index + 1] = len(prefix)
             start += len(prefix)
+
+
+    cdef _plan_rules(self, object policy):
+        """A plan per host rule (``policy.for_host`` of its pattern), by the pattern's slot. A
+        rule the fast path cannot follow (``lowercase_path``) gets NULL: its hosts are declined."""
+        cdef Py_ssize_t slot
+        cdef _Plan ruled
+        cdef bytes match
+        matches = [rule.match for rule in policy.host_rules]
+        suffixes = set()
+        for pattern in matches:  # its ends at a label, as for_host walks a host
+            suffixes.add(pattern)
+            while "." in pattern:
+                pattern = pattern[pattern.find(".") + 1 :]
+                suffixes.add(pattern)
+        self.rule_blob = _fill_table(&self.c.rule_hosts, matches)
+        self.suffix_blob = _fill_table(&self.c.rule_suffixes, suffixes)
+        self.c.suffix_lengths = 0
+        for suffix in suffixes:
+            self.c.suffix_lengths |= _length_bit(len(suffix))
+        self.rule_plan_objects = []
+        if not matches:
+            return
+        self.c.rule_plans = <const CPlan**>PyMem_Malloc((self.c.rule_hosts.mask + 1) * sizeof(CPlan*))
+        if self.c.rule_plans == NULL:
+            raise MemoryError()
+        memset(self.c.rule_plans, 0, (self.c.rule_hosts.mask + 1) * sizeof(CPlan*))
+        for rule in policy.host_rules:
+            match = rule.match.encode("ascii")
+            ruled = _Plan(policy.for_host(rule.match), True)
+            self.rule_plan_objects.append(ruled)
+            slot = _table_slot(&self.c.rule_hosts, <const unsigned char*>PyBytes_AS_STRING(match), len(match))
+            if ruled.usable:
+                self.c.rule_plans[slot] = &ruled.c
 
 
 cdef class _BaseView:
@@ -834,26 +890,34 @@ cdef Py_ssize_t _reference_authority(const CPlan* plan, const Parts* parts, unsi
     return DECLINE if length < 0 else o + length
 
 
-cdef bint _has_rule(const CPlan* plan, const unsigned char* a, Py_ssize_t n) noexcept nogil:
-    """Whether the host of a written authority (or a host above it) has a rule of its own."""
-    cdef Py_ssize_t i, start = 0, end = n, bracket = -1
-    for i in range(n):
-        if a[i] == 64:  # "@": kept user info
-            start = i + 1
-        elif a[i] == 93:
-            bracket = i
-    for i in range(n - 1, start - 1, -1):
-        if a[i] == 58 and i > bracket:  # ":port"
-            end = i
+cdef const CPlan* _host_plan(const CPlan* plan, const unsigned char* a, Py_ssize_t n) noexcept nogil:
+    """The plan for the host of a written authority: that of the most specific rule matching
+    it (the host, else the hosts above it; NULL: a rule the fast path declines), else ``plan``."""
+    cdef const CPlan* found = plan
+    cdef Py_ssize_t i, start = 0, end = n, slot
+    if plan.keep_userinfo:  # the host is after the last "@" (one in user info is escaped)
+        for i in range(n - 1, -1, -1):
+            if a[i] == 64:
+                start = i + 1
+                break
+    i = end - 1
+    while i > start and 48 <= a[i] <= 57:  # a port: digits after a ":" (a host ends otherwise)
+        i -= 1
+    if i > start and a[i] == 58 and i < end - 1:
+        end = i
+    # The host's ends at a label, shortest first ("com", "example.com"), as far as some pattern
+    # ends so: the last pattern met is the most specific.
+    i = end
+    while i > start:
+        i -= 1  # into the last label, or onto the dot before the end read last
+        while i > start and a[i - 1] != 46:
+            i -= 1
+        if not plan.suffix_lengths & _length_bit(end - i) or not _in_table(&plan.rule_suffixes, a + i, end - i):
             break
-    while True:
-        if _in_table(&plan.rule_hosts, a + start, end - start):
-            return True
-        while start < end and a[start] != 46:
-            start += 1
-        if start == end:
-            return False
-        start += 1
+        slot = _table_slot(&plan.rule_hosts, a + i, end - i)
+        if slot >= 0:
+            found = plan.rule_plans[slot]
+    return found
 
 
 cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned char* work, Py_ssize_t room,
@@ -874,8 +938,12 @@ cdef Py_ssize_t _canonical_parts(const CPlan* plan, const Parts* parts, unsigned
         o = 7
     path_start = o
     o = _write_authority(plan, parts, out, o, python)
-    if o < 0 or (plan.has_rules and _has_rule(plan, out + path_start, o - path_start)):
-        return DECLINE if o >= 0 else o
+    if o < 0:
+        return o
+    if plan.has_rules:  # the rest by the host's rule (which may keep the fragment dropped)
+        plan = _host_plan(plan, out + path_start, o - path_start)
+        if plan == NULL or (plan.keep_fragment and parts.fragment):
+            return DECLINE
     path_start = o
     if parts.path_len == 0:
         out[o] = 47
@@ -1041,7 +1109,8 @@ cdef Py_ssize_t _canonical_bytes(const CPlan* plan, const unsigned char* s, Py_s
     # The authority (after "//"), the path, the query; the fragment is dropped.
     found = <const unsigned char*>memchr(s + i, 35, end - i)
     content_end = end if found == NULL else found - s  # the fragment from here on
-    if plan.keep_fragment and end - content_end > 1:
+    parts.fragment = end - content_end > 1
+    if plan.keep_fragment and parts.fragment:
         return DECLINE
     parts.authority = NULL
     parts.authority_len = 0
