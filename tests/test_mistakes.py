@@ -328,8 +328,8 @@ def test_scripts_test_waits_for_the_dpkg_lock_and_labels_the_expected_lines():
 
 def test_the_readme_says_where_each_keeps_its_filter():
     readme = (DOCS.parent / "README.md").read_text()
-    quick_start = readme.partition("## Quick start")[2].partition("\n## ")[0]
-    assert "./crawldedup.bloom" in quick_start and "`Deduplicator()` keeps its filter in memory" in quick_start
+    main_job = readme.partition("## The main job")[2].partition("\n## ")[0]
+    assert "./crawldedup.bloom" in main_job and "`Deduplicator()` keeps its filter in memory" in main_job
 
 
 def test_no_alias_journal_without_an_alias(tmp_path: Path):
