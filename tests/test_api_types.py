@@ -29,6 +29,7 @@ from crawldedup import (
     Deduplicator,
     DedupStats,
     Durability,
+    ExactFilter,
     HostRule,
     PostgresStore,
     RedisBloomStore,
@@ -110,6 +111,36 @@ ROWS: Dict[str, Any] = {
     "BloomFilter.close": NO_ARGUMENTS,
     "BloomFilter.mapped_file": NO_ARGUMENTS,
     "BloomFilter.flush": NO_ARGUMENTS,
+    # --- the exact tier
+    "ExactFilter()": [
+        (None, lambda _: ExactFilter("100", 0.01), TypeError),
+        (None, lambda _: ExactFilter(100, "0.01"), ValueError),
+        (None, lambda _: ExactFilter(100, 0.01, path=42), TypeError),
+    ],
+    "ExactFilterBase.add": [("exact", lambda e: e.add(42), TypeError), ("exact", lambda e: e.add(None), TypeError)],
+    "ExactFilterBase.add_many": [
+        ("exact", lambda e: e.add_many("https://shop.example/"), TypeError),
+        ("exact", lambda e: e.add_many(b"https://shop.example/"), TypeError),
+        ("exact", lambda e: e.add_many([1, 2]), TypeError),
+    ],
+    "ExactFilterBase.contains_many": [
+        ("exact", lambda e: e.contains_many("https://shop.example/"), TypeError),
+        ("exact", lambda e: e.contains_many([None]), TypeError),
+    ],
+    "ExactFilterBase.update": [
+        ("exact", lambda e: e.update("https://shop.example/"), TypeError),
+        ("exact", lambda e: e.update([3.5]), TypeError),
+    ],
+    "ExactFilterBase.add_hashes": [("exact", lambda e: e.add_hashes([1, 2, 3]), TypeError)],
+    "ExactFilterBase.contains_hashes": [("exact", lambda e: e.contains_hashes("x"), TypeError)],
+    "ExactFilterBase.union": [("exact", lambda e: e.union(42), TypeError)],
+    "ExactFilterBase.open": [(None, lambda _: ExactFilter.open(42), TypeError)],
+    "ExactFilterBase.close": NO_ARGUMENTS,
+    "ExactFilterBase.flush": NO_ARGUMENTS,
+    "ExactFilterBase.merge": NO_ARGUMENTS,
+    "ExactFilterBase.runs": NO_ARGUMENTS,
+    "ExactFilterBase.stages": NO_ARGUMENTS,
+    "ExactFilterBase.generations": NO_ARGUMENTS,
     # --- the Deduplicator
     "Deduplicator()": [
         (None, lambda _: Deduplicator(42), ValueError),
@@ -357,6 +388,7 @@ def things(tmp_path: Path) -> Dict[str, Callable[[], Any]]:
         "policy": lambda: DEFAULT_POLICY,
         "retry": lambda: RetryPolicy(),
         "bloom": lambda: BloomFilter(100, 0.01),
+        "exact": lambda: ExactFilter(100, 0.01),
         "dedup": lambda: Deduplicator("local", capacity=100),
         "adedup": lambda: AsyncDeduplicator("local", capacity=100).open(),
         "sqlite": lambda: SQLiteStore(tmp_path / "s.sqlite", namespace="types", policy_digest=DIGEST),

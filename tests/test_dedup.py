@@ -361,7 +361,7 @@ def test_constructor_does_not_read_the_environment(monkeypatch):
         ),
         ("BLOOM_CAPACITY", "1e6", "capacity \\(BLOOM_CAPACITY\\) must be an integer in \\[1, 2\\*\\*48\\], got '1e6'"),
         ("BLOOM_CAPACITY", "0", "capacity \\(BLOOM_CAPACITY\\) must be an integer"),
-        ("BLOOM_ERROR_RATE", "1", "error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\(0, 1\\)"),
+        ("BLOOM_ERROR_RATE", "1", "error_rate \\(BLOOM_ERROR_RATE\\) must be a number in \\[1e-20, 1\\)"),
         ("VISITED_TTL_DAYS", "-1", "ttl_days \\(VISITED_TTL_DAYS\\) must be a number of days"),
         ("VISITED_TTL_DAYS", "soon", "ttl_days \\(VISITED_TTL_DAYS\\) must be a number of days"),
         ("CRAWLDEDUP_NAMESPACE", "a{b}", "namespace \\(CRAWLDEDUP_NAMESPACE\\) must be"),
@@ -376,7 +376,7 @@ def test_bad_environment_value_names_the_variable(variable, value, message):
 
 def test_bad_constructor_value_names_the_setting():
     with pytest.raises(
-        ValueError, match="error_rate \\(CRAWLDEDUP_ERROR_RATE\\) must be a number in \\(0, 1\\), got 0.0"
+        ValueError, match="error_rate \\(CRAWLDEDUP_ERROR_RATE\\) must be a number in \\[1e-20, 1\\), got 0.0"
     ):
         Deduplicator("local", error_rate=0.0)
     with pytest.raises(ValueError, match="crawl_round must be"):

@@ -84,7 +84,7 @@ def test_durability_settings_from_the_environment():
         ({"CRAWLDEDUP_DURABLE_TIMEOUT": "0"}, "CRAWLDEDUP_DURABLE_TIMEOUT"),
         ({"CRAWLDEDUP_DURABLE_TIMEOUT": "30"}, "CRAWLDEDUP_DURABLE_TIMEOUT"),
         ({"DEDUP_STRATEGY": "sqlite", "CRAWLDEDUP_DURABILITY": "replicated"}, "needs a Redis strategy"),
-        ({"CRAWLDEDUP_DURABILITY": "replicated"}, "not local"),
+        ({"CRAWLDEDUP_DURABILITY": "replicated"}, "not exact"),
     ],
 )
 def test_bad_durability_settings_are_named(environ, words):

@@ -244,7 +244,7 @@ def test_history_to_a_state_file_and_back(tmp_path):
     from crawldedup import DEFAULT_POLICY
 
     assert history_to_state(tmp_path / "h", state, DEFAULT_POLICY) == len(pages_of(ROWS))
-    with Deduplicator("local", state=str(state), ttl_days=0) as dedup:  # the local crawl goes on from it
+    with Deduplicator("exact", state=str(state), ttl_days=0) as dedup:  # the local crawl goes on from it
         assert not any(dedup.claim_many(sorted(pages_of(ROWS))))
         assert all(dedup.claim_many(["https://brand-new.example/a", "https://brand-new.example/b"]))
     listed = tmp_path / "pages.txt"

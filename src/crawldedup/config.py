@@ -187,8 +187,10 @@ class DedupConfig:
     Each field's variable is ``CRAWLDEDUP_<FIELD>`` (:data:`SETTINGS`; five also answer to an
     older name, an alias read when the ``CRAWLDEDUP_`` one is unset).
 
-    :param strategy: ``CRAWLDEDUP_STRATEGY`` (``DEDUP_STRATEGY``): ``local``, ``set``, ``sharded-set``,
-        ``redisbloom`` (``bloom`` is the same), ``sqlite``, ``postgres`` or ``service``.
+    :param strategy: ``CRAWLDEDUP_STRATEGY`` (``DEDUP_STRATEGY``): ``exact`` (the default: the
+        local state alone, a Bloom filter in front of the exact tier), ``local`` (the Bloom filter
+        alone), ``set``, ``sharded-set``, ``redisbloom`` (``bloom`` is the same), ``sqlite``,
+        ``postgres`` or ``service``.
     :param redis_url: ``CRAWLDEDUP_REDIS_URL`` (``REDIS_URL``): the Redis of the ``set``,
         ``sharded-set`` and ``redisbloom`` stores.
     :param ttl_days: ``CRAWLDEDUP_TTL_DAYS`` (``VISITED_TTL_DAYS``): the recrawl window W, in every strategy: a page

@@ -86,7 +86,8 @@ def _valid(chunk: pa.Array) -> Optional[np.ndarray]:
     """A chunk's rows that are not null, as a bool array; None when none is null."""
     if chunk.null_count == 0:
         return None
-    return chunk.is_valid().to_numpy(zero_copy_only=False)
+    valid: np.ndarray = chunk.is_valid().to_numpy(zero_copy_only=False)
+    return valid
 
 
 def _bitmap(mask: np.ndarray) -> pa.Buffer:

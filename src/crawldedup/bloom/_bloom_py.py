@@ -83,7 +83,8 @@ def probe_bits(hashes: np.ndarray, num_blocks: int, num_hashes: int, slots: int 
 def _all_set(bits: np.ndarray, bit_numbers: np.ndarray) -> np.ndarray:
     """Per row of ``bit_numbers``, whether all its bits are set."""
     masks = np.left_shift(1, bit_numbers & 7).astype(np.uint8)
-    return ((bits[bit_numbers >> 3] & masks) != 0).all(axis=1)
+    all_set: np.ndarray = ((bits[bit_numbers >> 3] & masks) != 0).all(axis=1)
+    return all_set
 
 
 def _add_bits(bits: np.ndarray, bit_numbers: np.ndarray, num_hashes: int) -> np.ndarray:

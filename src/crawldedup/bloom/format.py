@@ -13,7 +13,7 @@ import dataclasses
 import math
 import struct
 import zlib
-from typing import Tuple
+from typing import Any, Dict, List, Tuple
 
 from .._checks import check_capacity, check_error_rate
 from .._wording import counted
@@ -230,7 +230,7 @@ class Header:
                 f"stages must be in [1, {MAX_STAGES}], got {stages}",
             ),
         ]
-        window: dict = {}
+        window: Dict[str, Any] = {}
         used = _FIELDS.size
         if windowed:
             window, used, window_checks = _unpack_window(page)
@@ -261,7 +261,7 @@ class Header:
         return header
 
 
-def _unpack_window(page: bytes) -> Tuple[dict, int, list]:
+def _unpack_window(page: bytes) -> Tuple[Dict[str, Any], int, List[Tuple[bool, str]]]:
     """The window fields of a v2 header: the Header fields, the bytes used, and their checks."""
     window_seconds, generations, slots = _WINDOW_FIELDS.unpack_from(page, _FIELDS.size)
     checks = [

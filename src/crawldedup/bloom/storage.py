@@ -51,13 +51,15 @@ _PRIVATE = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
 if hasattr(np, "bitwise_count"):  # numpy >= 2.0
 
     def _popcount_rows(rows: np.ndarray) -> np.ndarray:
-        return np.bitwise_count(rows.view(np.uint64)).sum(axis=1, dtype=np.int64)
+        counts: np.ndarray = np.bitwise_count(rows.view(np.uint64)).sum(axis=1, dtype=np.int64)
+        return counts
 
 else:  # pragma: no cover  (numpy 1.x)
     _BYTE_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
     def _popcount_rows(rows: np.ndarray) -> np.ndarray:
-        return _BYTE_POPCOUNT[rows].sum(axis=1, dtype=np.int64)
+        counts: np.ndarray = _BYTE_POPCOUNT[rows].sum(axis=1, dtype=np.int64)
+        return counts
 
 
 def _advise_hugepages(mm: mmap.mmap, size: int, name: str = "MADV_HUGEPAGE") -> None:
@@ -213,7 +215,8 @@ class BloomFile:
         if self.path is None or not self.read_only:
             return self.header.stages  # no one else grows it while this writer has it open
         # One aligned u32 that only its one writer changes, and only upward: no lock needed.
-        return max(self.header.stages, min(STAGES_FIELD.unpack_from(self.mm)[0], MAX_STAGES))
+        stored: int = STAGES_FIELD.unpack_from(self.mm)[0]
+        return max(self.header.stages, min(stored, MAX_STAGES))
 
     def blocks(self) -> np.ndarray:
         """Return a uint8 view of the blocks (read-only when the file is); drop it before ``close``."""

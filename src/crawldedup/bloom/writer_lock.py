@@ -91,7 +91,8 @@ def _held_by_other(fd: int, start: int) -> bool:
     """True when another writer holds a lock on byte ``start``."""
     assert _GETLK is not None
     reply = fcntl.fcntl(fd, _GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, start, 1, 0))
-    return _FLOCK.unpack(reply)[0] != fcntl.F_UNLCK
+    lock_type: int = _FLOCK.unpack(reply)[0]
+    return lock_type != fcntl.F_UNLCK
 
 
 def _open_again(fd: int, path: str) -> int:

@@ -125,7 +125,7 @@ def _toml_value(value: object) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (frozenset, set, list, tuple)):
-        return "[" + ", ".join(_toml_value(item) for item in sorted(value)) + "]"  # type: ignore[type-var]
+        return "[" + ", ".join(_toml_value(item) for item in sorted(value)) + "]"
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 

@@ -4,8 +4,9 @@ inspect and merge filters, check a claim store and report what it holds.
 Exit codes (``EXIT_CODES``, also in ``--help`` and docs/cli.md)::
 
     0    success
-    1    canonicalize: at least one line was not an accepted URL; content: at least one page
-         could not be checked; doctor: at least one check failed
+    1    canonicalize: at least one line was not an accepted URL; audit --content: at least one
+         line was not read; content: at least one page could not be checked; doctor: at least
+         one check failed
     2    usage: an unknown option, a bad option value, a bad environment variable, or an extra
          the command needs is not installed (the line names its pip install)
     3    a state or filter file is missing, corrupt, incompatible or in use by another run,

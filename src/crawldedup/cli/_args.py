@@ -151,7 +151,7 @@ def base_url(text: str) -> str:
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (a CLIError), not its usage text and exit."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise usage_error(self.prog.partition(" ")[2] or None, message)
 
 

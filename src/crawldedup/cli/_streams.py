@@ -37,9 +37,9 @@ def standard_streams() -> Iterator[None]:
     docstring); the streams the block found are back afterwards."""
     saved = sys.stdin, sys.stdout, sys.stderr
     _hold_closed_descriptors()
-    sys.stdin = saved[0] if saved[0] is not None else _ClosedStream("stdin")  # type: ignore[assignment]
-    sys.stdout = _Stdout(saved[1] if saved[1] is not None else _ClosedStream("stdout"))  # type: ignore[assignment]
-    sys.stderr = _Diagnostics(saved[2])  # type: ignore[assignment]
+    sys.stdin = saved[0] if saved[0] is not None else _ClosedStream("stdin")
+    sys.stdout = _Stdout(saved[1] if saved[1] is not None else _ClosedStream("stdout"))
+    sys.stderr = _Diagnostics(saved[2])
     try:
         yield
     finally:

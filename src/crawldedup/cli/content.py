@@ -30,6 +30,7 @@ from ..dedup import Deduplicator
 from ..exact import ExactFileError
 from ..pages import INVALID, PAGES_SUFFIX, VERDICTS, PageFileError
 from ..stores.base import NamespaceConflict, StoreUnavailable
+from ..stores.factory import LOCAL_STRATEGIES
 from ._args import base_url, file_path, integer_between, namespace_name, round_name, strategy
 from ._io import InputReader, Output
 from ._store_options import add_location_options
@@ -122,7 +123,7 @@ def _open(args: argparse.Namespace) -> Deduplicator:
     try:
         config = DedupConfig.from_env()
         strategy = args.strategy or config.strategy
-        state = args.state or config.state_path or (DEFAULT_STATE if strategy == "local" else None)
+        state = args.state or config.state_path or (DEFAULT_STATE if strategy in LOCAL_STRATEGIES else None)
         return Deduplicator(
             strategy,
             config=config,

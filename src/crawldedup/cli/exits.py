@@ -50,8 +50,8 @@ EXIT_CODES: Tuple[Tuple[int, str], ...] = (
     (ExitCode.OK, "success"),
     (
         ExitCode.INVALID,
-        "canonicalize: at least one line was not an accepted URL; content: at least one page "
-        "could not be checked; doctor: at least one check failed",
+        "canonicalize: at least one line was not an accepted URL; audit --content: at least one line was "
+        "not read; content: at least one page could not be checked; doctor: at least one check failed",
     ),
     (
         ExitCode.USAGE,

@@ -17,7 +17,7 @@ import sys
 import time
 from functools import partial
 from itertools import compress
-from typing import Any, List, NamedTuple, Optional, SupportsIndex, Tuple, cast
+from typing import Any, List, NamedTuple, Optional, SupportsIndex, Tuple
 
 from .._wording import counted, sized
 from ..canonical import CanonicalPolicy
@@ -164,7 +164,7 @@ class FilterRun:
             else:
                 winners = list(compress(batch_lines.lines, batch.won))
             try:
-                self.out.write_lines(cast(List[str], winners))
+                self.out.write_lines(winners)
             except BaseException:
                 self._give_back(batch, len(batch.won))
                 raise

@@ -79,13 +79,17 @@ if hasattr(np, "bitwise_count"):  # numpy >= 2.0
 
     def popcount(values: np.ndarray) -> np.ndarray:
         """The number of set bits of each uint64."""
-        return np.bitwise_count(values)
+        counts: np.ndarray = np.bitwise_count(values)
+        return counts
 else:  # pragma: no cover  (numpy 1.x)
     _BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
 
     def popcount(values: np.ndarray) -> np.ndarray:
         """The number of set bits of each uint64."""
-        return _BYTE_BITS[np.ascontiguousarray(values).view(np.uint8).reshape(-1, 8)].sum(axis=1, dtype=np.uint8)
+        counts: np.ndarray = _BYTE_BITS[np.ascontiguousarray(values).view(np.uint8).reshape(-1, 8)].sum(
+            axis=1, dtype=np.uint8
+        )
+        return counts
 
 
 def as_fingerprints(values: Union[np.ndarray, Iterable[int]], name: str = "fingerprints") -> np.ndarray:

@@ -222,4 +222,5 @@ class ClaimPipeline:
         if leased is not None:
             open_lease |= leased
         keep = ~open_lease[claims.inverse] & ~hit[candidates]
-        return candidates[keep]
+        kept: np.ndarray = candidates[keep]
+        return kept

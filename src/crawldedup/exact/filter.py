@@ -28,7 +28,7 @@ import numpy as np
 
 from .._checks import PathArg, integer_in
 from ..bloom import FilterKindError, Generation, GrowingFilter, Stage, as_hash_array
-from ..fingerprints import take_rows
+from ..fingerprints import check_keys, take_rows
 from ..windows import Clock, Window, system_clock
 from .format import ExactFileError
 from .runs import Kernels
@@ -73,6 +73,9 @@ class ExactFilterBase:
     :param overwrite: replace an existing filter and tier at ``path``.
     :param buffer_keys: keys kept in memory (and in the tier's log) before they are written as
         a run file.
+    :raises ValueError: for a capacity or error rate out of range or of the wrong type (a wrong
+        type is also a ``TypeError``).
+    :raises TypeError: for a ``path`` that is not a ``str`` or path-like object.
     :raises FileExistsError: when ``path`` exists and ``overwrite`` is false.
     :raises BlockingIOError: when another process writes a tier at ``path``.
     """
@@ -127,6 +130,7 @@ class ExactFilterBase:
         to add to it as well.
 
         :raises ValueError: for another mode.
+        :raises TypeError: for a ``path`` that is not a ``str`` or path-like object.
         :raises FilterFileError: when the Bloom filter file (or a stage) is missing or not valid.
         :raises ExactFileError: when the tier is missing, damaged (naming the file), or made for
             another window than the filter.
@@ -220,22 +224,38 @@ class ExactFilterBase:
         return found
 
     def add_many(self, items: Iterable[Any]) -> np.ndarray:
-        """Add keys (``str`` or bytes-like) in order; True where the key was new."""
+        """Add keys (``str`` or bytes-like) in order; True where the key was new.
+
+        :raises TypeError: for a single key (a ``str`` or bytes, not a batch), or a key that is
+            neither ``str`` nor bytes-like (nothing is added).
+        """
         return self.add_hashes(self._hash_keys(items))
 
     def contains_many(self, items: Iterable[Any]) -> np.ndarray:
-        """Per key, True when the set holds it."""
+        """Per key, True when the set holds it.
+
+        :raises TypeError: for a single key (a ``str`` or bytes, not a batch), or a key that is
+            neither ``str`` nor bytes-like.
+        """
         return self.contains_hashes(self._hash_keys(items))
 
     def add(self, item: Any) -> bool:
-        """Add one key; True when it was new."""
+        """Add one key; True when it was new.
+
+        :raises TypeError: for a key that is neither ``str`` nor bytes-like.
+        """
         return bool(self.add_many([item])[0])
 
     def __contains__(self, item: Any) -> bool:
         return bool(self.contains_many([item])[0])
 
     def update(self, items: Iterable[Any]) -> None:
-        """Add every key of ``items`` (any iterable, consumed in chunks)."""
+        """Add every key of ``items`` (any iterable, consumed in chunks).
+
+        :raises TypeError: for a single key (a ``str`` or bytes: its characters are not keys), or
+            a key that is neither ``str`` nor bytes-like.
+        """
+        check_keys(items)
         iterator = iter(items)
         while True:
             chunk = list(itertools.islice(iterator, _UPDATE_CHUNK))

@@ -30,7 +30,8 @@ def multiply_shift(h: np.ndarray, n: int) -> np.ndarray:
     n_low, n_high = np.uint64(n & 0xFFFFFFFF), np.uint64(n >> 32)
     h_low, h_high = h & _LOW32, h >> _32
     middle = h_high * n_low + ((h_low * n_low) >> _32)
-    return h_high * n_high + (middle >> _32) + (((middle & _LOW32) + h_low * n_high) >> _32)
+    product: np.ndarray = h_high * n_high + (middle >> _32) + (((middle & _LOW32) + h_low * n_high) >> _32)
+    return product
 
 
 class Fingerprints:

@@ -40,7 +40,7 @@ import time
 from collections.abc import Hashable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from urllib.parse import urljoin, urlsplit
 
 from .._extras import needs_extra
@@ -193,7 +193,7 @@ class DedupRequestQueueClient(RequestQueueClient):
         return await self.inner.is_finished()
 
 
-def _origin(url: str) -> tuple:
+def _origin(url: str) -> Tuple[str, Optional[str], Optional[int]]:
     parts = urlsplit(url)
     return parts.scheme, parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 

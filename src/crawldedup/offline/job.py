@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from .._checks import PathArg
 from ..canonical import DEFAULT_POLICY, CanonicalPolicy, policy_conflict
@@ -37,7 +37,7 @@ class JobReport:
     renewed: int = 0  # of the new ones, in the history but seen longer than the window ago
     history_before: int = 0
     history_after: int = 0
-    extra: dict = field(default_factory=dict)
+    extra: Dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def _judge(pages: pd.DataFrame, job: Job, info: HistoryInfo, scratch: Path, page
     return pd.DataFrame([counts])
 
 
-def _as_table(rows: pd.DataFrame) -> tuple:
+def _as_table(rows: pd.DataFrame) -> Tuple[pa.Array, pa.Table]:
     """The rows' fingerprints (16 bytes, from the halves) and URLs as an Arrow table."""
     hashes = np.ascontiguousarray(np.stack([rows["h1"].to_numpy(np.uint64), rows["h2"].to_numpy(np.uint64)], axis=1))
     fingerprints = pa.Array.from_buffers(FINGERPRINT_TYPE, len(rows), [None, pa.py_buffer(hashes)])

@@ -54,7 +54,7 @@ def _connect(memory_limit: Optional[str], temp_directory: Optional[str], threads
         raise ValueError(f"DuckDB refused {given}: {' '.join(str(exc).split())}") from None
 
 
-def _count(con: Any, query: str, params: Optional[dict] = None) -> int:
+def _count(con: Any, query: str, params: Optional[Dict[str, Any]] = None) -> int:
     return int(con.sql(query, params=params).fetchall()[0][0])
 
 

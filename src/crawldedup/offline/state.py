@@ -1,10 +1,11 @@
-"""Pages between a history and a local state file (the Bloom filter of ``crawldedup filter`` and
-of a local Deduplicator), both ways.
+"""Pages between a history and a local state file (of ``crawldedup filter`` and of a local
+Deduplicator: the Bloom filter, with the exact tier beside it unless made by the filter alone),
+both ways.
 
 - :func:`history_to_state`: a new state file holding every page of a history (within the
   window, when one is given), stamped with the history's policy, for a crawl on one host to
   go on from an offline history.
-- :func:`state_to_history`: a Bloom filter cannot list its pages, so the pages come from a list
+- :func:`state_to_history`: a state file keeps fingerprints, not URLs, so the pages come from a list
   of URLs (e.g. the output of ``crawldedup filter``, which prints each page it took once): those
   the state file holds join the history, as a job's new pages would.
 """

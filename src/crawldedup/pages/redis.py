@@ -275,7 +275,8 @@ class RedisPages(PageStore):
             replies = yield commands
             head = replies[: 2 * SAMPLE_KEYS]
             values = [v for shard in replies[2 * SAMPLE_KEYS :] for v in shard][:SAMPLE_KEYS]
-            page_bytes, entries = sum(r or 0 for r in head[0::2]), sum(head[1::2])
+            page_bytes: int = sum(r or 0 for r in head[0::2])
+            entries: int = sum(head[1::2])
             if not entries:
                 return None
             block_keys = [

@@ -108,7 +108,8 @@ class SQLitePages(PageStore):
             if self._namespace is None:
                 self._namespace = yield Work(self._open_namespace)
             namespace = self._namespace
-            return (yield Work(lambda db: self._apply(db, namespace, batch)))
+            seen: List[Seen] = yield Work(lambda db: self._apply(db, namespace, batch))
+            return seen
 
         return StoreCall(plan, size=len(batch.ids))
 
@@ -159,7 +160,8 @@ class SQLitePages(PageStore):
             return used / pages if pages else None
 
         def plan(_token: bytes) -> Plan[Optional[float]]:
-            return (yield Work(measure, write=False))
+            per_page: Optional[float] = yield Work(measure, write=False)
+            return per_page
 
         return StoreCall(plan)
 

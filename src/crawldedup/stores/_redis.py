@@ -438,8 +438,10 @@ class RedisStore(ClaimStore):
 
         :raises NotReplicated: when a ``WAIT`` counted fewer replicas within its timeout.
         """
+        replies: List[Any]
         if not (writes and self.durability.waits):
-            return (yield commands)
+            replies = yield commands
+            return replies
         wanted, timeout_ms = self.durability.replicas, self.durability.timeout_ms
         replies, counted = yield Replicated(commands, wanted, timeout_ms)
         if min(counted) < wanted:
@@ -691,7 +693,7 @@ class RedisStore(ClaimStore):
     def one_node(self) -> redis.Redis:
         """A client of one node: the store's own, or a cluster's default node."""
         if isinstance(self.client, RedisCluster):
-            return cast("redis.Redis", self.client.get_redis_connection(self.client.get_default_node()))
+            return self.client.get_redis_connection(self.client.get_default_node())
         return cast("redis.Redis", self.client)
 
     def server_facts(self) -> ServerFacts:

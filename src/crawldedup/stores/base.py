@@ -338,12 +338,13 @@ class RetryPolicy:
         :raises ValueError: for an attempt below 1.
         """
         integer_in("failed_attempt", failed_attempt, 1, 2**31 - 1, "2**31 - 1")
-        ceiling = min(self.max_backoff_seconds, self.backoff_seconds * 2 ** (failed_attempt - 1))
+        # Doublings as shifts: an int to the checker too (it types ``int ** int`` as Any, for negative powers).
+        ceiling = min(self.max_backoff_seconds, self.backoff_seconds * (1 << (failed_attempt - 1)))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
     def max_total_delay(self) -> float:
         """Upper bound of the time spent waiting between the attempts of one call."""
-        return sum(min(self.max_backoff_seconds, self.backoff_seconds * 2**i) for i in range(self.retries))
+        return sum(min(self.max_backoff_seconds, self.backoff_seconds * (1 << i)) for i in range(self.retries))
 
 
 def check_lease_seconds(seconds: float) -> int:

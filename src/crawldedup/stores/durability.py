@@ -31,9 +31,9 @@ def check_level(level: object) -> str:
 
     :raises ValueError: for anything else.
     """
-    if level not in LEVELS:
+    if not isinstance(level, str) or level not in LEVELS:
         raise ValueError(complaint("durability", f"one of {', '.join(LEVELS)}", level))
-    return level  # type: ignore[return-value]
+    return level
 
 
 @dataclass(frozen=True)

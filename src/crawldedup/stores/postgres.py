@@ -166,7 +166,7 @@ class Statement(NamedTuple):
     """One SQL statement of a request, with its parameters."""
 
     sql: str
-    params: Union[Sequence[Any], dict] = ()
+    params: Union[Sequence[Any], Dict[str, Any]] = ()
 
 
 #: One request of a PostgreSQL plan: statements run in one transaction; the reply is the rows of
@@ -299,7 +299,7 @@ class PostgresStore(ClaimStore):
 
     # -- the channel: one connection, autocommit, one transaction per request ---------------
 
-    def _connect_options(self) -> dict:
+    def _connect_options(self) -> Dict[str, Any]:
         return {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS, "application_name": "crawldedup"}
 
     def _send(self, request: Request) -> Any:
@@ -468,6 +468,7 @@ class PostgresStore(ClaimStore):
             raise TypeError(f"sql must be a str, got {type(sql).__name__}")
 
         def plan(_token: bytes) -> Plan[List[Tuple[Any, ...]]]:
+            rows: List[Tuple[Any, ...]]
             (rows,) = yield (Statement(sql, params),)
             return rows
 

@@ -168,10 +168,12 @@ class RedisKeyStore(GroupedScriptStore):
         present = [i for i in range(len(keys)) if replies[3 * i] is not None]  # a key may expire meanwhile
         if not present:
             return None
-        per_key = [replies[3 * i] - (OBJECT_BYTES if replies[3 * i + 1] == SHARED_REFCOUNT else 0) for i in present]
+        per_key: List[int] = [
+            replies[3 * i] - (OBJECT_BYTES if replies[3 * i + 1] == SHARED_REFCOUNT else 0) for i in present
+        ]
         expiring = sum(1 for i in present if replies[3 * i + 2] > 0) / len(present)
         memory_stats, keyspace = yield [("MEMORY STATS",), ("INFO", "keyspace")]
-        tables = memory_stats.get(f"db.{db}", {})
+        tables: Dict[str, int] = memory_stats.get(f"db.{db}", {})
         counts: Dict[str, int] = keyspace.get(f"db{db}", {})
         keys_in_db, expires_in_db = counts.get("keys", 0), counts.get("expires", 0)
         # MEMORY STATS counts an entry and a value object per key, and one pointer per slot.

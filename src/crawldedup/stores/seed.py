@@ -180,7 +180,8 @@ class SQLiteSeeds(SeedLayout):
             return None if row is None else SeedRecord(*row)
 
         def plan(_token: bytes) -> Plan[Optional[SeedRecord]]:
-            return (yield Work(read))
+            record: Optional[SeedRecord] = yield Work(read)
+            return record
 
         return StoreCall(plan)
 
@@ -222,7 +223,8 @@ class SQLiteSeeds(SeedLayout):
             return bytes(row[0])
 
         def plan(_token: bytes) -> Plan[bytes]:
-            return (yield Work(read, write=False))
+            chunk: bytes = yield Work(read, write=False)
+            return chunk
 
         return StoreCall(plan, size=1)
 

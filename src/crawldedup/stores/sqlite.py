@@ -477,7 +477,8 @@ class SQLiteStore(ClaimStore):
             present = found(db, lookup, _in_key_order(reads).blob, len(reads))
             return ClaimAnswers(won, [fp in present for fp in reads.as_bytes()])
 
-        return (yield Work(claim))
+        answers: ClaimAnswers = yield Work(claim)
+        return answers
 
     def _record_aliases(self, aliases: Aliases) -> Plan[None]:
         """Insert or update the aliases; then, in the same transaction, delete the forgotten ones
@@ -535,7 +536,8 @@ class SQLiteStore(ClaimStore):
             ]
             return [bytes(row[0]) if row is not None else None for row in found]
 
-        return (yield Work(read, write=False))
+        finals: List[Optional[bytes]] = yield Work(read, write=False)
+        return finals
 
     def _joined(self, first: Work, second: Work) -> Tuple[Work, Callable[[Any], Tuple[Any, Any]]]:
         def both(db: sqlite3.Connection) -> Tuple[Any, Any]:
@@ -563,7 +565,8 @@ class SQLiteStore(ClaimStore):
             return (pages - free) * page_size / rows if rows else None
 
         def plan(_token: bytes) -> Plan[Optional[float]]:
-            return (yield Work(measure, write=False))
+            per_url: Optional[float] = yield Work(measure, write=False)
+            return per_url
 
         return StoreCall(plan)
 
