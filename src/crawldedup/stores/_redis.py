@@ -266,7 +266,7 @@ def run_lengths(runs: Optional[np.ndarray], start: int, count: int) -> bytes:
         return b""
     seg = runs[start : start + count]
     ends = np.flatnonzero(seg[1:] != seg[:-1]) + 1
-    return np.diff(np.concatenate(([0], ends, [count]))).astype("<u4").tobytes()  # type: ignore[no-any-return]
+    return np.diff(np.concatenate(([0], ends, [count]))).astype("<u4").tobytes()
 
 
 def server_text(error: BaseException) -> str:

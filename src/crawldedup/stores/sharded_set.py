@@ -332,7 +332,7 @@ class RedisShardedSetStore(GroupedScriptStore):
         if self.window_layout != TICKS:
             return None
         subs = records["member"].astype(np.int64) % self.split
-        return records["shard"] * np.uint64(self.split) + subs.astype(np.uint64)  # type: ignore[no-any-return]
+        return records["shard"] * np.uint64(self.split) + subs.astype(np.uint64)
 
     def _measure(self) -> StoreCall[Optional[float]]:
         """Redis memory per member over a random sample of shards (of the current generation with a
