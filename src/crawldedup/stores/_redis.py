@@ -244,6 +244,31 @@ def read_answers(replies: Sequence[Any]) -> np.ndarray:
     return np.frombuffer(text, dtype=np.uint8) - 48
 
 
+def group_order(groups: np.ndarray, claims: int, runs: Optional[np.ndarray] = None) -> np.ndarray:
+    """Positions by group, a group's claims (positions below ``claims``) first, then its reads,
+    each in the order given or, with ``runs``, ordered by run (stable sorts throughout)."""
+    if runs is None:
+        # Positions are ascending within each group, so its claims come first. Groups fit 16
+        # bits (at most 16,384), for which numpy's stable sort is a radix sort.
+        return np.argsort(groups.astype(np.uint16), kind="stable")
+    order = np.arange(len(groups))
+    for shift in range(0, int(runs.max(initial=0)).bit_length(), 16):  # by run, 16 bits a pass
+        digits = (runs[order] >> np.uint64(shift)).astype(np.uint16)  # the low 16 bits
+        order = order[np.argsort(digits, kind="stable")]
+    key = groups[order].astype(np.uint16) * np.uint16(2) + (order >= claims).astype(np.uint16)
+    return order[np.argsort(key, kind="stable")]  # at most 2 * 16,384 keys: 16 bits
+
+
+def run_lengths(runs: Optional[np.ndarray], start: int, count: int) -> bytes:
+    """The lengths of the runs of ``runs[start : start + count]`` (little-endian uint32), b""
+    without runs."""
+    if runs is None or count == 0:
+        return b""
+    seg = runs[start : start + count]
+    ends = np.flatnonzero(seg[1:] != seg[:-1]) + 1
+    return np.diff(np.concatenate(([0], ends, [count]))).astype("<u4").tobytes()
+
+
 def server_text(error: BaseException) -> str:
     """The server's answer in an error, on one line: a pipeline's error also quotes its whole
     command (a Lua script of a hundred lines), and a script's error where in the script it was."""
@@ -762,14 +787,19 @@ _AGE = lua("age")
 # records in one argument cost the client one argument per group, not one per key, and the
 # answer is one string too (as_text). A claim is identified in the lease records by claim_id()
 # of the store. RECEIPT holds the answers of an earlier attempt of this call whose reply was
-# lost, or nil.
+# lost, or nil. The arguments come before the primitives (_CALL), so that claim_all can read
+# the records itself; the rest after them (_PRELUDE), as record() needs the store's locate().
+_CALL = lua("call")
 _PRELUDE = RECEIPTS_LUA + lua("prelude")
 
-# ARGV from 6: ttl, owner, lease_ms, then the window's. Per key: 1 won, 0 already claimed, 2
-# held by another worker's open lease (claims); 1/0 (reads). A claim whose lease expired, or was
-# handed back, is won again (and leased or made lasting). The claims are first tried together
-# (claim_all, one primitive call for all of them, which a store may answer with fewer commands
-# than one per key), then each claim not won is checked against the lease records, in order.
+# ARGV from 6: ttl, owner, lease_ms, the claims' runs (see GroupedScriptStore._runs), then the
+# window's. Per key: 1 won, 0 already claimed, 2 held by another worker's open lease (claims);
+# 1/0 (reads). A claim whose lease expired, or was handed back, is won again (and leased or
+# made lasting). The claims are first tried together (claim_all(count, ttl, runs): one
+# primitive call for all of them, which a store may answer with fewer commands than one per
+# key; it returns the positions of the claims it did not win, ascending), then each of those is
+# checked against the lease records, in order (not at all while the group holds none). The
+# answer is built from the claims lost: a call of new pages costs no step per claim here.
 _CLAIM = lua("claim")
 
 # ARGV from 6: action (done, release or renew), ttl, owner, lease_ms, then the window's (every
@@ -814,7 +844,7 @@ class GroupedScriptStore(RedisStore):
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
         self._lease_keys = [(tag + b":leases", tag + b":lease-urls") for tag in self._tags]
-        code = _AGE + self._namespace_primitives() + _PRELUDE
+        code = _AGE + _CALL + self._namespace_primitives() + _PRELUDE
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
 
     def _namespace_primitives(self) -> str:
@@ -825,6 +855,13 @@ class GroupedScriptStore(RedisStore):
     def _records(self, fingerprints: Fingerprints) -> Tuple[np.ndarray, np.ndarray]:
         """The group of each fingerprint, and its record: a row of a numpy array whose bytes the
         store's Lua ``locate`` reads as its claim key (after the group's tag) and its member."""
+
+    def _runs(self, records: np.ndarray) -> Optional[np.ndarray]:
+        """The run of each record (uint64), for a store whose ``claim_all`` answers a group's
+        claims in runs (those sharing a key): the client then orders each group's claims by run
+        (stable) and sends each run's length, so the script reads and writes a key once per run
+        without grouping the claims itself. None (the default): claims in the order given."""
+        return None
 
     def _ttl(self) -> int:
         """Seconds a lasting claim lives (0: forever); with a window, 1 (the window decides)."""
@@ -848,21 +885,24 @@ class GroupedScriptStore(RedisStore):
         claims: int,
         token: Optional[bytes],
         urls: Optional[Sequence[str]] = None,
+        runs: bool = False,
     ) -> Plan[np.ndarray]:
         """One ``EVAL`` of ``script`` per group of ``fingerprints``, all in one pipeline.
 
         A group's call gets its lease records and its receipt key, then how many of its records
         are claims (those at positions below ``claims``), the receipt's life in seconds (0, so
         no receipt, without ``token`` or claims), its records as one string, the claims' URLs
-        (``urls[p]`` for each claim at position ``p``, when given) as two strings, and ``head``.
+        (``urls[p]`` for each claim at position ``p``, when given) as two strings, ``head``,
+        the lengths of its claims' runs when ``runs`` (little-endian uint32; empty for a store
+        without runs), and the window's arguments.
 
         :returns: the script's answer for each fingerprint, in order (uint8).
         """
         groups, records = self._records(fingerprints)
-        # Positions by group, ascending within each (a stable sort): a group's claims come first.
-        # Groups fit 16 bits (at most 16,384), for which numpy's stable sort is a radix sort.
-        order = np.argsort(groups.astype(np.uint16), kind="stable")
+        run_of = self._runs(records) if runs else None
+        order = group_order(groups, claims, run_of)
         ordered = records[order]
+        runs_ordered = run_of[order] if run_of is not None else None
         width = ordered.nbytes // max(len(ordered), 1)
         blob = ordered.tobytes()
         starts = np.flatnonzero(np.diff(groups[order])) + 1
@@ -870,6 +910,7 @@ class GroupedScriptStore(RedisStore):
         is_claim = np.concatenate([[0], np.cumsum(order < claims)])
         commands: List[Tuple[Any, ...]] = []
         extras: List[Tuple[Any, ...]] = []
+        age = self._age()
         for start, end in bounds:
             group = int(groups[order[start]])
             in_claims = int(is_claim[end] - is_claim[start])
@@ -892,6 +933,8 @@ class GroupedScriptStore(RedisStore):
                     ends,
                     joined,
                     *head,
+                    *((run_lengths(runs_ordered, start, in_claims),) if runs else ()),
+                    *age,
                 )
             )
             extras.extend(self._group_extras(group, in_claims))
@@ -915,10 +958,11 @@ class GroupedScriptStore(RedisStore):
         answers = yield from self._call_groups(
             self._claim_script,
             claims + reads,
-            (self._ttl(), owner, lease_ms, *self._age()),
+            (self._ttl(), owner, lease_ms),
             n_claims,
             token,
             urls,
+            runs=True,
         )
         claimed = answers[:n_claims]
         held = tuple(np.flatnonzero(claimed == 2).tolist())
@@ -932,7 +976,7 @@ class GroupedScriptStore(RedisStore):
         answers = yield from self._call_groups(
             self._settle_script,
             fingerprints,
-            (action, self._ttl(), owner, lease_ms, *self._age()),
+            (action, self._ttl(), owner, lease_ms),
             len(fingerprints),
             None if action == "renew" else token,
         )

@@ -326,6 +326,14 @@ class RedisShardedSetStore(GroupedScriptStore):
         records["member"] = (fingerprints.hashes[:, 1] & _LOW32).astype(np.uint32).view(np.int32)
         return shards // np.uint64(self._shards_per_group), records
 
+    def _runs(self, records: np.ndarray) -> Optional[np.ndarray]:
+        """The ticks layout answers a group's claims string by string: a record's run is its
+        string, ``shard * SPLIT + member mod SPLIT`` (the member's floored modulo, as Lua's)."""
+        if self.window_layout != TICKS:
+            return None
+        subs = records["member"].astype(np.int64) % self.split
+        return records["shard"] * np.uint64(self.split) + subs.astype(np.uint64)
+
     def _measure(self) -> StoreCall[Optional[float]]:
         """Redis memory per member over a random sample of shards (of the current generation with a
         window): ``MEMORY USAGE`` / ``SCARD``, with each intset and dict entry counted at the size

@@ -1,5 +1,8 @@
-local function claim_one_by_one(ks, ms, count, ttl)
-  local won = {}
-  for i = 1, count do won[i] = claim_key(ks[i], ms[i], ttl) end
-  return won
+local function claim_one_by_one(count, ttl)
+  local lost = {}
+  for i = 1, count do
+    local k, m = record(i)
+    if claim_key(k, m, ttl) == 0 then lost[#lost + 1] = i end
+  end
+  return lost
 end

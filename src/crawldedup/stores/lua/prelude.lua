@@ -1,9 +1,6 @@
-local LEASES, HOLDERS, RECEIPT_KEY = KEYS[1], KEYS[2], KEYS[3]
-local CLAIMS, RECEIPT_SECONDS = tonumber(ARGV[1]), tonumber(ARGV[2])
-local RECORDS, URL_ENDS, URLS = ARGV[3], ARGV[4], ARGV[5]
 local n = #RECORDS / WIDTH
 local RECEIPT = read_receipt(RECEIPT_KEY, RECEIPT_SECONDS)
-local function record(i) return locate(string.sub(RECORDS, (i - 1) * WIDTH + 1, i * WIDTH)) end
+record = function(i) return locate(string.sub(RECORDS, (i - 1) * WIDTH + 1, i * WIDTH)) end
 local function url(i)
   local first = 0
   if i > 1 then first = struct.unpack('<I4', URL_ENDS, 4 * i - 7) end

@@ -17,10 +17,11 @@ local function claim_shard(k, ms, rows, won, ttl)
   end
   for first = 1, #fresh, 1000 do put(k, ttl, unpack(fresh, first, math.min(first + 999, #fresh))) end
 end
-local function claim_all(ks, ms, count, ttl)
-  if GEN < 0 then return claim_one_by_one(ks, ms, count, ttl) end
-  local won, rows_of, shards = {}, {}, {}
+local function claim_all(count, ttl)
+  if GEN < 0 then return claim_one_by_one(count, ttl) end
+  local ks, ms, won, rows_of, shards = {}, {}, {}, {}, {}
   for i = 1, count do
+    ks[i], ms[i] = record(i)
     local rows = rows_of[ks[i]]
     if not rows then rows = {}; rows_of[ks[i]] = rows; shards[#shards + 1] = ks[i] end
     rows[#rows + 1] = i
@@ -29,7 +30,11 @@ local function claim_all(ks, ms, count, ttl)
     local rows = rows_of[k]
     if #rows == 1 then won[rows[1]] = claim_key(k, ms[rows[1]], ttl) else claim_shard(k, ms, rows, won, ttl) end
   end
-  return won
+  local lost = {}
+  for i = 1, count do
+    if won[i] == 0 then lost[#lost + 1] = i end
+  end
+  return lost
 end
 local function claimed(k, m)
   if GEN < 0 then return redis.call('SISMEMBER', k, m) end

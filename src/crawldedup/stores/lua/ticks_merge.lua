@@ -22,5 +22,5 @@ for i = 2, #ARGV - 4, 2 do
     end
   end
 end
-if changed > 0 then store(k, appended(s, records, 0)) end
+if changed > 0 then store(k, appended(s, records, '', 0)) end
 return changed

@@ -88,49 +88,45 @@ local function retick(s, p, tick, delta)
   local leased = math.max(0, math.min(254, string.byte(s, 5) + delta))
   return string.sub(s, 1, 4) .. string.char(leased) .. string.sub(s, 6)
 end
--- s (nil: a new string) with the records appended, leased ones counted.
-local function appended(s, records, leased)
+-- s (nil: a new string) with records appended, each of them followed by tick (a tick byte, or
+-- '' for records that hold theirs), leased ones counted. One concatenation makes the string.
+local function appended(s, records, tick, leased)
   if #records == 0 then return s end
   local head = s or struct.pack('>I4B', NOW, 0)
   if leased > 0 then
     head = string.sub(head, 1, 4) .. string.char(math.min(254, string.byte(head, 5) + leased)) .. string.sub(head, 6)
   end
-  return head .. table.concat(records)
+  return head .. table.concat(records, tick) .. tick
 end
-local function claim_all(ks, ms, count, ttl)
-  local won, rows_of, buckets = {}, {}, {}
-  for i = 1, count do
-    local rows = rows_of[ks[i]]
-    if not rows then rows = {}; rows_of[ks[i]] = rows; buckets[#buckets + 1] = ks[i] end
-    rows[#rows + 1] = i
-  end
+-- The claims of the call, in runs (runs: how many claims each run holds, little-endian uint32):
+-- the client orders a group's claims by string, so a run is the claims of one string, which
+-- is read and written once; a claim costs the search of its member. Returns the claims lost.
+local function claim_all(count, ttl, runs)
+  local lost, last = {}, 0
   local value = ttl > 0 and TICK or string.char(LEASED)
   local leasing = ttl > 0 and 0 or 1
-  for _, k in ipairs(buckets) do
+  for r = 1, #runs, 4 do
+    local first = last + 1
+    last = last + struct.unpack('<I4', runs, r)
+    local k = record(first)
     local s, stamp = load(k)
-    local records, taken, changed = {}, {}, false
-    for _, i in ipairs(rows_of[k]) do
-      local m = ms[i]
-      if taken[m] then
-        won[i] = 0
+    local fresh, taken, changed = {}, {}, false
+    for i = first, last do
+      local m = string.sub(RECORDS, i * WIDTH - 3, i * WIDTH)
+      local p = s and find(s, m)
+      if taken[m] or (p and live_at(s, p, stamp)) then
+        lost[#lost + 1] = i
+      elseif p then  -- forgotten, not yet swept: claimed again in place
+        s = retick(s, p, value, leasing)
+        changed = true
       else
-        taken[m] = true
-        local p = s and find(s, m)
-        if p and live_at(s, p, stamp) then
-          won[i] = 0
-        elseif p then  -- forgotten, not yet swept: claimed again in place
-          s = retick(s, p, value, leasing)
-          won[i], changed = 1, true
-        else
-          records[#records + 1] = m
-          records[#records + 1] = value
-          won[i] = 1
-        end
+        fresh[#fresh + 1] = m
       end
+      taken[m] = true
     end
-    if #records > 0 or changed then store(k, appended(s, records, #records / 2 * leasing)) end
+    if #fresh > 0 or changed then store(k, appended(s, fresh, value, #fresh * leasing)) end
   end
-  return won
+  return lost
 end
 local function claimed(k, m)
   local s, stamp = load(k)
@@ -144,7 +140,7 @@ local function visit(k, m, ttl)
   if p then
     store(k, retick(s, p, TICK, string.byte(s, p + 4) == LEASED and -1 or 0))
   else
-    store(k, appended(s, {m .. TICK}, 0))
+    store(k, appended(s, {m}, TICK, 0))
   end
 end
 local function unclaim(k, m)
