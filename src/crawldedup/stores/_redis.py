@@ -164,6 +164,32 @@ def _client_options(socket_timeout: float, retry: Any) -> Dict[str, Any]:
     }
 
 
+class _OneWrite:
+    """A redis-py connection that sends a pipeline in one write. redis-py writes each command
+    longer than 6,000 bytes (each script call: its text is one argument) in a write of its
+    own: a system call, and with Nagle's algorithm off a TCP segment and a wake-up of the
+    server, per group of a batch. Joined, a batch of 16 groups costs the client and the server
+    less CPU (docs/performance.md); the copy is the size of the batch's commands."""
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if isinstance(command, list) and len(command) > 1:
+            command = [b"".join(command)]
+        super().send_packed_command(command, check_health)  # type: ignore[misc]
+
+
+@functools.cache
+def _one_write(connection_class: type) -> type:
+    return type(connection_class.__name__, (_OneWrite, connection_class), {})
+
+
+def _write_pipelines_at_once(client: Any) -> None:
+    """Make the connections ``client`` (blocking, one node or a Sentinel's primary) opens from
+    now on send each pipeline in one write (:class:`_OneWrite`), of the class its pool had
+    (TLS, Unix socket, Sentinel-managed)."""
+    pool = client.connection_pool
+    pool.connection_class = _one_write(pool.connection_class)
+
+
 def _sentinel_master(url: str, sentinel_class: Any, redis_class: Any, options: Dict[str, Any]) -> Any:
     """A client of the primary that the Sentinels of a ``redis+sentinel://`` URL name: each
     connection it opens asks them where the primary is, so after a failover the next attempt
@@ -194,8 +220,11 @@ def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
     """
     options = _client_options(socket_timeout, Retry(NoBackoff(), 0))
     if url.startswith(SENTINEL_SCHEME):
-        return cast(Client, _sentinel_master(url, redis.sentinel.Sentinel, redis.Redis, options))
+        primary = _sentinel_master(url, redis.sentinel.Sentinel, redis.Redis, options)
+        _write_pipelines_at_once(primary)
+        return cast(Client, primary)
     single = redis.Redis.from_url(url, **options)
+    _write_pipelines_at_once(single)
     try:
         in_cluster = single.info("cluster").get("cluster_enabled") == 1
     except redis.ResponseError:  # INFO refused (ACL): not a node we can treat as a cluster
@@ -206,7 +235,8 @@ def connect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> Client:
     if not in_cluster:
         return single
     single.close()
-    return RedisCluster.from_url(url, **options)
+    # The nodes' connections: the class the URL asks for (TLS or not), writing pipelines at once.
+    return RedisCluster.from_url(url, connection_class=single.connection_pool.connection_class, **options)
 
 
 async def aconnect(url: str, socket_timeout: float = SOCKET_TIMEOUT_SECONDS) -> AsyncClient:
@@ -259,14 +289,27 @@ def group_order(groups: np.ndarray, claims: int, runs: Optional[np.ndarray] = No
     return order[np.argsort(key, kind="stable")]  # at most 2 * 16,384 keys: 16 bits
 
 
-def run_lengths(runs: Optional[np.ndarray], start: int, count: int) -> bytes:
-    """The lengths of the runs of ``runs[start : start + count]`` (little-endian uint32), b""
-    without runs."""
-    if runs is None or count == 0:
-        return b""
-    seg = runs[start : start + count]
-    ends = np.flatnonzero(seg[1:] != seg[:-1]) + 1
-    return np.diff(np.concatenate(([0], ends, [count]))).astype("<u4").tobytes()
+def run_lengths(runs: Optional[np.ndarray], segments: Sequence[Tuple[int, int]]) -> List[bytes]:
+    """Per segment ``(start, count)`` of ``runs`` (ascending, apart), the lengths of its runs
+    (little-endian uint32); b"" each without runs. Found for all segments at once: a batch has
+    a segment per group, and a few array operations each cost more than the lengths."""
+    if runs is None:
+        return [b""] * len(segments)
+    starts = np.array([start for start, _ in segments], dtype=np.intp)
+    ends = starts + np.array([count for _, count in segments], dtype=np.intp)
+    first = np.zeros(len(runs) + 1, dtype=np.int8)  # +1 opens a segment, -1 closes one
+    np.add.at(first, starts, 1)
+    np.add.at(first, ends, -1)
+    inside = np.cumsum(first[:-1]) > 0
+    breaks = np.ones(len(runs), dtype=bool)
+    breaks[1:] = runs[1:] != runs[:-1]
+    breaks[starts[starts < len(runs)]] = True
+    marks = np.flatnonzero(breaks & inside)  # where a run of a segment starts
+    segment = np.searchsorted(starts, marks, side="right") - 1
+    following = np.append(marks[1:], len(runs))
+    lengths = (np.minimum(following, ends[segment]) - marks).astype("<u4").tobytes()
+    offsets = np.concatenate(([0], np.cumsum(np.bincount(segment, minlength=len(segments))))) * 4
+    return [lengths[offsets[i] : offsets[i + 1]] for i in range(len(segments))]
 
 
 def server_text(error: BaseException) -> str:
@@ -908,12 +951,13 @@ class GroupedScriptStore(RedisStore):
         starts = np.flatnonzero(np.diff(groups[order])) + 1
         bounds = list(zip([0, *starts.tolist()], [*starts.tolist(), len(order)]))
         is_claim = np.concatenate([[0], np.cumsum(order < claims)])
+        in_claims_of = [int(is_claim[end] - is_claim[start]) for start, end in bounds]
+        lengths = run_lengths(runs_ordered, [(start, n) for (start, _), n in zip(bounds, in_claims_of)])
         commands: List[Tuple[Any, ...]] = []
         extras: List[Tuple[Any, ...]] = []
         age = self._age()
-        for start, end in bounds:
+        for (start, end), in_claims, run_bytes in zip(bounds, in_claims_of, lengths):
             group = int(groups[order[start]])
-            in_claims = int(is_claim[end] - is_claim[start])
             ends, joined = b"", b""
             if urls is not None:
                 encoded = [urls[p].encode("utf-8") for p in order[start : start + in_claims].tolist()]
@@ -933,7 +977,7 @@ class GroupedScriptStore(RedisStore):
                     ends,
                     joined,
                     *head,
-                    *((run_lengths(runs_ordered, start, in_claims),) if runs else ()),
+                    *((run_bytes,) if runs else ()),
                     *age,
                 )
             )
