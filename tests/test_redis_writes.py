@@ -47,8 +47,8 @@ def test_a_run_across_two_segments_is_two_runs() -> None:
     ]
 
 
-def _count_writes(client: Any, monkeypatch: pytest.MonkeyPatch) -> List[int]:
-    """The sizes of the writes of ``client``'s next connection."""
+def _count_writes(monkeypatch: pytest.MonkeyPatch) -> List[int]:
+    """The sizes of the writes to sockets from now on."""
     writes: List[int] = []
     sendall = socket.socket.sendall
 
@@ -64,7 +64,7 @@ def test_a_pipeline_of_long_commands_is_one_write(redis_url: str, monkeypatch: p
     client = connect(redis_url)
     try:
         client.ping()
-        writes = _count_writes(client, monkeypatch)
+        writes = _count_writes(monkeypatch)
         pipe = client.pipeline(transaction=False)
         for i in range(5):
             pipe.set(f"long:{i}", b"x" * 10_000)
@@ -88,7 +88,22 @@ def test_a_claim_call_of_every_group_is_one_write(redis_url: str, monkeypatch: p
     with store:
         fingerprints = [bytes([i]) * 16 for i in range(200)]  # every group of 16
         store.claim_many(fingerprints[:1])
-        writes = _count_writes(store.client, monkeypatch)
+        writes = _count_writes(monkeypatch)
         assert store.claim_many(fingerprints) == [False] + [True] * 199
         assert len(writes) == 1
         assert store.claim_many(fingerprints) == [False] * 200
+
+
+def test_a_cluster_nodes_pipeline_is_one_write(redis_cluster_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = connect(redis_cluster_url)
+    try:
+        client.ping()
+        writes = _count_writes(monkeypatch)
+        pipe = client.pipeline(transaction=False)
+        for i in range(5):
+            pipe.set(f"{{one-node}}:long:{i}", b"x" * 10_000)  # one hash tag: one node
+        pipe.get("{one-node}:long:3")
+        assert pipe.execute() == [True] * 5 + [b"x" * 10_000]
+        assert len([size for size in writes if size > 1_000]) == 1
+    finally:
+        client.close()
