@@ -86,7 +86,7 @@ def test_a_claim_call_of_every_group_is_one_write(redis_url: str, monkeypatch: p
         error_rate=0.01,
     )
     with store:
-        fingerprints = [bytes([i]) * 16 for i in range(200)]  # every group of 16
+        fingerprints = [bytes([i]) * 16 for i in range(200)]  # spread over the groups: a script call each
         store.claim_many(fingerprints[:1])
         writes = _count_writes(monkeypatch)
         assert store.claim_many(fingerprints) == [False] + [True] * 199
