@@ -11,12 +11,14 @@ won twice), and one error format.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import resource
+import signal
 import socket
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, AsyncIterator, Coroutine, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
 from conftest import ServeProcess
@@ -198,9 +200,37 @@ def test_parser_errors_are_json(serve):
 # --------------------------------------------------------------------------- many connections
 
 
-async def open_connections(server: ServeProcess, count: int) -> List[Tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+Stream = Tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+@contextlib.asynccontextmanager
+async def connections(server: ServeProcess, count: int) -> AsyncIterator[List[Stream]]:
+    """``count`` connections to ``server``, every one closed on the way out, also when the attack
+    failed (a socket left open would be blamed on a later test)."""
     host, port = address(server)
-    return list(await asyncio.gather(*(asyncio.open_connection(host, port) for _ in range(count))))
+    results = await asyncio.gather(*(asyncio.open_connection(host, port) for _ in range(count)), return_exceptions=True)
+    opened = [result for result in results if not isinstance(result, BaseException)]
+    try:
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        yield opened
+    finally:
+        for _, writer in opened:
+            writer.close()
+        await asyncio.gather(*(writer.wait_closed() for _, writer in opened), return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def running(coroutines: Iterable[Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
+    """The ``coroutines`` as tasks, cancelled and awaited on the way out."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 #: What :func:`closed` gives for a connection the server reset (its last bytes may be lost then).
@@ -220,29 +250,23 @@ def test_slowloris_and_idle_connections_are_closed_by_the_timeouts(serve):
     (408 for a request begun) by the read timeout, while a normal client is answered."""
     server = serve()
 
+    async def drip(writer: asyncio.StreamWriter) -> None:
+        try:
+            while not writer.is_closing():
+                writer.write(b"X")
+                await writer.drain()
+                await asyncio.sleep(0.2)
+        except (ConnectionError, OSError):
+            pass
+
     async def attack() -> Tuple[List[bytes], List[bytes]]:
-        slow = await open_connections(server, 200)
-        idle = await open_connections(server, 300)
-        for _, writer in slow:
-            writer.write(b"POST /v1/claim HTTP/1.1\r\nHost: x\r\n")
-
-        async def drip(writer: asyncio.StreamWriter) -> None:
-            try:
-                while not writer.is_closing():
-                    writer.write(b"X")
-                    await writer.drain()
-                    await asyncio.sleep(0.2)
-            except (ConnectionError, OSError):
-                pass
-
-        drips = [asyncio.ensure_future(drip(writer)) for _, writer in slow]
-        await asyncio.get_running_loop().run_in_executor(None, normal_claim, server, "slowloris")
-        slow_ends = await asyncio.gather(*(closed(reader) for reader, _ in slow))
-        idle_ends = await asyncio.gather(*(closed(reader) for reader, _ in idle))
-        for task in drips:
-            task.cancel()
-        for _, writer in slow + idle:
-            writer.close()
+        async with connections(server, 200) as slow, connections(server, 300) as idle:
+            for _, writer in slow:
+                writer.write(b"POST /v1/claim HTTP/1.1\r\nHost: x\r\n")
+            async with running(drip(writer) for _, writer in slow):
+                await asyncio.get_running_loop().run_in_executor(None, normal_claim, server, "slowloris")
+                slow_ends = await asyncio.gather(*(closed(reader) for reader, _ in slow))
+                idle_ends = await asyncio.gather(*(closed(reader) for reader, _ in idle))
         return slow_ends, idle_ends
 
     slow_ends, idle_ends = asyncio.run(attack())
@@ -264,47 +288,64 @@ def test_unfinished_bodies_of_40_connections_wait_for_the_budget(serve):
     within --max-buffered-bytes (the rest waits in the kernel), each is closed by the read timeout."""
     server = serve()
 
+    head = b"POST /v1/claim HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (16 << 20)
+    chunk = b" " * (1 << 20)
+
+    async def send(writer: asyncio.StreamWriter) -> None:
+        writer.write(head)
+        try:
+            for _ in range(15):
+                writer.write(chunk)
+                await asyncio.wait_for(writer.drain(), 5)  # a paused connection takes no more
+        except (ConnectionError, OSError, asyncio.TimeoutError):
+            pass
+
     async def attack() -> List[bytes]:
-        connections = await open_connections(server, 40)
-        head = b"POST /v1/claim HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (16 << 20)
-        chunk = b" " * (1 << 20)
-
-        async def send(writer: asyncio.StreamWriter) -> None:
-            writer.write(head)
-            try:
-                for _ in range(15):
-                    writer.write(chunk)
-                    await asyncio.wait_for(writer.drain(), 5)  # a paused connection takes no more
-            except (ConnectionError, OSError, asyncio.TimeoutError):
-                pass
-
-        senders = [asyncio.ensure_future(send(writer)) for _, writer in connections]
-        await asyncio.sleep(0.5)
-        await asyncio.get_running_loop().run_in_executor(None, normal_claim, server, "bodies")
-        ends = await asyncio.gather(*(closed(reader) for reader, _ in connections))
-        for task in senders:
-            task.cancel()
-        for _, writer in connections:
-            writer.close()
-        return ends
+        async with connections(server, 40) as bodies, running(send(writer) for _, writer in bodies):
+            await asyncio.sleep(0.5)
+            await asyncio.get_running_loop().run_in_executor(None, normal_claim, server, "bodies")
+            return await asyncio.gather(*(closed(reader) for reader, _ in bodies))
 
     ends = asyncio.run(attack())
     assert all(end in (b"", RESET) or end.startswith(b"HTTP/1.1 408 ") for end in ends)
     assert_memory_bounded(server)
 
 
+def test_a_burst_of_300_connections_waits_in_the_backlog_of_a_stopped_server(serve):
+    """The server listens with its backlog of 2,048, not the event loop's own 100: while it is
+    stopped (SIGSTOP), the kernel completes 300 handshakes and holds them; once it goes on, each is
+    answered."""
+    server = serve()
+    assert server.process is not None
+    sockets: List[socket.socket] = []
+    try:
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            for _ in range(300):
+                # Past the backlog the kernel drops the handshake: the connect would wait for ever.
+                sockets.append(socket.create_connection(address(server), timeout=BOUND))
+        except socket.timeout:
+            pytest.fail(f"connection {len(sockets) + 1} found no room in the backlog")
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        for sock in sockets:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert [read_response(sock)[0] for sock in sockets] == [200] * 300
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def test_past_max_connections_503_with_retry_after(serve):
     server = serve("--max-connections", "50")
 
     async def attack() -> Tuple[int, Dict[str, str], Any]:
-        held = await open_connections(server, 50)
-        await asyncio.sleep(0.2)
-        answer = await asyncio.get_running_loop().run_in_executor(
-            None, raw, server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-        )
-        await asyncio.gather(*(closed(reader) for reader, _ in held))  # the read timeout frees them
-        for _, writer in held:
-            writer.close()
+        async with connections(server, 50) as held:
+            await asyncio.sleep(0.2)
+            answer = await asyncio.get_running_loop().run_in_executor(
+                None, raw, server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+            )
+            await asyncio.gather(*(closed(reader) for reader, _ in held))  # the read timeout frees them
         return answer
 
     status, headers, body = asyncio.run(attack())
@@ -319,23 +360,21 @@ def test_256_descriptors_and_300_idle_connections_lock_no_client_out(serve):
     assert "--max-connections lowered to" in server.stderr
 
     async def attack() -> List[int]:
-        flood = await open_connections(server, 300)
-        # Each probe is answered at once; the first ones may come before the server has accepted
-        # the whole flood from its backlog, so the probes go on until one meets the limit.
-        statuses: List[int] = []
-        deadline = time.monotonic() + BOUND
-        while 503 not in statuses and time.monotonic() < deadline:
-            answer = await asyncio.get_running_loop().run_in_executor(
-                None, raw, server, b"GET /healthz HTTP/1.1\r\n\r\n"
-            )
-            statuses.append(answer[0])
-            if answer[0] == 503:
-                assert int(answer[1]["retry-after"]) >= 1
-            else:
-                await asyncio.sleep(0.05)
-        await asyncio.gather(*(closed(reader) for reader, _ in flood))
-        for _, writer in flood:
-            writer.close()
+        async with connections(server, 300) as flood:
+            # Each probe is answered at once; the first ones may come before the server has accepted
+            # the whole flood from its backlog, so the probes go on until one meets the limit.
+            statuses: List[int] = []
+            deadline = time.monotonic() + BOUND
+            while 503 not in statuses and time.monotonic() < deadline:
+                answer = await asyncio.get_running_loop().run_in_executor(
+                    None, raw, server, b"GET /healthz HTTP/1.1\r\n\r\n"
+                )
+                statuses.append(answer[0])
+                if answer[0] == 503:
+                    assert int(answer[1]["retry-after"]) >= 1
+                else:
+                    await asyncio.sleep(0.05)
+            await asyncio.gather(*(closed(reader) for reader, _ in flood))
         return statuses
 
     statuses = asyncio.run(attack())
@@ -350,29 +389,24 @@ def test_1000_concurrent_keep_alive_clients_get_no_5xx(serve):
     """More clients than the store's connections (100): they wait their turn, none is told the store failed."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
-    server = serve("--store-wait", "60")  # a turn is waited for; the default is the documented 5 s
+    # A turn is waited for (the default is the documented 5 s); and the timeouts are long here, so
+    # that a client the loaded test process answers late is not closed by them.
+    server = serve("--store-wait", "60", "--read-timeout", str(BOUND), "--keep-alive", str(BOUND))
 
-    async def client(i: int, host: str, port: int) -> List[int]:
-        reader, writer = await asyncio.open_connection(host, port)
-        statuses = []
-        for round_ in range(3):
-            body = json.dumps({"urls": [f"https://c{i}.example/{round_}/{k}" for k in range(10)]}).encode()
-            writer.write(b"POST /v1/claim HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-            await reader.readexactly(length)
-            statuses.append(int(head.split()[1]))
-        writer.close()
-        await writer.wait_closed()
+    async def client(i: int) -> List[int]:
+        async with connections(server, 1) as [(reader, writer)]:
+            statuses = []
+            for round_ in range(3):
+                body = json.dumps({"urls": [f"https://c{i}.example/{round_}/{k}" for k in range(10)]}).encode()
+                writer.write(b"POST /v1/claim HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                statuses.append(int(head.split()[1]))
         return statuses
 
     async def clients() -> List[int]:
-        host, port = address(server)
-        return [
-            status
-            for statuses in await asyncio.gather(*(client(i, host, port) for i in range(1_000)))
-            for status in statuses
-        ]
+        return [status for statuses in await asyncio.gather(*(client(i) for i in range(1_000))) for status in statuses]
 
     statuses = asyncio.run(clients())
     assert statuses == [200] * 3_000, {status: statuses.count(status) for status in set(statuses)}

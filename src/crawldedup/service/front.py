@@ -119,10 +119,11 @@ class Front:
         self.stopping = False
         self._server: Optional[asyncio.AbstractServer] = None
 
-    async def start(self, sock: Any) -> None:
-        """Serve the listening socket ``sock``."""
+    async def start(self, sock: Any, backlog: int) -> None:
+        """Serve the listening socket ``sock`` with room for ``backlog`` connections waiting to be accepted."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), sock=sock)
+        # The loop listens on ``sock`` again, with its own backlog (100) unless given this one.
+        self._server = await loop.create_server(lambda: Connection(self), sock=sock, backlog=backlog)
 
     async def stop(self, drain_seconds: float) -> None:
         """Accept nothing more, answer the requests in flight (up to ``drain_seconds``), close every connection."""

@@ -178,7 +178,7 @@ async def serve(app: ServiceApp, sock: socket.socket, stop: Stop, announce: Call
     :param announce: called once the server answers.
     """
     front = Front(app, app.limits, lambda status: app.http_metrics.observe("http", status, 0.0))
-    await front.start(sock)
+    await front.start(sock, LISTEN_BACKLOG)
     announce()
     await stop.wait()
     await front.stop(DRAIN_SECONDS)
