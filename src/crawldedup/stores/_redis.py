@@ -42,7 +42,7 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from .._checks import check_name, integer_in
-from .._plans import Plan, drive
+from .._plans import Plan, adrive, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
 from . import redis_aliases
@@ -66,6 +66,7 @@ from .base import (
 )
 from .durability import Durability
 from .lua import lua
+from .redis_scripts import by_sha, learn_held, not_held, raise_first_error
 from .urls import SENTINEL_SCHEME, check_redis_url, parse_sentinel_url, redact_text, redact_url
 
 #: A client of one Redis node or of a Redis Cluster (same commands, same pipelines).
@@ -406,6 +407,8 @@ class RedisStore(ClaimStore):
         self.durability = durability if durability is not None else Durability()
         # A replicated request to a cluster failed: the slots may have moved (see _nodes_of).
         self._slots_stale = False
+        #: Digests of the scripts the server answered a call of by text: sent by digest from then on.
+        self._scripts_held: Set[str] = set()
         if (url is None) == (client is None):
             raise ValueError("give exactly one of url and client")
         #: Seconds the receipt of a call that won something is kept (see docs/stores.md, "Faults").
@@ -508,21 +511,55 @@ class RedisStore(ClaimStore):
     @staticmethod
     def _reply_of(request: Replicated, parts: Sequence[Tuple[List[int], Sequence[Any]]]) -> Tuple[List[Any], List[int]]:
         """The reply of a :class:`Replicated` request from each node's positions and replies
-        (its commands', then its ``WAIT``'s)."""
+        (its commands', errors among them, then its ``WAIT``'s).
+
+        :raises redis.exceptions.RedisError: when a ``WAIT`` failed.
+        """
         replies: List[Any] = [None] * len(request.commands)
         counted = []
         for positions, node_replies in parts:
             for position, reply in zip(positions, node_replies):
                 replies[position] = reply
+            raise_first_error(node_replies[-1:])
             counted.append(int(node_replies[-1]))
         return replies, counted
+
+    def _by_sha(self, request: Union[Commands, Replicated]) -> Plan[Any]:
+        """Send ``request`` with the scripts the server holds named by digest
+        (:mod:`.redis_scripts`), then again those of its commands the server answered
+        ``NOSCRIPT`` (they ran nothing), with their text; then raise the first error, as a
+        pipeline does. The reply is ``request``'s."""
+        replicated = isinstance(request, Replicated)
+        commands = request.commands if isinstance(request, Replicated) else request
+
+        def sent(part: Commands) -> Union[Commands, Replicated]:
+            return request._replace(commands=part) if isinstance(request, Replicated) else part
+
+        first = by_sha(commands, self._scripts_held)
+        replies, counted = (yield sent(first)) if replicated else ((yield sent(first)), [])
+        learn_held(self._scripts_held, first, replies)
+        missing = not_held(replies)
+        if missing:
+            again = [commands[position] for position in missing]
+            second, more = (yield sent(again)) if replicated else ((yield sent(again)), [])
+            learn_held(self._scripts_held, again, second)
+            replies = list(replies)
+            for position, reply in zip(missing, second):
+                replies[position] = reply
+            counted = [*counted, *more]  # each WAIT counted what its own connection wrote
+        raise_first_error(replies)
+        return (replies, counted) if replicated else replies
 
     def _send(self, request: Union[Commands, Alone, Replicated]) -> Any:
         if isinstance(request, Alone):
             return self.client.execute_command(*request.command, **self._one_node())
+        return drive(self._by_sha(request), self._send_pipeline)
+
+    def _send_pipeline(self, request: Union[Commands, Replicated]) -> Any:
+        """Send ``request`` in one pipeline (one a node); its replies, errors among them."""
         if isinstance(request, Replicated):
             return self._send_replicated(request)
-        return self._pipe(request).execute()
+        return self._pipe(request).execute(raise_on_error=False)
 
     def _send_replicated(self, request: Replicated) -> Tuple[List[Any], List[int]]:
         """Each node's commands and its ``WAIT`` in one pipeline, on one of its connections
@@ -532,7 +569,7 @@ class RedisStore(ClaimStore):
         wait = ("WAIT", request.replicas, request.timeout_ms)
         if not self.in_cluster:
             pipe = self._pipe([*request.commands, wait])
-            return self._reply_of(request, [(list(range(len(request.commands))), pipe.execute())])
+            return self._reply_of(request, [(list(range(len(request.commands))), pipe.execute(raise_on_error=False))])
         try:
             if self._slots_stale:
                 self.client.nodes_manager.initialize()
@@ -542,7 +579,9 @@ class RedisStore(ClaimStore):
                 pipe = self.client.get_redis_connection(node).pipeline(transaction=False)
                 for command in [*(request.commands[p] for p in positions), wait]:
                     pipe.execute_command(*command)
-                parts.append((positions, pipe.execute()))
+                replies = pipe.execute(raise_on_error=False)
+                raise_first_error(replies, but_not_held=True)  # here, where a moved slot marks the map stale
+                parts.append((positions, replies))
         except BaseException:
             self._slots_stale = True
             raise
@@ -551,16 +590,21 @@ class RedisStore(ClaimStore):
     async def _asend(self, request: Union[Commands, Alone, Replicated]) -> Any:
         if isinstance(request, Alone):
             return await self.client.execute_command(*request.command, **self._one_node())
+        return await adrive(self._by_sha(request), self._asend_pipeline)
+
+    async def _asend_pipeline(self, request: Union[Commands, Replicated]) -> Any:
+        """:meth:`_send_pipeline` for asyncio."""
         if isinstance(request, Replicated):
             return await self._asend_replicated(request)
-        return await self._pipe(request).execute()
+        return await self._pipe(request).execute(raise_on_error=False)
 
     async def _asend_replicated(self, request: Replicated) -> Tuple[List[Any], List[int]]:
         """:meth:`_send_replicated` for asyncio."""
         wait = ("WAIT", request.replicas, request.timeout_ms)
         if not self.in_cluster:
             pipe = self._pipe([*request.commands, wait])
-            return self._reply_of(request, [(list(range(len(request.commands))), await pipe.execute())])
+            replies = await pipe.execute(raise_on_error=False)
+            return self._reply_of(request, [(list(range(len(request.commands))), replies)])
         try:
             if self._slots_stale:
                 await self.client.nodes_manager.initialize()
@@ -572,10 +616,9 @@ class RedisStore(ClaimStore):
                     for i, command in enumerate([*(request.commands[p] for p in positions), wait])
                 ]
                 await node.execute_pipeline(sent)
-                for command in sent:
-                    if isinstance(command.result, Exception):
-                        raise command.result
-                parts.append((positions, [command.result for command in sent]))
+                replies = [command.result for command in sent]
+                raise_first_error(replies, but_not_held=True)  # here, where a moved slot marks the map stale
+                parts.append((positions, replies))
         except BaseException:
             self._slots_stale = True
             raise
@@ -610,7 +653,7 @@ class RedisStore(ClaimStore):
         if isinstance(error, _TRANSIENT_REPLY_ERRORS) or text.startswith(_TRANSIENT_REPLIES):
             return None
         if isinstance(error, NoPermissionError):
-            commands = "EVAL and BF.*" if self.strategy == "redisbloom" else "EVAL"
+            commands = "EVAL, EVALSHA and BF.*" if self.strategy == "redisbloom" else "EVAL and EVALSHA"
             return (
                 f"the server's ACL user {self._username or 'default'!r} lacks a permission this store "
                 f"needs (it runs {commands} on the keys '{self.namespace}:*' and '{{{self.namespace}:*'): "
