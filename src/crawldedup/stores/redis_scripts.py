@@ -5,8 +5,9 @@ text (some 4 KB), which the client packs and the server reads and hashes again, 
 call. ``EVALSHA`` names a script the server already holds (every script it ran by ``EVAL`` or
 ``SCRIPT LOAD``); a server that does not hold it (restarted, failed over to a replica, or after
 ``SCRIPT FLUSH``) answers ``NOSCRIPT`` and runs nothing, so exactly those commands are sent
-again with the text, which the server then keeps (docs/stores.md, "Scripts by digest"). A store sends a
-script by text until the server answered one call of it: its first calls are as they were.
+again with the text, which the server then keeps. A store sends a script by text until the
+server answered one call of it: its first calls are as they were (docs/stores.md, "Scripts by
+digest").
 """
 
 from __future__ import annotations
