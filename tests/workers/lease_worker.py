@@ -3,7 +3,8 @@
 Usage: lease_worker.py JSON_DEDUP_ARGS URLS_FILE DONE_FILE LEASE_SECONDS
 
 Claims every URL of URLS_FILE (one per line) with a lease, finishes the first half with
-``done``, writes the canonical URLs it finished to DONE_FILE (then DONE_FILE.ready), and waits
+``done``, writes the canonical URLs it finished to DONE_FILE (then DONE_FILE.ready, holding the
+time just before its claims: no lease passes before that time plus LEASE_SECONDS), and waits
 holding the other half until it is killed (at most 60 s).
 """
 
@@ -19,6 +20,7 @@ def main() -> int:
     with open(urls_file, encoding="ascii") as lines:
         urls = lines.read().split()
     dedup = Deduplicator(**options)
+    leased_at = time.time()
     batch = dedup.claim_batch(urls, lease=lease)
     if not all(batch.won):
         return 3
@@ -27,7 +29,8 @@ def main() -> int:
         return 4
     with open(done_file, "w", encoding="ascii") as out:
         out.write("\n".join(finished))
-    open(done_file + ".ready", "w").close()
+    with open(done_file + ".ready", "w", encoding="ascii") as ready:
+        ready.write(repr(leased_at))
     time.sleep(60)  # holding the other half: the test kills this process with SIGKILL
     return 5
 
