@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
+import time
 from pathlib import Path
 from typing import List, Tuple
 
@@ -150,13 +152,26 @@ async def test_cancelled_checks_leave_whole_batches(family):
 
 
 #: A script that keeps the server busy for about 300 ms (the server reads no command meanwhile).
-BUSY_300_MS = """
+#: A script that keeps the server busy for 2 s: what is sent meanwhile waits, unread.
+BUSY_2_S = """
 local start = redis.call('TIME')
 while true do
   local now = redis.call('TIME')
-  if (now[1] - start[1]) * 1000000 + (now[2] - start[2]) > 300000 then return 1 end
+  if (now[1] - start[1]) * 1000000 + (now[2] - start[2]) > 2000000 then return 1 end
 end
 """
+
+
+def server_busy(redis_url: str) -> bool:
+    """Whether the server leaves a PING unanswered for 0.1 s (a script is running)."""
+    address = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs
+    with socket.create_connection((address["host"], address["port"]), timeout=5) as sock:
+        sock.settimeout(0.1)
+        sock.sendall(b"PING\r\n")
+        try:
+            return not sock.recv(64)
+        except socket.timeout:
+            return True
 
 
 @pytest.mark.redis
@@ -170,8 +185,10 @@ async def test_a_check_cancelled_before_redis_ran_it_is_answered_by_its_receipt(
     try:
         async with AsyncDeduplicator("set", redis_url=redis_url, namespace="busy") as d:
             await d.check_content(["https://warm.example/"], [0])
-            busy = asyncio.get_running_loop().run_in_executor(None, admin.eval, BUSY_300_MS, 0)
-            await asyncio.sleep(0.05)
+            busy = asyncio.get_running_loop().run_in_executor(None, admin.eval, BUSY_2_S, 0)
+            deadline = time.monotonic() + 30
+            while not server_busy(redis_url):  # the check below is sent while the script runs
+                assert time.monotonic() < deadline, "the busy script did not start"
             task = asyncio.ensure_future(d.check_content(urls, fps))
             await asyncio.sleep(0.05)
             task.cancel()
@@ -179,7 +196,8 @@ async def test_a_check_cancelled_before_redis_ran_it_is_answered_by_its_receipt(
                 await task
             await busy
             pages = list(admin.keys(b"{busy:pages}:p:*"))
-            for _ in range(50):  # the closed connection's command runs once the server is free
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # the closed connection's command runs once the server is free
                 if sum(admin.hlen(key) for key in pages) == 201:
                     break
                 await asyncio.sleep(0.02)
