@@ -17,6 +17,7 @@ command per group instead of one per URL (figures in docs/stores.md).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, List, Optional, Tuple, cast
 
 import numpy as np
@@ -55,6 +56,21 @@ SHARED_REFCOUNT = 2**31 - 1
 # the call is lost to its first.
 _PRIMITIVES = lua("keys_primitives") + ONE_BY_ONE + lua("keys_claim_all")
 
+#: How a windowed namespace keeps its claim keys (its record's ``window_layout``). ``expiring``:
+#: each key with its own expiry (``SET NX EXAT``), the layout of namespaces made before
+#: ``swept``. ``swept``: keys without expiry, set 64 at a time by ``MSETNX`` as claims without a
+#: window are; a sweep paced by the clock deletes those whose generation is forgotten.
+EXPIRING, SWEPT = "expiring", "swept"
+#: Passes of the sweep over the keyspace per window: a forgotten key is deleted within two
+#: passes of its generation being forgotten (2 W / 3), so within two windows of its claim.
+SWEEP_PASSES_PER_WINDOW = 3
+#: The most keys a slice of the sweep looks at (a slice is part of one script call).
+SWEEP_SLICE = 1_000
+_SWEEP = lua("age") + lua("keys_sweep")
+#: A slice of the sweep looks at the keys due by the clock, at the keys asked for at once, or
+#: at them from the start of a new pass (see lua/keys_sweep.lua).
+AS_DUE, AT_ONCE, FROM_THE_START = 0, 1, 2
+
 
 class RedisKeyStore(GroupedScriptStore):
     """Exact claims, one key per URL with its own expiry (about 100 bytes per URL).
@@ -75,8 +91,9 @@ class RedisKeyStore(GroupedScriptStore):
 
     strategy = "set"
     kind = "keys"
-    commands = (*GroupedScriptStore.commands, "MSETNX", "EXPIRE", "PERSIST", "DEL")
+    commands = (*GroupedScriptStore.commands, "MSETNX", "EXPIRE", "PERSIST", "DEL", "SCAN", "DBSIZE")
     _primitives = _PRIMITIVES
+    window_layouts = (EXPIRING, SWEPT)
 
     def __init__(self, url: Optional[str] = None, *, ttl_seconds: Optional[int] = None, **kwargs: Any) -> None:
         if ttl_seconds is not None and (not is_integer(ttl_seconds) or ttl_seconds < 1):
@@ -87,7 +104,49 @@ class RedisKeyStore(GroupedScriptStore):
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisKeyStore:
         options = StoreOptions.given(options)
-        return cls(ttl_seconds=options.ttl_seconds, **cls._redis_options(options))
+        return cls(ttl_seconds=options.ttl_seconds, window_layout=options.window_layout, **cls._redis_options(options))
+
+    def _namespace_primitives(self) -> str:
+        return f"local SWEPT = {'true' if self.window_layout == SWEPT else 'false'}\n" + self._primitives
+
+    def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
+        if self.window_layout != SWEPT or not claims:
+            return []
+        return [self._sweep_command(group, SWEEP_SLICE, AS_DUE)]
+
+    def _sweep_command(self, group: int, keys: int, mode: int) -> Tuple[Any, ...]:
+        assert self.window is not None
+        cursor = self._tags[group] + b":cursor"
+        seconds = math.ceil(self.window.seconds / SWEEP_PASSES_PER_WINDOW)
+        when = math.floor(self.clock())
+        return ("EVAL", _SWEEP, 1, cursor, when, seconds, keys, mode, *self._age())
+
+    def sweep(self, keys_per_slice: int = 10_000) -> int:
+        """A whole pass of the swept layout's sweep over every group, at once, in slices of
+        ``keys_per_slice`` keys (a pipeline of one slice per group at a time): each claim key
+        whose generation is forgotten is deleted. Claims sweep as they go, at a pace set by the
+        clock (a pass every third of a window); this is for a namespace that rests, or a
+        measurement.
+
+        :returns: the keys deleted; 0 for another layout.
+        :raises TypeError: for a ``keys_per_slice`` that is not an integer.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        integer_in("keys_per_slice", keys_per_slice, 1, 1 << 30)
+        if self.window_layout != SWEPT:
+            return 0
+
+        def plan(_token: bytes) -> Plan[int]:
+            dropped, going, mode = 0, list(range(self.groups)), FROM_THE_START
+            while going:
+                replies = yield from self._write([self._sweep_command(g, keys_per_slice, mode) for g in going])
+                mode = AT_ONCE
+                dropped += sum(int(reply[0]) for reply in replies)
+                going = [g for g, reply in zip(going, replies) if not int(reply[1])]
+            return dropped
+
+        call: StoreCall[int] = StoreCall(plan)
+        return self.perform(call)
 
     def _ttl(self) -> int:
         return super()._ttl() if self.window is not None else self.ttl_seconds or 0
