@@ -74,6 +74,23 @@ def test_a_new_windowed_namespace_keeps_its_generation_in_keys_without_expiry(re
     client.close()
 
 
+def test_a_worker_sends_a_slice_of_the_sweep_only_when_one_is_due(redis_url):
+    # Each slice answers when the next is due (100 keys due, at the pace of a pass every W / 3
+    # over the keyspace); until then the worker's calls send none. A slice runs DBSIZE once.
+    clock = ManualClock(START)
+    client = redis.Redis.from_url(redis_url)
+    with store(redis_url, clock) as s:
+        client.config_resetstat()
+        for _ in range(5):
+            assert all(s.claim_many([os.urandom(16) for _ in range(2_000)]))
+        assert calls_of(client, "dbsize") == s.groups  # the first call's slices: none due yet
+        assert calls_of(client, "scan") == 0
+        clock.advance(WINDOW.seconds / SWEEP_PASSES_PER_WINDOW + 1)  # a whole pass is due
+        assert all(s.claim_many([os.urandom(16) for _ in range(2_000)]))
+        assert calls_of(client, "dbsize") == 2 * s.groups and calls_of(client, "scan") == s.groups
+    client.close()
+
+
 def test_a_namespace_made_before_the_layout_keeps_expiring_keys(redis_url):
     clock = ManualClock(START)
     client = redis.Redis.from_url(redis_url)

@@ -1025,7 +1025,7 @@ class GroupedScriptStore(RedisStore):
         in_claims_of = [int(is_claim[end] - is_claim[start]) for start, end in bounds]
         lengths = run_lengths(runs_ordered, [(start, n) for (start, _), n in zip(bounds, in_claims_of)])
         commands: List[Tuple[Any, ...]] = []
-        extras: List[Tuple[Any, ...]] = []
+        extras: List[Tuple[int, Tuple[Any, ...]]] = []
         age = self._age()
         for (start, end), in_claims, run_bytes in zip(bounds, in_claims_of, lengths):
             group = int(groups[order[start]])
@@ -1052,16 +1052,21 @@ class GroupedScriptStore(RedisStore):
                     *age,
                 )
             )
-            extras.extend(self._group_extras(group, in_claims))
-        replies = yield from self._write([*commands, *extras], writes=claims > 0)
+            extras.extend((group, extra) for extra in self._group_extras(group, in_claims))
+        replies = yield from self._write([*commands, *(extra for _, extra in extras)], writes=claims > 0)
         answers = np.empty(len(order), dtype=np.uint8)
         answers[order] = read_answers(replies[: len(commands)])
+        for (group, _), reply in zip(extras, replies[len(commands) :]):
+            self._extra_answered(group, reply)
         return answers
 
     def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
         """Commands sent after a group's script, in the same pipeline, for a call with ``claims``
         claims in it (their replies are not answers): upkeep a layout does as it goes."""
         return []
+
+    def _extra_answered(self, group: int, reply: Any) -> None:
+        """The reply to one of :meth:`_group_extras`' commands of ``group``."""
 
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes

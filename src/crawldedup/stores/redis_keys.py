@@ -109,10 +109,19 @@ class RedisKeyStore(GroupedScriptStore):
     def _namespace_primitives(self) -> str:
         return f"local SWEPT = {'true' if self.window_layout == SWEPT else 'false'}\n" + self._primitives
 
+    def _adopt_namespace(self) -> Plan[None]:
+        yield from super()._adopt_namespace()
+        #: When, by the clock, each group's next slice of the sweep is due (the last slice's
+        #: answer): calls before then send none.
+        self._sweep_due = [-math.inf] * self.groups
+
     def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
-        if self.window_layout != SWEPT or not claims:
+        if self.window_layout != SWEPT or not claims or self.clock() < self._sweep_due[group]:
             return []
         return [self._sweep_command(group, SWEEP_SLICE, AS_DUE)]
+
+    def _extra_answered(self, group: int, reply: Any) -> None:
+        self._sweep_due[group] = self.clock() + int(reply[2])
 
     def _sweep_command(self, group: int, keys: int, mode: int) -> Tuple[Any, ...]:
         assert self.window is not None
