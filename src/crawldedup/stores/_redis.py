@@ -958,6 +958,10 @@ class GroupedScriptStore(RedisStore):
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
         self._lease_keys = [(tag + b":leases", tag + b":lease-urls") for tag in self._tags]
+        self._make_scripts()
+
+    def _make_scripts(self) -> None:
+        """The claim and settle scripts of the namespace's layout."""
         code = _AGE + _CALL + self._namespace_primitives() + _PRELUDE
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
 

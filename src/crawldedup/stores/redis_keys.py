@@ -130,6 +130,30 @@ class RedisKeyStore(GroupedScriptStore):
         when = math.floor(self.clock())
         return ("EVAL", _SWEEP, 1, cursor, when, seconds, keys, mode, *self._age())
 
+    def adopt_swept_layout(self) -> bool:
+        """Move a windowed namespace of the expiring layout into the swept layout, in place: its
+        record says ``swept`` from now on (this store claims so at once, workers that open it
+        later too). Safe while workers of the expiring layout run: their keys carry the same
+        value and expire by themselves, and the sweep deletes every forgotten key of either kind.
+
+        :returns: True when the record changed; False when the namespace was swept already.
+        :raises ValueError: for a namespace without a window.
+        :raises StoreUnavailable: when Redis cannot be reached.
+        """
+        if self.window is None:
+            raise ValueError(f"{self.description} has no recrawl window: its keys expire by their own ttl")
+        if self.window_layout == SWEPT:
+            return False
+
+        def plan(_token: bytes) -> Plan[None]:
+            yield from self._write([("HSET", self.meta_key, "window_layout", SWEPT)])
+
+        call: StoreCall[None] = StoreCall(plan)
+        self.perform(call)
+        self.meta["window_layout"] = self.window_layout = SWEPT
+        self._make_scripts()
+        return True
+
     def sweep(self, keys_per_slice: int = 10_000) -> int:
         """A whole pass of the swept layout's sweep over every group, at once, in slices of
         ``keys_per_slice`` keys (a pipeline of one slice per group at a time): each claim key
