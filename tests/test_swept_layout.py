@@ -143,6 +143,21 @@ def test_a_forgotten_key_is_claimed_again_and_swept_and_nothing_else_is(redis_ur
     client.close()
 
 
+def test_a_cursor_that_is_not_the_sweeps_starts_a_new_pass(redis_url):
+    clock = ManualClock(START)
+    client = redis.Redis.from_url(redis_url)
+    pages = [os.urandom(16) for _ in range(500)]
+    with store(redis_url, clock) as s:
+        assert all(s.claim_many(pages))
+        for group in range(s.groups):
+            client.set(b"{swept:%d}:cursor" % group, b"garbage")
+        clock.advance(WINDOW.seconds + WINDOW.span + 1)
+        assert all(s.claim_many(pages[:100]))  # the claims' slices start a new pass
+        assert all(client.get(b"{swept:%d}:cursor" % g) != b"garbage" for g in range(s.groups))
+        assert s.sweep() == 400 and len(claim_keys(client, s)) == 100
+    client.close()
+
+
 def test_a_leased_claim_is_made_lasting_by_done_and_swept_only_once_forgotten(redis_url):
     clock = ManualClock(START)
     client = redis.Redis.from_url(redis_url)

@@ -10,9 +10,9 @@
 local LEAST = 100
 local CURSOR = KEYS[1]
 local NOW, PASS, MOST, FORCE = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] ~= '0'
-local stored = redis.call('GET', CURSOR)
-local state = stored or ('0 ' .. decimal(NOW) .. ' 0')
-local cursor, began, looked = string.match(state, '^(%d+) (%-?%d+) (%d+)$')
+local cursor, began, looked = string.match(redis.call('GET', CURSOR) or '', '^(%d+) (%-?%d+) (%d+)$')
+local fresh = not cursor  -- none yet (or not the sweep's): the first pass begins now
+if fresh then cursor, began, looked = '0', NOW, 0 end
 began, looked = tonumber(began), tonumber(looked)
 if ARGV[4] == '2' then cursor = '0' end
 local size = math.max(redis.call('DBSIZE'), 1)
@@ -23,7 +23,7 @@ local count = MOST
 if not FORCE then
   count = math.min(MOST, math.ceil(size * (NOW - began) / PASS) - looked)
   if count < LEAST and NOW - began < PASS then
-    if not stored then redis.call('SET', CURSOR, state) end  -- the first pass begins now
+    if fresh then redis.call('SET', CURSOR, '0 ' .. decimal(began) .. ' 0') end
     return {0, 0, wait()}
   end
   count = math.max(count, LEAST)
