@@ -3,7 +3,10 @@
 Key layout (part of the documented format, see docs/stores.md)::
 
     <namespace>:meta                      hash: layout, store=keys, fingerprint, policy, groups
-    {<namespace>:<group>}<fingerprint>    string "1", expiring after ttl_seconds (no expiry while leased)
+    {<namespace>:<group>}<fingerprint>    string "1", expiring after ttl_seconds (no expiry while leased);
+                                          with a window "g<generation>" ("L" while leased), see
+                                          EXPIRING and SWEPT
+    {<namespace>:<group>}:cursor          the swept layout's sweep (lua/keys_sweep.lua)
     {<namespace>:<group>}:leases          sorted set: fingerprint -> lease deadline (ms)
     {<namespace>:<group>}:lease-urls      hash: fingerprint -> "<owner> <canonical URL>"
     {<namespace>:<group>}:receipt:<token> a call's answers, for a few minutes (optional)
@@ -11,8 +14,9 @@ Key layout (part of the documented format, see docs/stores.md)::
 ``<fingerprint>`` is the 16 raw bytes (also the claim id of the lease records); ``<group>``
 (decimal) is the multiply-shift of the fingerprint's first 64 bits into ``groups``. A batch is
 one ``EVAL`` per group, all in one pipeline: the script runs ``SET NX EX`` for each of its keys
-(``MSETNX`` for up to 64 at once when they take no expiry), which costs the Python client one
-command per group instead of one per URL (figures in docs/stores.md).
+(``MSETNX`` for up to 64 at once when they take no expiry: claims without a window or ttl,
+leased ones, and every claim of the swept layout), which costs the Python client one command
+per group instead of one per URL (figures in docs/stores.md).
 """
 
 from __future__ import annotations
@@ -42,14 +46,16 @@ SHARED_REFCOUNT = 2**31 - 1
 
 # A record is the 16 fingerprint bytes, the key's name after the group's tag. A leased key has no
 # expiry until its lease is done; the claim id is the key's 16 fingerprint bytes. With a window
-# (GEN >= 0) a lasting claim's value is "g<generation>" and the key expires (EXAT) when that
-# generation is forgotten; a key whose generation is older than OLDEST is forgotten
+# (GEN >= 0) a lasting claim's value is "g<generation>" and, in the expiring layout, the key
+# expires (EXAT) when that generation is forgotten (in the swept layout, SWEPT, it has no expiry
+# and the sweep deletes it); a key whose generation is older than OLDEST is forgotten
 # already (by the client's clock, which may run ahead of Redis's) and is claimed again. A leased
 # key holds "L" and no generation: its lease decides. "1" (claims without a window) never ages
 # here; its own EX, if any, ends it. With a window a claim first tries SET NX (one call for a new
 # page, most of what reaches the store), and reads the key only when it exists.
 #
-# A claim without a window or an expiry (lasting, or leased) is the key set to "1" alone, so
+# A claim whose key takes no expiry (no window and no ttl, leased, or the swept layout) is the
+# key set to its value alone, so
 # claim_all sets up to MSETNX_KEYS keys in one MSETNX, which sets all of them or none: one
 # command instead of one per key for new pages (redis-server's CPU a claim 3.5 -> 3.0 us,
 # INFO commandstats), key by key only for a chunk where some key exists. A key repeated in
