@@ -26,6 +26,21 @@ import pytest
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+@pytest.fixture(autouse=True)
+def _signals_as_a_fresh_process_has_them() -> None:
+    """Every test starts with SIGINT and SIGTERM as a fresh Python process has them: handled
+    (SIGINT by ``KeyboardInterrupt``) and not blocked. A commands' child inherits what is ignored
+    or blocked (exec resets only what is handled), and the tests that interrupt a command need it
+    to arrive: a run started in the background by a shell without job control has SIGINT ignored,
+    and an event loop an earlier test ran in this process may leave its own handler behind."""
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    except ValueError:  # not the main thread: nothing a test could have changed here
+        pass
+
+
 #: Its own generator: tests that seed the module's would make every process pick the same ports.
 _PORT_CHOICE = random.Random()
 

@@ -130,6 +130,10 @@ def _start(case: Dict[str, Any]) -> int:
     if pid == 0:  # pragma: no cover  (the child)
         code = 1
         try:
+            # SIGINT as a fresh interpreter has it, whatever this worker inherited (ignored, when
+            # the tests run in the background of a shell without job control).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
             code = _child(case)
         except BaseException:  # the worker's own failure: told on the run's stderr
             os.write(2, traceback.format_exc().encode())
