@@ -516,3 +516,32 @@ def test_redis_killed_and_restarted_503_then_nothing_lost(redis_server, redis_ur
             assert client.claim_many(pages) == [False] * len(pages)
             assert client.seen(pages) == [True] * len(pages)
         assert "Traceback" not in server.stderr
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_serving_in_process_gives_the_signal_handlers_back(loop, monkeypatch):
+    # The serve loop takes SIGTERM and SIGINT while it runs; afterwards the process's own
+    # handlers are back (uvloop's remove_signal_handler alone leaves its own on SIGINT).
+    from crawldedup.service import server
+
+    if loop == "uvloop":
+        pytest.importorskip("uvloop")
+    else:
+        monkeypatch.setattr(server, "new_event_loop", asyncio.new_event_loop)
+
+    def mine(signum: int, frame: object) -> None:
+        raise AssertionError("not called")
+
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        during = []
+
+        async def main(stop: server.Stop) -> None:
+            during.append(signal.getsignal(signal.SIGINT))
+
+        server.run(main)
+        assert during and during[0] is not signal.default_int_handler  # the loop's, while it ran
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)

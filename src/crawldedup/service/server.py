@@ -102,6 +102,9 @@ def run(main: Callable[[Stop], Coroutine[Any, Any, None]]) -> None:
     loop = new_event_loop()
     stop = Stop()
     signals = (signal.SIGTERM, signal.SIGINT)
+    # Given back at the end: uvloop's remove_signal_handler leaves its own behind (asyncio's
+    # restores the defaults), and a process that served in-process would lose Ctrl-C.
+    previous = {sig: signal.getsignal(sig) for sig in signals}
     try:
         for sig in signals:
             loop.add_signal_handler(sig, stop)
@@ -116,7 +119,9 @@ def run(main: Callable[[Stop], Coroutine[Any, Any, None]]) -> None:
             try:
                 loop.remove_signal_handler(sig)
             except NotImplementedError:  # pragma: no cover
-                signal.signal(sig, signal.SIG_DFL)
+                pass
+            handler = previous[sig]
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
         asyncio.set_event_loop(None)
         loop.close()
 
