@@ -79,19 +79,24 @@ AS_DUE, AT_ONCE, FROM_THE_START = 0, 1, 2
 
 
 class RedisKeyStore(GroupedScriptStore):
-    """Exact claims, one key per URL with its own expiry (about 100 bytes per URL).
+    """Exact claims, one key per URL (about 100 bytes per URL), each with its own expiry or,
+    with a window, swept once forgotten.
 
     :param url: Redis URL (see :class:`~crawldedup.stores._redis.RedisStore`).
     :param namespace: key prefix of this crawl (and round).
     :param policy_digest: digest of the canonical policy behind the fingerprints.
     :param ttl_seconds: how long a claim lasts without a window; None keeps claims forever.
-    :param window: the recrawl window (it takes the place of ``ttl_seconds``): a claim expires
-        when its generation is forgotten.
+    :param window: the recrawl window (it takes the place of ``ttl_seconds``): a claim is
+        forgotten with its generation.
+    :param window_layout: how a new windowed namespace keeps its keys: ``swept`` (no expiry, a
+        sweep paced by the clock deletes the forgotten ones; the default) or ``expiring`` (each
+        key's ``EXAT``); a namespace that exists keeps its own.
     :param groups: hash-tag groups for a new namespace (an existing one keeps its own).
     :param client: an existing redis-py client instead of ``url``.
     :param retry: retries for transient Redis errors.
-    :raises ValueError: for a bad namespace, digest, ttl or group count.
-    :raises NamespaceConflict: when the namespace was made by another store or policy.
+    :raises ValueError: for a bad namespace, digest, ttl, group count or window layout.
+    :raises NamespaceConflict: when the namespace was made by another store or policy, or keeps
+        another window layout than the one asked for.
     :raises StoreUnavailable: when Redis cannot be reached.
     """
 
