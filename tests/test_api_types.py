@@ -282,8 +282,6 @@ ROWS: Dict[str, Any] = {
     ],
     "RedisShardedSetStore.merge_generations": [("sharded", lambda s: s.merge_generations("rows"), TypeError)],
     "RedisShardedSetStore.sweep": [("sharded", lambda s: s.sweep("1000"), TypeError)],
-    "RedisKeyStore.sweep": [("redis", lambda s: s.sweep("1000"), TypeError)],
-    "RedisKeyStore.adopt_swept_layout": NO_ARGUMENTS,
     # --- the service's clients (refused before any request is sent)
     "ServiceClient()": [(None, lambda _: ServiceClient(42), ValueError)],
     "ServiceClient.close": NO_ARGUMENTS,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, cast
+from typing import Dict, List
 
 import pytest
 import redis
@@ -22,7 +22,7 @@ from crawldedup.canonical import DEFAULT_POLICY
 from crawldedup.fingerprints import Fingerprints, hash_many
 from crawldedup.stores import NamespaceConflict, RedisKeyStore
 from crawldedup.stores.factory import open_store
-from crawldedup.windows import ManualClock, Window
+from crawldedup.windows import Window
 
 COMMAND = [sys.executable, "-m", "crawldedup", "migrate", "--from", "set"]
 # Each target's own namespace and settings; RedisBloom at 1e-7, so that 100,000 new pages meet
@@ -325,47 +325,3 @@ def test_defaults_agree_a_default_worker_opens_the_target_of_a_default_migration
     finally:
         if server is not None:
             server.stop()
-
-
-def test_a_windowed_set_namespace_moves_into_the_swept_layout_in_place_while_a_worker_claims(redis_url):
-    # A worker of the expiring layout keeps claiming across the move; a worker opened after it
-    # claims in the swept layout. Every page is won once, by one of them; once the window has
-    # passed, the sweep deletes the keys of both kinds.
-    window = Window(30 * 86_400.0, 4)
-    clock = ManualClock(time.time())
-    common = {
-        "policy_digest": DEFAULT_POLICY.digest,
-        "redis_url": redis_url,
-        "capacity": 10_000,
-        "error_rate": 0.01,
-        "window": window,
-        "clock": clock,
-    }
-    client = redis.Redis.from_url(redis_url)
-    before, first, second = (Fingerprints(hash_many(pages(1_000, site))) for site in ("a", "b", "c"))
-    command = [sys.executable, "-m", "crawldedup", "migrate", "--from", "set", "--to", "set", "--redis-url", redis_url]
-    with open_store("set", namespace="old", window_layout="expiring", **common) as worker:
-        assert all(worker.claim_many(before))
-        moved = subprocess.run([*command, "--namespace", "old"], capture_output=True, text=True, timeout=120)
-        assert moved.returncode == 0 and "now keeps its claim keys in the swept layout" in moved.stderr, moved.stderr
-        assert client.hget("old:meta", "window_layout") == b"swept"
-        with cast(RedisKeyStore, open_store("set", namespace="old", **common)) as joined:
-            assert joined.window_layout == "swept"
-            assert not any(joined.claim_many(before))
-            assert all(worker.claim_many(first)) and not any(joined.claim_many(first))
-            assert all(joined.claim_many(second)) and not any(worker.claim_many(second))
-            tags = {b"{old:%d}" % group for group in range(joined.groups)}
-            keys = [key for key in client.scan_iter(match=b"{old:*") if key[:-16] in tags]
-            expiring = sum(1 for key in keys if client.ttl(key) > 0)
-            assert len(keys) == 3_000 and expiring >= 2_000 and expiring < 3_000  # both kinds, as claimed
-            clock.advance(window.seconds + window.span + 1)
-            assert joined.sweep() == 3_000
-            assert all(joined.claim_many(before))
-    again = subprocess.run([*command, "--namespace", "old"], capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0 and "in the swept layout already: nothing to do" in again.stderr
-    with open_store("set", namespace="plain", **{**common, "window": None}) as lasting:
-        assert all(lasting.claim_many(before))
-    refused = subprocess.run([*command, "--namespace", "plain"], capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 3 and "has no recrawl window" in refused.stderr
-    assert refused.stderr.startswith("crawldedup: error: ") and refused.stderr.count("\n") == 1
-    client.close()

@@ -1,6 +1,5 @@
-"""Windowed claims: sharded-set's ticks layout, its generations layout and ``set``'s swept and
-expiring layouts against the seed design with the same window, then bytes per URL of each
-layout, filled and after the window.
+"""Windowed claims: sharded-set's ticks layout, its generations layout and ``set`` against the
+seed design with the same window, then bytes per URL of each layout, filled and after the window.
 
     nice python bench/scripts/windowed_layouts.py                        # Redis 7 (Debian's), the defaults
     nice python bench/scripts/windowed_layouts.py --server valkey9 --memory-urls 10000000
@@ -16,8 +15,7 @@ Memory: ``used_memory`` growth while a store claims N random fingerprints (calls
 fingerprints of canonical URLs are uniform, so random ones cost the same), with the calls'
 five-minute receipts and once they are deleted (the claims' own bytes); then the clock (a
 fake one) moves past the window and ``sweep()`` runs to the end: the bytes left per URL. The
-seed design's and the expiring layout's keys expire on the server's clock, so their rows have
-no "after". Headed by the
+seed design's keys expire on the server's clock, so its row has no "after". Headed by the
 server's version and allocator (Debian's Redis: jemalloc; the Valkey wheels: libc malloc).
 """
 
@@ -43,7 +41,6 @@ from conftest import SERVER_KINDS, RedisServer, find_server  # noqa: E402
 
 from crawldedup import DEFAULT_POLICY, Deduplicator, canonicalize_many  # noqa: E402
 from crawldedup.stores.factory import open_store  # noqa: E402
-from crawldedup.stores.redis_keys import RedisKeyStore  # noqa: E402
 from crawldedup.stores.sharded_set import RedisShardedSetStore, ticks_per_window  # noqa: E402
 from crawldedup.windows import ManualClock, Window  # noqa: E402
 
@@ -52,10 +49,9 @@ PIPELINE = 1_000
 DAYS = 30
 WINDOW = Window(DAYS * 86_400.0, 4)
 DIGEST = "0123456789abcdef"
-#: Name -> (strategy, window layout).
+#: Name -> (strategy, window layout of sharded-set).
 DESIGNS: Dict[str, Tuple[str, Optional[str]]] = {
-    "set, swept": ("set", "swept"),
-    "set, expiring": ("set", "expiring"),
+    "set": ("set", None),
     "sharded-set, generations": ("sharded-set", "generations"),
     "sharded-set, ticks": ("sharded-set", "ticks"),
 }
@@ -209,10 +205,6 @@ def memory(url: str, client: redis.Redis, n: int) -> None:
                 clock.advance(WINDOW.seconds + WINDOW.seconds / ticks_per_window(WINDOW) + 1)
                 while store.sweep(strings_per_group=10_000):
                     pass
-                after = (used(client) - before) / n
-            elif isinstance(store, RedisKeyStore) and store.window_layout == "swept":
-                clock.advance(WINDOW.seconds + WINDOW.span + 1)
-                store.sweep()
                 after = (used(client) - before) / n
         rows.append((design, with_receipts, filled, after, rate))
         print(f"  {design}: {filled:.2f} B/URL, after the window {after}", file=sys.stderr, flush=True)

@@ -1,8 +1,7 @@
 """``crawldedup migrate``: move a ``set`` namespace's claims to another store, so that a running
 crawl changes strategy without re-crawling what it visited (``stores/migration.py`` copies);
 or seed a store's namespace with a local state file (``--from-state``, ``stores/seed.py``), so
-that a single-host crawl grows into a fleet without re-crawling. ``--from set --to set`` on the
-namespace itself moves a windowed namespace into the swept layout, in place (its record only).
+that a single-host crawl grows into a fleet without re-crawling.
 
 The cutover, in order (docs/cli.md): run ``migrate`` while the workers run (the long copy);
 stop the workers; run the same command again (a last pass: it copies what was claimed during
@@ -58,14 +57,13 @@ def add_command(commands: Any, epilog: str, formatter: Any) -> None:
     """Add ``migrate`` to the ``crawldedup`` command's subcommands."""
     migrate = commands.add_parser(
         "migrate",
-        help="copy a set namespace's claims into another store, move a windowed set namespace into the swept "
-        "layout in place, or move a windowed sharded-set namespace into the ticks layout (resumable)",
+        help="copy a set namespace's claims into another store, or move a windowed sharded-set namespace "
+        "into the ticks layout (resumable)",
         description="Copy every claim of a set namespace into another store with SCAN in batches (or every "
         "live claim of a windowed sharded-set namespace of the generations layout into a new sharded-set "
         "namespace of the ticks layout, shard by shard), recording "
         "the cursor so that a killed run resumes. Cutover: run it while the workers run, stop them, "
-        "run it again, start them on the new strategy (docs/cli.md). --from set --to set on the namespace "
-        "itself moves a windowed set namespace into the swept layout, in place, while its workers run.",
+        "run it again, start them on the new strategy (docs/cli.md).",
         epilog=epilog,
         formatter_class=formatter,
     )
@@ -163,8 +161,7 @@ def run_migrate(args: argparse.Namespace) -> int:
             SETTINGS[field].check(text)
     except ValueError as exc:
         raise usage_error("migrate", str(exc)) from None
-    in_place = target_url == config.redis_url and target_namespace == config.namespace
-    if in_place and args.target != "sqlite" and (args.source, args.target) != ("set", "set"):
+    if args.target != "sqlite" and target_url == config.redis_url and target_namespace == config.namespace:
         raise usage_error(
             "migrate",
             f"the target namespace must differ from the source's on the same Redis: give --to-namespace "
@@ -182,8 +179,6 @@ def run_migrate(args: argparse.Namespace) -> int:
                 f"not {args.source}: only set and sharded-set namespaces can be migrated, with their --from",
             )
         window = window_of_stamp(record.get("window"))
-        if in_place and args.target == "set":
-            return _adopt_swept_layout(config, record, window)
         if args.source == "sharded-set" and (
             window is None or record.get("window_layout", "generations") != "generations"
         ):
@@ -267,41 +262,6 @@ def _run(
                 f"{_window_settings(target_window)} (the target's recrawl window: {window_text(target_window)})",
                 file=sys.stderr,
             )
-    return ExitCode.OK
-
-
-def _adopt_swept_layout(config: DedupConfig, record: Dict[str, str], window: Optional[Window]) -> int:
-    """``--from set --to set`` on the namespace itself: move a windowed namespace of the
-    expiring layout into the swept layout, in place, while its workers run."""
-    if window is None:
-        raise CLIError(
-            ExitCode.STATE,
-            f"namespace {config.namespace!r} has no recrawl window (its keys keep their own ttl): nothing to migrate; "
-            f"give --to-namespace to copy it",
-        )
-    with cast(
-        "RedisKeyStore",
-        open_store(
-            "set",
-            namespace=config.namespace,
-            policy_digest=record["policy"],
-            redis_url=config.redis_url,
-            capacity=config.capacity,
-            error_rate=config.error_rate,
-            window=window,
-        ),
-    ) as store:
-        moved = store.adopt_swept_layout()
-    print(
-        f"crawldedup migrate: namespace {config.namespace!r} "
-        + (
-            "now keeps its claim keys in the swept layout (workers that open it from now on sweep it; "
-            "those running keep setting each key's expiry until restarted)"
-            if moved
-            else "is in the swept layout already: nothing to do"
-        ),
-        file=sys.stderr,
-    )
     return ExitCode.OK
 
 

@@ -41,7 +41,7 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 
-from .._checks import check_name, complaint, integer_in
+from .._checks import check_name, integer_in
 from .._plans import Plan, adrive, drive
 from ..fingerprints import FINGERPRINT_ID, Fingerprints
 from ..windows import Clock, Window, system_clock
@@ -52,7 +52,6 @@ from .base import (
     ClaimAnswers,
     ClaimStore,
     Lease,
-    NamespaceConflict,
     RetryPolicy,
     ServerFacts,
     StoreOptions,
@@ -919,49 +918,18 @@ class GroupedScriptStore(RedisStore):
     commands = (*RedisStore.commands, "ZADD", "ZSCORE", "ZREM", "ZRANGEBYSCORE", "HEXISTS", "HGET", "HDEL", "TIME")
     #: Lua defining the store's primitives on one claim key ``k`` and its member ``m``.
     _primitives: ClassVar[str] = ""
-    #: The layouts a windowed namespace may keep its claims in (its record's ``window_layout``):
-    #: the first is that of namespaces made before their record named one, the last the one a
-    #: new namespace gets unless another is asked for. Empty: the store has one layout.
-    window_layouts: ClassVar[Tuple[str, ...]] = ()
 
-    def __init__(
-        self,
-        url: Optional[str] = None,
-        *,
-        groups: int = DEFAULT_GROUPS,
-        window_layout: Optional[str] = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, url: Optional[str] = None, *, groups: int = DEFAULT_GROUPS, **kwargs: Any) -> None:
         integer_in("groups", groups, 1, 16384)
-        if window_layout is not None and window_layout not in self.window_layouts:
-            choices = f"one of {', '.join(self.window_layouts)} or None" if self.window_layouts else "None"
-            raise ValueError(complaint("window_layout", choices, window_layout))
-        #: The layout asked for; a namespace that exists keeps its own (see _adopt_namespace).
-        self._asked_layout = window_layout
         layout = {"groups": str(groups), **kwargs.pop("layout", {})}
-        if kwargs.get("window") is not None and self.window_layouts:
-            layout["window_layout"] = window_layout or self.window_layouts[-1]
         super().__init__(url, layout=layout, **kwargs)
 
     def _adopt_namespace(self) -> Plan[None]:
-        #: How the namespace keeps a windowed claim, from its record (None without a window): a
-        #: namespace made before its store had layouts keeps the first, so workers never mix them.
-        windowed = self.window is not None and self.window_layouts
-        self.window_layout = self.meta.get("window_layout", self.window_layouts[0]) if windowed else None
-        if self._asked_layout is not None and self.window_layout not in (None, self._asked_layout):
-            raise NamespaceConflict(
-                f"namespace {self.namespace!r} keeps its windowed claims in the {self.window_layout} layout, "
-                f"this store asks for {self._asked_layout}: leave window_layout unset to join it, or migrate it"
-            )
         yield from super()._adopt_namespace()
         #: Adopted from the namespace record: every worker must split keys the same way.
         self.groups = int(self.meta["groups"])
         self._tags = [hash_tag(self.namespace, g) for g in range(self.groups)]
         self._lease_keys = [(tag + b":leases", tag + b":lease-urls") for tag in self._tags]
-        self._make_scripts()
-
-    def _make_scripts(self) -> None:
-        """The claim and settle scripts of the namespace's layout."""
         code = _AGE + _CALL + self._namespace_primitives() + _PRELUDE
         self._claim_script, self._settle_script = code + _CLAIM, code + _SETTLE
 
@@ -1029,7 +997,7 @@ class GroupedScriptStore(RedisStore):
         in_claims_of = [int(is_claim[end] - is_claim[start]) for start, end in bounds]
         lengths = run_lengths(runs_ordered, [(start, n) for (start, _), n in zip(bounds, in_claims_of)])
         commands: List[Tuple[Any, ...]] = []
-        extras: List[Tuple[int, Tuple[Any, ...]]] = []
+        extras: List[Tuple[Any, ...]] = []
         age = self._age()
         for (start, end), in_claims, run_bytes in zip(bounds, in_claims_of, lengths):
             group = int(groups[order[start]])
@@ -1056,21 +1024,16 @@ class GroupedScriptStore(RedisStore):
                     *age,
                 )
             )
-            extras.extend((group, extra) for extra in self._group_extras(group, in_claims))
-        replies = yield from self._write([*commands, *(extra for _, extra in extras)], writes=claims > 0)
+            extras.extend(self._group_extras(group, in_claims))
+        replies = yield from self._write([*commands, *extras], writes=claims > 0)
         answers = np.empty(len(order), dtype=np.uint8)
         answers[order] = read_answers(replies[: len(commands)])
-        for (group, _), reply in zip(extras, replies[len(commands) :]):
-            self._extra_answered(group, reply)
         return answers
 
     def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
         """Commands sent after a group's script, in the same pipeline, for a call with ``claims``
         claims in it (their replies are not answers): upkeep a layout does as it goes."""
         return []
-
-    def _extra_answered(self, group: int, reply: Any) -> None:
-        """The reply to one of :meth:`_group_extras`' commands of ``group``."""
 
     def _exchange(
         self, claims: Fingerprints, reads: Fingerprints, lease: Optional[Lease], token: bytes

@@ -219,7 +219,7 @@ class StoreOptions:
     clock: Clock = system_clock
     asynchronous: bool = False
     durability: Optional[Any] = None  # a stores.durability.Durability
-    #: How a new windowed ``set`` or ``sharded-set`` namespace keeps its claims (None: the best there is).
+    #: How a new windowed ``sharded-set`` namespace keeps its claims (None: the best there is).
     window_layout: Optional[str] = None
 
     def common(self) -> Dict[str, Any]:

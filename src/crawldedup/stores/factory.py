@@ -101,10 +101,9 @@ def open_store(
     :param asynchronous: make the store's logic only, for :func:`open_async_store`.
     :param durability: when a Redis store answers a batch that writes (default: once its
         primary applied it); ``replicated`` is refused for the other stores.
-    :param window_layout: how a new windowed namespace keeps its claims: for ``sharded-set``,
-        ``ticks`` (one lookup per claim, the default) or ``generations``; for ``set``, ``swept``
-        (keys without expiry, swept once forgotten, the default) or ``expiring``. A namespace
-        that exists keeps its own.
+    :param window_layout: how a new windowed ``sharded-set`` namespace keeps its claims:
+        ``ticks`` (one lookup per claim, the default) or ``generations``; a namespace that
+        exists keeps its own.
     :raises ValueError: for an unknown strategy, ``exact`` or ``local``, a missing location, or
         ``replicated`` durability for a store outside Redis.
     :raises NamespaceConflict: when the namespace was made by another store or policy.

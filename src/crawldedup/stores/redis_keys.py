@@ -3,10 +3,7 @@
 Key layout (part of the documented format, see docs/stores.md)::
 
     <namespace>:meta                      hash: layout, store=keys, fingerprint, policy, groups
-    {<namespace>:<group>}<fingerprint>    string "1", expiring after ttl_seconds (no expiry while leased);
-                                          with a window "g<generation>" ("L" while leased), see
-                                          EXPIRING and SWEPT
-    {<namespace>:<group>}:cursor          the swept layout's sweep (lua/keys_sweep.lua)
+    {<namespace>:<group>}<fingerprint>    string "1", expiring after ttl_seconds (no expiry while leased)
     {<namespace>:<group>}:leases          sorted set: fingerprint -> lease deadline (ms)
     {<namespace>:<group>}:lease-urls      hash: fingerprint -> "<owner> <canonical URL>"
     {<namespace>:<group>}:receipt:<token> a call's answers, for a few minutes (optional)
@@ -14,14 +11,12 @@ Key layout (part of the documented format, see docs/stores.md)::
 ``<fingerprint>`` is the 16 raw bytes (also the claim id of the lease records); ``<group>``
 (decimal) is the multiply-shift of the fingerprint's first 64 bits into ``groups``. A batch is
 one ``EVAL`` per group, all in one pipeline: the script runs ``SET NX EX`` for each of its keys
-(``MSETNX`` for up to 64 at once when they take no expiry: claims without a window or ttl,
-leased ones, and every claim of the swept layout), which costs the Python client one command
-per group instead of one per URL (figures in docs/stores.md).
+(``MSETNX`` for up to 64 at once when they take no expiry), which costs the Python client one
+command per group instead of one per URL (figures in docs/stores.md).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Optional, Tuple, cast
 
 import numpy as np
@@ -46,65 +41,42 @@ SHARED_REFCOUNT = 2**31 - 1
 
 # A record is the 16 fingerprint bytes, the key's name after the group's tag. A leased key has no
 # expiry until its lease is done; the claim id is the key's 16 fingerprint bytes. With a window
-# (GEN >= 0) a lasting claim's value is "g<generation>" and, in the expiring layout, the key
-# expires (EXAT) when that generation is forgotten (in the swept layout, SWEPT, it has no expiry
-# and the sweep deletes it); a key whose generation is older than OLDEST is forgotten
+# (GEN >= 0) a lasting claim's value is "g<generation>" and the key expires (EXAT) when that
+# generation is forgotten; a key whose generation is older than OLDEST is forgotten
 # already (by the client's clock, which may run ahead of Redis's) and is claimed again. A leased
 # key holds "L" and no generation: its lease decides. "1" (claims without a window) never ages
 # here; its own EX, if any, ends it. With a window a claim first tries SET NX (one call for a new
 # page, most of what reaches the store), and reads the key only when it exists.
 #
-# A claim whose key takes no expiry (no window and no ttl, leased, or the swept layout) is the
-# key set to its value alone, so
+# A claim without a window or an expiry (lasting, or leased) is the key set to "1" alone, so
 # claim_all sets up to MSETNX_KEYS keys in one MSETNX, which sets all of them or none: one
 # command instead of one per key for new pages (redis-server's CPU a claim 3.5 -> 3.0 us,
 # INFO commandstats), key by key only for a chunk where some key exists. A key repeated in
 # the call is lost to its first.
 _PRIMITIVES = lua("keys_primitives") + ONE_BY_ONE + lua("keys_claim_all")
 
-#: How a windowed namespace keeps its claim keys (its record's ``window_layout``). ``expiring``:
-#: each key with its own expiry (``SET NX EXAT``), the layout of namespaces made before
-#: ``swept``. ``swept``: keys without expiry, set 64 at a time by ``MSETNX`` as claims without a
-#: window are; a sweep paced by the clock deletes those whose generation is forgotten.
-EXPIRING, SWEPT = "expiring", "swept"
-#: Passes of the sweep over the keyspace per window: a forgotten key is deleted within two
-#: passes of its generation being forgotten (2 W / 3), so within two windows of its claim.
-SWEEP_PASSES_PER_WINDOW = 3
-#: The most keys a slice of the sweep looks at (a slice is part of one script call).
-SWEEP_SLICE = 1_000
-_SWEEP = lua("age") + lua("keys_sweep")
-#: A slice of the sweep looks at the keys due by the clock, at the keys asked for at once, or
-#: at them from the start of a new pass (see lua/keys_sweep.lua).
-AS_DUE, AT_ONCE, FROM_THE_START = 0, 1, 2
-
 
 class RedisKeyStore(GroupedScriptStore):
-    """Exact claims, one key per URL (about 100 bytes per URL), each with its own expiry or,
-    with a window, swept once forgotten.
+    """Exact claims, one key per URL with its own expiry (about 100 bytes per URL).
 
     :param url: Redis URL (see :class:`~crawldedup.stores._redis.RedisStore`).
     :param namespace: key prefix of this crawl (and round).
     :param policy_digest: digest of the canonical policy behind the fingerprints.
     :param ttl_seconds: how long a claim lasts without a window; None keeps claims forever.
-    :param window: the recrawl window (it takes the place of ``ttl_seconds``): a claim is
-        forgotten with its generation.
-    :param window_layout: how a new windowed namespace keeps its keys: ``swept`` (no expiry, a
-        sweep paced by the clock deletes the forgotten ones; the default) or ``expiring`` (each
-        key's ``EXAT``); a namespace that exists keeps its own.
+    :param window: the recrawl window (it takes the place of ``ttl_seconds``): a claim expires
+        when its generation is forgotten.
     :param groups: hash-tag groups for a new namespace (an existing one keeps its own).
     :param client: an existing redis-py client instead of ``url``.
     :param retry: retries for transient Redis errors.
-    :raises ValueError: for a bad namespace, digest, ttl, group count or window layout.
-    :raises NamespaceConflict: when the namespace was made by another store or policy, or keeps
-        another window layout than the one asked for.
+    :raises ValueError: for a bad namespace, digest, ttl or group count.
+    :raises NamespaceConflict: when the namespace was made by another store or policy.
     :raises StoreUnavailable: when Redis cannot be reached.
     """
 
     strategy = "set"
     kind = "keys"
-    commands = (*GroupedScriptStore.commands, "MSETNX", "EXPIRE", "PERSIST", "DEL", "SCAN", "DBSIZE")
+    commands = (*GroupedScriptStore.commands, "MSETNX", "EXPIRE", "PERSIST", "DEL")
     _primitives = _PRIMITIVES
-    window_layouts = (EXPIRING, SWEPT)
 
     def __init__(self, url: Optional[str] = None, *, ttl_seconds: Optional[int] = None, **kwargs: Any) -> None:
         if ttl_seconds is not None and (not is_integer(ttl_seconds) or ttl_seconds < 1):
@@ -115,82 +87,7 @@ class RedisKeyStore(GroupedScriptStore):
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisKeyStore:
         options = StoreOptions.given(options)
-        return cls(ttl_seconds=options.ttl_seconds, window_layout=options.window_layout, **cls._redis_options(options))
-
-    def _namespace_primitives(self) -> str:
-        return f"local SWEPT = {'true' if self.window_layout == SWEPT else 'false'}\n" + self._primitives
-
-    def _adopt_namespace(self) -> Plan[None]:
-        yield from super()._adopt_namespace()
-        #: When, by the clock, each group's next slice of the sweep is due (the last slice's
-        #: answer): calls before then send none.
-        self._sweep_due = [-math.inf] * self.groups
-
-    def _group_extras(self, group: int, claims: int) -> List[Tuple[Any, ...]]:
-        if self.window_layout != SWEPT or not claims or self.clock() < self._sweep_due[group]:
-            return []
-        return [self._sweep_command(group, SWEEP_SLICE, AS_DUE)]
-
-    def _extra_answered(self, group: int, reply: Any) -> None:
-        self._sweep_due[group] = self.clock() + int(reply[2])
-
-    def _sweep_command(self, group: int, keys: int, mode: int) -> Tuple[Any, ...]:
-        assert self.window is not None
-        cursor = self._tags[group] + b":cursor"
-        seconds = math.ceil(self.window.seconds / SWEEP_PASSES_PER_WINDOW)
-        when = math.floor(self.clock())
-        return ("EVAL", _SWEEP, 1, cursor, when, seconds, keys, mode, *self._age())
-
-    def adopt_swept_layout(self) -> bool:
-        """Move a windowed namespace of the expiring layout into the swept layout, in place: its
-        record says ``swept`` from now on (this store claims so at once, workers that open it
-        later too). Safe while workers of the expiring layout run: their keys carry the same
-        value and expire by themselves, and the sweep deletes every forgotten key of either kind.
-
-        :returns: True when the record changed; False when the namespace was swept already.
-        :raises ValueError: for a namespace without a window.
-        :raises StoreUnavailable: when Redis cannot be reached.
-        """
-        if self.window is None:
-            raise ValueError(f"{self.description} has no recrawl window: its keys expire by their own ttl")
-        if self.window_layout == SWEPT:
-            return False
-
-        def plan(_token: bytes) -> Plan[None]:
-            yield from self._write([("HSET", self.meta_key, "window_layout", SWEPT)])
-
-        call: StoreCall[None] = StoreCall(plan)
-        self.perform(call)
-        self.meta["window_layout"] = self.window_layout = SWEPT
-        self._make_scripts()
-        return True
-
-    def sweep(self, keys_per_slice: int = 10_000) -> int:
-        """A whole pass of the swept layout's sweep over every group, at once, in slices of
-        ``keys_per_slice`` keys (a pipeline of one slice per group at a time): each claim key
-        whose generation is forgotten is deleted. Claims sweep as they go, at a pace set by the
-        clock (a pass every third of a window); this is for a namespace that rests, or a
-        measurement.
-
-        :returns: the keys deleted; 0 for another layout.
-        :raises TypeError: for a ``keys_per_slice`` that is not an integer.
-        :raises StoreUnavailable: when Redis cannot be reached.
-        """
-        integer_in("keys_per_slice", keys_per_slice, 1, 1 << 30)
-        if self.window_layout != SWEPT:
-            return 0
-
-        def plan(_token: bytes) -> Plan[int]:
-            dropped, going, mode = 0, list(range(self.groups)), FROM_THE_START
-            while going:
-                replies = yield from self._write([self._sweep_command(g, keys_per_slice, mode) for g in going])
-                mode = AT_ONCE
-                dropped += sum(int(reply[0]) for reply in replies)
-                going = [g for g, reply in zip(going, replies) if not int(reply[1])]
-            return dropped
-
-        call: StoreCall[int] = StoreCall(plan)
-        return self.perform(call)
+        return cls(ttl_seconds=options.ttl_seconds, **cls._redis_options(options))
 
     def _ttl(self) -> int:
         return super()._ttl() if self.window is not None else self.ttl_seconds or 0

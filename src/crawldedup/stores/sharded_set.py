@@ -37,12 +37,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .._checks import check_capacity, integer_in
+from .._checks import check_capacity, complaint, integer_in
 from .._plans import Plan
 from ..fingerprints import Fingerprints, multiply_shift
 from ..windows import Window
 from ._redis import DEFAULT_GROUPS, DICT_ENTRY_BYTES, ONE_BY_ONE, GroupedScriptStore, allocated_bytes
-from .base import StoreCall, StoreOptions
+from .base import NamespaceConflict, StoreCall, StoreOptions
 from .lua import lua
 
 #: Average members per shard at capacity. 400 keeps the fullest shard of a billion URLs
@@ -76,6 +76,7 @@ _PRIMITIVES = lua("sharded_set_primitives") + ONE_BY_ONE + lua("sharded_set_batc
 #: tick of its claim), one lookup per claim, the window exact to a tick; see
 #: ``lua/ticks_primitives.lua`` and docs/stores.md.
 GENERATIONS, TICKS = "generations", "ticks"
+WINDOW_LAYOUTS = (GENERATIONS, TICKS)
 #: The most ticks a window is cut into: the ticks a string holds between sweeps (a window and
 #: a quarter) stay fewer than 255, the values of a tick's byte (mod 255; 255 marks a lease).
 MAX_TICKS = 64
@@ -130,17 +131,24 @@ class RedisShardedSetStore(GroupedScriptStore):
         "SMEMBERS",
     )
     _primitives = _PRIMITIVES
-    window_layouts = (GENERATIONS, TICKS)
 
     def __init__(
         self, url: Optional[str] = None, *, capacity: int, window_layout: Optional[str] = None, **kwargs: Any
     ) -> None:
         check_capacity(capacity)
+        if window_layout is not None and window_layout not in WINDOW_LAYOUTS:
+            raise ValueError(complaint("window_layout", f"one of {', '.join(WINDOW_LAYOUTS)} or None", window_layout))
+        windowed = kwargs.get("window") is not None
         groups = kwargs.get("groups", DEFAULT_GROUPS)
+        #: The layout asked for; a namespace that exists keeps its own (see _adopt_namespace).
+        self._asked_layout = window_layout
+        ticks = windowed and window_layout != GENERATIONS
         layout = {"shards": str(shards_for(capacity, groups)), "capacity": str(capacity)}
-        if kwargs.get("window") is not None and window_layout != GENERATIONS:
+        if windowed:
+            layout["window_layout"] = TICKS if ticks else GENERATIONS
+        if ticks:
             layout["split"] = str(SPLIT)
-        super().__init__(url, layout=layout, window_layout=window_layout, **kwargs)
+        super().__init__(url, layout=layout, **kwargs)
 
     @classmethod
     def from_options(cls, options: StoreOptions) -> RedisShardedSetStore:
@@ -148,10 +156,18 @@ class RedisShardedSetStore(GroupedScriptStore):
         return cls(capacity=options.capacity, window_layout=options.window_layout, **cls._redis_options(options))
 
     def _adopt_namespace(self) -> Plan[None]:
-        yield from super()._adopt_namespace()
+        #: How the namespace keeps a windowed claim, from its record: a namespace made before
+        #: the ticks layout has none and keeps generations, so workers never mix layouts.
+        self.window_layout = self.meta.get("window_layout", GENERATIONS) if self.window is not None else None
+        if self._asked_layout is not None and self.window_layout not in (None, self._asked_layout):
+            raise NamespaceConflict(
+                f"namespace {self.namespace!r} keeps its windowed claims in the {self.window_layout} layout, "
+                f"this store asks for {self._asked_layout}: leave window_layout unset to join it, or migrate it"
+            )
         if self.window_layout == TICKS:
             self._sweep_script = lua("age") + _TICKS_PRIMITIVES + lua("ticks_sweep")
             self._merge_script = lua("age") + _TICKS_PRIMITIVES + lua("ticks_merge")
+        yield from super()._adopt_namespace()
         #: Adopted from the namespace record, like the groups.
         self.shards = int(self.meta["shards"])
         #: Hashes per shard of the ticks layout (1 otherwise).

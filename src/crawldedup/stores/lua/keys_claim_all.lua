@@ -1,7 +1,5 @@
 local function claim_all(count, ttl)
-  -- A claim whose key takes an expiry is one SET each; the others are set together.
-  if ttl > 0 and (GEN < 0 or not SWEPT) then return claim_one_by_one(count, ttl) end
-  local value = GEN < 0 and '1' or (ttl > 0 and LIVE or 'L')
+  if GEN >= 0 or ttl > 0 then return claim_one_by_one(count, ttl) end
   local lost, seen, args, at = {}, {}, {}, {}
   for first = 1, count, MSETNX_KEYS do
     local j = 0
@@ -12,7 +10,7 @@ local function claim_all(count, ttl)
       else
         seen[k] = true
         j = j + 1
-        args[2 * j - 1], args[2 * j], at[j] = k, value, i
+        args[2 * j - 1], args[2 * j], at[j] = k, '1', i
       end
     end
     if j == 0 or redis.call('MSETNX', unpack(args, 1, 2 * j)) == 0 then
