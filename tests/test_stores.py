@@ -29,6 +29,7 @@ from crawldedup.stores.base import STORES, STRATEGY_OF_KIND
 from crawldedup.stores.factory import open_store
 from crawldedup.stores.redisbloom import bf_info
 from crawldedup.stores.sharded_set import MEMBERS_PER_SHARD, shards_for
+from crawldedup.windows import ManualClock, Window
 
 # Each test that uses a server runs against Redis 7, Valkey 8 and Valkey 9 (conftest.py).
 pytestmark = pytest.mark.server_matrix
@@ -557,6 +558,69 @@ def test_lasting_set_claims_set_in_chunks_answer_as_claims_one_by_one(redis_url)
         key = b"{chunks:0}" + second[0]
         assert (client.get(key), client.ttl(key)) == (b"1", -1)
         client.close()
+
+
+def msetex_stats(client: redis.Redis) -> tuple[int, int]:
+    """MSETEX's calls run and calls refused, so far."""
+    stats = client.info("commandstats").get("cmdstat_msetex", {})
+    return stats.get("calls", 0), stats.get("rejected_calls", 0)
+
+
+@pytest.mark.parametrize("expiry", ["window", "ttl"])
+def test_expiring_set_claims_set_in_chunks_answer_as_claims_one_by_one(server_kind, redis_url, expiry):
+    # MSETEX NX by chunks where the server has it (Valkey 9.1), SET NX EX(AT) key by key where not:
+    # the same answers, the same keys, each with its own expiry. Then the window forgets the
+    # first claims: chunks of forgotten keys are refused whole and won again key by key.
+    clock = ManualClock(time.time())
+    window = Window(86_400.0, 4)
+    options = {"window": window, "clock": clock} if expiry == "window" else {"ttl_seconds": 3600}
+    first, second = fingerprints(300, seed=46), fingerprints(150, seed=47)
+    mixed = [fp for pair in zip(first[::2], second) for fp in pair]
+    client = redis.Redis.from_url(redis_url)
+    before = msetex_stats(client)
+    with RedisKeyStore(redis_url, namespace=f"chunks-{expiry}", policy_digest=DIGEST, groups=1, **options) as store:
+        assert store.server_has == (frozenset({"MSETEX"}) if server_kind == "valkey9" else frozenset())
+        assert store.claim_many(first + first[:5] + [first[100]]) == [True] * 300 + [False] * 6
+        assert store.claim_many(mixed + second[:3]) == [False, True] * 150 + [False] * 3
+        for fp in (first[0], first[299], second[149]):
+            key = b"{chunks-%s:0}" % expiry.encode() + fp
+            if expiry == "window":
+                assert client.get(key) == b"g%d" % window.generation(clock())
+                assert 86_300 < client.ttl(key) <= 86_400 * (1 + 1 / window.generations) + 1
+            else:
+                assert (client.get(key), 3500 < client.ttl(key) <= 3600) == (b"1", True)
+        if expiry == "window":
+            clock.advance(86_400 * 1.5)  # the claims of both calls are forgotten; their keys live on
+            again = fingerprints(70, seed=48)
+            assert store.claim_many(first[:64] + again + first[:1]) == [True] * 134 + [False]
+            assert client.get(b"{chunks-window:0}" + first[0]) == b"g%d" % window.generation(clock())
+    assert (msetex_stats(client)[0] > before[0]) == (server_kind == "valkey9")
+    client.close()
+
+
+def test_a_user_denied_msetex_claims_key_by_key(server_kind, redis_url):
+    """The server knows MSETEX but this user may not run it: each chunk's MSETEX is refused
+    inside the script, which goes on with SET NX EXAT key by key; no claim lost or won twice."""
+    if server_kind != "valkey9":
+        pytest.skip("only Valkey 9.1 of the servers tested has MSETEX to deny")
+    admin = redis.Redis.from_url(redis_url)
+    admin.acl_setuser("no-msetex", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-msetex"])
+    url = redis_url.replace("redis://", "redis://no-msetex:pw@")
+    fps = fingerprints(200, seed=49)
+    before = msetex_stats(admin)
+    try:
+        window = Window(86_400.0, 4)
+        with RedisKeyStore(url, namespace="denied", policy_digest=DIGEST, groups=2, window=window) as store:
+            assert store.server_has == frozenset({"MSETEX"})
+            assert store.claim_many(fps[:150]) == [True] * 150
+            assert store.claim_many(fps) == [False] * 150 + [True] * 50
+        after = msetex_stats(admin)
+        assert (after[0] - before[0], after[1] > before[1]) == (0, True)  # tried, refused, done without
+        keys = [key for key in admin.scan_iter(match="{denied:*", count=1000) if b":receipt" not in key]
+        assert len(keys) == 200 and all(0 < admin.ttl(key) for key in keys)
+    finally:
+        admin.acl_deluser("no-msetex")
+        admin.close()
 
 
 def test_sqlite_batches_answer_alike_before_and_after_a_batch_that_won_every_claim(tmp_path):

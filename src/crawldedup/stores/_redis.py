@@ -14,7 +14,22 @@ import functools
 import math
 import random
 import re
-from typing import Any, Callable, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union, cast
+from typing import (
+    Any,
+    Callable,
+    ClassVar,
+    Dict,
+    FrozenSet,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+    cast,
+)
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
@@ -385,6 +400,9 @@ class RedisStore(ClaimStore):
         "SET",
         *redis_aliases.ALIAS_COMMANDS,
     )
+    #: Commands the store's scripts use when the server has them and do without otherwise (asked
+    #: with :attr:`commands`; :attr:`server_has` holds those the server knows).
+    optional_commands: ClassVar[Tuple[str, ...]] = ()
     #: Every Redis store keeps the alias map of redirects (layout: :mod:`crawldedup.stores.redis_aliases`).
     supports_aliases = True
 
@@ -418,6 +436,8 @@ class RedisStore(ClaimStore):
         if url is not None:
             check_redis_url("url", url)
         self._password = urlsplit(url).password if url is not None else None
+        #: The :attr:`optional_commands` the server knew when the store opened.
+        self.server_has: FrozenSet[str] = frozenset()
         #: What an error text must not show: the URL's password, and its Sentinels' own.
         self._secrets = [
             secret
@@ -686,17 +706,20 @@ class RedisStore(ClaimStore):
         """Refuse a server that lacks one of :attr:`commands` (``COMMAND INFO`` answers nil for it).
 
         A server (or ACL user) that refuses ``COMMAND`` itself is not refused for that: the
-        store's commands then speak for themselves at their first use.
+        store's commands then speak for themselves at their first use, and it is taken to have
+        none of the :attr:`optional_commands`.
 
         :raises StoreRefused: naming the missing commands.
         """
         wanted = (*self.commands, "WAIT") if self.durability.waits else self.commands  # replicated: WAIT too
         try:
-            known = yield Alone(("COMMAND INFO", *wanted))
+            known = yield Alone(("COMMAND INFO", *wanted, *self.optional_commands))
         except ResponseError as exc:
             if self._refusal(exc) is None:  # LOADING, BUSY...: not now, try again
                 raise
             return
+        optional = zip(self.optional_commands, known[len(wanted) :])
+        self.server_has = frozenset(name for name, info in optional if info)
         missing = [name for name, info in zip(wanted, known) if not info]
         if not missing:
             return

@@ -1,5 +1,11 @@
 local function claim_all(count, ttl)
-  if GEN >= 0 or ttl > 0 then return claim_one_by_one(count, ttl) end
+  local value, expiry = GEN >= 0 and 'L' or '1', nil  -- a new key's value, and MSETEX's expiry
+  if ttl > 0 then
+    if GEN >= 0 then value, expiry = LIVE, 'EXAT' else expiry = 'EX' end
+  end
+  local usable = MSETEX
+  if expiry and not usable then return claim_one_by_one(count, ttl) end
+  local at_time = expiry == 'EXAT' and EXPIRE_AT or decimal(ttl)
   local lost, seen, args, at = {}, {}, {}, {}
   for first = 1, count, MSETNX_KEYS do
     local j = 0
@@ -10,10 +16,18 @@ local function claim_all(count, ttl)
       else
         seen[k] = true
         j = j + 1
-        args[2 * j - 1], args[2 * j], at[j] = k, '1', i
+        args[2 * j - 1], args[2 * j], at[j] = k, value, i
       end
     end
-    if j == 0 or redis.call('MSETNX', unpack(args, 1, 2 * j)) == 0 then
+    local set = 0
+    if j > 0 and not expiry then
+      set = redis.call('MSETNX', unpack(args, 1, 2 * j))
+    elseif j > 0 and usable then
+      args[2 * j + 1], args[2 * j + 2], args[2 * j + 3] = 'NX', expiry, at_time
+      set = redis.pcall('MSETEX', j, unpack(args, 1, 2 * j + 3))
+      if type(set) == 'table' then set, usable = 0, false end  -- not on this node: key by key
+    end
+    if set == 0 then
       for t = 1, j do
         if claim_key(args[2 * t - 1], nil, ttl) == 0 then lost[#lost + 1] = at[t] end
       end
