@@ -598,6 +598,22 @@ def test_expiring_set_claims_set_in_chunks_answer_as_claims_one_by_one(server_ki
     client.close()
 
 
+def test_expiring_set_claims_on_a_cluster_answer_alike(server_kind, redis_cluster_url):
+    # Each group's MSETEX (where the nodes have it) runs on the node of the group's slot.
+    fps = fingerprints(2_000, seed=50)
+    cluster = redis.RedisCluster.from_url(redis_cluster_url)
+    nodes = [redis.Redis(host=node.host, port=node.port) for node in cluster.get_primaries()]
+    before = sum(msetex_stats(node)[0] for node in nodes)
+    window = Window(86_400.0, 4)
+    with RedisKeyStore(redis_cluster_url, namespace="chunked", policy_digest=DIGEST, window=window) as store:
+        assert store.claim_many(fps[:1_500] + fps[:10]) == [True] * 1_500 + [False] * 10
+        assert store.claim_many(fps) == [False] * 1_500 + [True] * 500
+    assert all(0 < cluster.ttl(b"{chunked:%d}" % ((int.from_bytes(fp[:8], "little") * 16) >> 64) + fp) for fp in fps)
+    assert (sum(msetex_stats(node)[0] for node in nodes) > before) == (server_kind == "valkey9")
+    for client in (*nodes, cluster):
+        client.close()
+
+
 def test_a_user_denied_msetex_claims_key_by_key(server_kind, redis_url):
     """The server knows MSETEX but this user may not run it: each chunk's MSETEX is refused
     inside the script, which goes on with SET NX EXAT key by key; no claim lost or won twice."""
